@@ -1,0 +1,3 @@
+from mirrorlag.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""`mirrorlag run | check | demo`. Errors the user can fix end in one line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Sequence
+
+from mirrorlag import __version__
+from mirrorlag.errors import MirrorlagError
+
+log = logging.getLogger("mirrorlag")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mirrorlag",
+        description="Replication lag of a Kafka MirrorMaker 2 mirror, from MM2's own properties file.",
+    )
+    parser.add_argument("--version", action="version", version=f"mirrorlag {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add_config(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", "-c", action="append", required=True, metavar="FILE",
+                       help="Java .properties file (mm2.properties); repeat to layer, later files win")
+
+    run = sub.add_parser("run", help="run the sidecar: poll lag and serve /metrics, /status, /healthz, /readyz")
+    add_config(run)
+
+    check = sub.add_parser("check", help="one-shot check: exit 0 when every partition is IN_SYNC, 1 otherwise, 2 on error")
+    add_config(check)
+    check.add_argument("--json", action="store_true", help="print a JSON array of partitions")
+    check.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                       help="seconds to read the feeds and the source (default 30)")
+
+    demo = sub.add_parser("demo", help="embedded source and target brokers, a lagging replicator and the sidecar, live")
+    demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
+    demo.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    demo.add_argument("--no-ui", action="store_true", help="log lines instead of the live table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # librdkafka reconnect chatter is summarised by the poller once per state change.
+    logging.getLogger("mirrorlag.librdkafka").setLevel(logging.CRITICAL if args.log_level != "DEBUG" else logging.DEBUG)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "check":
+            from mirrorlag.check import run_check
+
+            return run_check(args.config, as_json=args.json, timeout_s=args.timeout)
+        if args.command == "demo":
+            from mirrorlag.demo.runner import run_demo
+
+            return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui)
+    except MirrorlagError as exc:
+        print(f"mirrorlag: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from mirrorlag.config import load_settings
+    from mirrorlag.feeds.external import build_feeds
+    from mirrorlag.sidecar import Sidecar
+
+    settings = load_settings(args.config)
+    try:
+        sidecar = Sidecar(settings, feeds=build_feeds(settings))
+    except OSError as exc:  # e.g. the HTTP port is taken
+        raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    sidecar.start()
+    log.info("mirrorlag %s watching %s", __version__, ", ".join(str(f.id) for f in settings.flows))
+    stop.wait()
+    log.info("stopping")
+    if not sidecar.stop(timeout_s=4.0):
+        log.warning("a poll was still waiting on a broker; exiting without it")
+        logging.shutdown()
+        os._exit(0)  # the in-flight request thread would otherwise hold the interpreter open
+    return 0

@@ -1,0 +1,323 @@
+"""Build `Settings` from the Java .properties files MM2 runs with (DESIGN §5).
+
+Semantics follow MirrorMakerConfig: later files override earlier ones key by key, a flow A->B
+exists when `A->B.enabled` is true, and a flow's value of key K is `A->B.K`, else K, else MM2's
+default. Every value remembers the file and line it came from so that errors can point at it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import javaproperties
+
+from mirrorlag.config.client import Prop, cluster_client_config, error_at
+from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
+from mirrorlag.config.settings import (
+    DEFAULT_TOPICS_EXCLUDE,
+    ClusterSettings,
+    EngineParams,
+    FlowSettings,
+    Settings,
+    is_secret_key,
+)
+from mirrorlag.errors import ConfigError
+
+Props = Mapping[str, Prop]
+
+
+class _Bad(ValueError):
+    """A value that does not parse. `expected` and `message` must not contain the value
+    unless `message` is only used for non-secret keys (see `_parse`)."""
+
+    def __init__(self, expected: str, message: str | None = None) -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.message = message
+
+
+def _parse(prop: Prop, parser: Callable[[str], Any]) -> Any:
+    try:
+        return parser(prop.value)
+    except _Bad as bad:
+        if is_secret_key(prop.key):
+            raise error_at(prop, f"invalid value (expected {bad.expected})") from None
+        raise error_at(prop, bad.message or f"expected {bad.expected}, got {prop.value!r}") from None
+
+
+# --- value parsers: text -> typed value, or _Bad -------------------------------------------
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt / Long.parseLong after ConfigDef's trim
+
+
+def _integer(minimum: int, noun: str = "an integer") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        text = text.strip()
+        if not _JAVA_INT.fullmatch(text):
+            raise _Bad(noun)
+        if int(text) < minimum:
+            raise _Bad(f"{noun} {'> 0' if minimum == 1 else f'>= {minimum}'}")
+        return int(text)
+
+    return parse
+
+
+def _seconds(minimum_ms: int) -> Callable[[str], float]:
+    as_int = _integer(minimum_ms, "an integer number of milliseconds")
+    return lambda text: as_int(text) / 1000.0
+
+
+def _refresh_interval(text: str) -> float | None:
+    text = text.strip()
+    if not _JAVA_INT.fullmatch(text):
+        raise _Bad("an integer number of milliseconds")
+    if int(text) == -1:
+        return None  # KIP-971: -1 turns the polling off
+    if int(text) <= 0:
+        raise _Bad("an integer number of milliseconds > 0, or -1 to disable")
+    return int(text) / 1000.0
+
+
+def _boolean(text: str) -> bool:
+    # ConfigDef BOOLEAN: trimmed, case-insensitive, nothing but true/false.
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise _Bad("true or false")
+    return value == "true"
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise _Bad(f"one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _separator(text: str) -> str:
+    if not text.strip():  # ConfigDef trims strings; an empty separator names nothing
+        raise _Bad("a non-empty separator")
+    return text.strip()
+
+
+def _policy_identity(text: str) -> bool:
+    name = text.strip()
+    if name in (DEFAULT_POLICY, "DefaultReplicationPolicy"):
+        return False
+    if name in (IDENTITY_POLICY, "IdentityReplicationPolicy"):
+        return True
+    raise _Bad(
+        "DefaultReplicationPolicy or IdentityReplicationPolicy",
+        f"unsupported replication.policy.class {name} "
+        "(mirrorlag knows DefaultReplicationPolicy and IdentityReplicationPolicy)",
+    )
+
+
+_NOTHING = re.compile(r"(?!)")  # an empty list selects no topic
+
+
+def _topic_patterns(text: str) -> re.Pattern[str]:
+    # ConfigDef LIST split on commas; MM2 joins the regexes with '|' and matches whole names.
+    regexes = [r.strip() for r in text.split(",") if r.strip()]
+    for regex in regexes:
+        try:
+            re.compile(regex)
+        except re.error as err:
+            message = f"invalid regular expression {regex!r}: {err}"
+            raise _Bad("comma-separated regular expressions", message) from None
+    return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else _NOTHING
+
+
+_LISTENER = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>[0-9]{1,5})")
+
+
+def _listener(text: str) -> tuple[str, int]:
+    match = _LISTENER.fullmatch(text.strip())
+    if match is None or int(match["port"]) > 65535:
+        raise _Bad("host:port or [ipv6]:port with a port in 0..65535")
+    return match["v6"] or match["host"], int(match["port"])
+
+
+# --- the keys mirrorlag reads: key -> (parser, default text as MM2 would write it) -----------
+
+Row = tuple[Callable[[str], Any], str]
+
+# Per flow: `A->B.K`, else `K`, else the default.
+FLOW_KEYS: dict[str, Row] = {
+    "topics": (_topic_patterns, ".*"),
+    "topics.exclude": (_topic_patterns, DEFAULT_TOPICS_EXCLUDE),  # legacy: topics.blacklist
+    "replication.policy.class": (_policy_identity, DEFAULT_POLICY),
+    "replication.policy.separator": (_separator, "."),
+    "replication.policy.internal.topic.separator.enabled": (_boolean, "true"),
+    "offset.lag.max": (_integer(0), "100"),
+    "offset-syncs.topic.location": (_choice("source", "target"), "source"),
+    "replication.lag.time.max.ms": (_seconds(1), "30000"),
+    "metrics.sample.window.ms": (_seconds(1), "30000"),
+    "metrics.num.samples": (_integer(1), "2"),
+}
+
+# Top level only. Every `mirrorlag.*` key not listed here is an error (typos must not pass).
+GLOBAL_KEYS: dict[str, Row] = {
+    "replication.record.lag.metric.refresh.interval": (_refresh_interval, "15000"),
+    "replication.record.lag.metric.last.replicated.offset.ttl": (_seconds(1), "20000"),
+    "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
+    "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
+    "mirrorlag.leo.chunk.size": (_integer(1), "1000"),
+    "mirrorlag.request.timeout.ms": (_seconds(1), "10000"),
+}
+
+
+def _value(prop: Prop | None, row: Row) -> Any:
+    parser, default = row
+    return parser(default) if prop is None else _parse(prop, parser)
+
+
+# --- loading -----------------------------------------------------------------------------
+
+
+def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
+    """Read, merge and validate `paths` (later files win); any problem is one ConfigError."""
+    files = tuple(Path(p).resolve() for p in paths)
+    if not files:
+        raise ConfigError("no configuration file given")
+    props: dict[str, Prop] = {}
+    for file in files:
+        props.update(_read(file))
+
+    aliases, clusters_prop = _clusters(props, files)
+    _check_own_keys(props)
+    own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
+    clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
+    flows = tuple(_flow(props, s, t) for s, t in _flow_pairs(props, aliases, clusters_prop))
+    host, port = own["mirrorlag.http.listener"]
+    return Settings(
+        files=files,
+        clusters=clusters,
+        flows=flows,
+        refresh_interval_s=own["replication.record.lag.metric.refresh.interval"],
+        lro_ttl_s=own["replication.record.lag.metric.last.replicated.offset.ttl"],
+        http_host=host,
+        http_port=port,
+        leo_isolation=own["mirrorlag.leo.isolation.level"],
+        leo_chunk_size=own["mirrorlag.leo.chunk.size"],
+        request_timeout_s=own["mirrorlag.request.timeout.ms"],
+    )
+
+
+def _read(file: Path) -> dict[str, Prop]:
+    try:
+        data = file.read_bytes()  # bytes: javaproperties then decodes Latin-1, as Java's load does
+    except OSError as err:
+        raise ConfigError(f"cannot read file: {err.strerror or err}", file=file) from None
+    props: dict[str, Prop] = {}
+    line = 1  # where the next element starts
+    try:
+        for element in javaproperties.parse(data):
+            if isinstance(element, javaproperties.KeyValue):
+                props[element.key] = Prop(element.value, file, line, element.key)
+            source = element.source
+            line += source.count("\n") + source.count("\r") - source.count("\r\n")
+    except javaproperties.InvalidUEscapeError:
+        # Its message quotes part of the value, which may be a password: don't repeat it.
+        message = "not a valid properties file: invalid \\uXXXX escape"
+        raise ConfigError(message, file=file, line=line) from None
+    return props
+
+
+def _clusters(props: Props, files: tuple[Path, ...]) -> tuple[list[str], Prop]:
+    prop = props.get("clusters")
+    if prop is None:
+        read = ", ".join(str(f) for f in files)
+        raise ConfigError(f"required key is missing (read {read})", key="clusters")
+    # ConfigDef LIST; MM2 keeps the aliases in a set, so a repeated alias is one cluster.
+    aliases = list(dict.fromkeys(a.strip() for a in prop.value.split(",") if a.strip()))
+    if not aliases:
+        raise error_at(prop, "expected a comma-separated list of cluster aliases, got an empty value")
+    return aliases, prop
+
+
+def _check_own_keys(props: Props) -> None:
+    # Compare what follows "mirrorlag.": the shared prefix would make every key look close.
+    known = [key.removeprefix("mirrorlag.") for key in GLOBAL_KEYS if key.startswith("mirrorlag.")]
+    for key, prop in props.items():
+        if key.startswith("mirrorlag.") and key not in GLOBAL_KEYS:
+            close = difflib.get_close_matches(key.removeprefix("mirrorlag."), known, n=1)
+            raise error_at(prop, "unknown key" + (f"; did you mean mirrorlag.{close[0]}?" if close else ""))
+
+
+def _cluster(alias: str, props: Props, clusters_prop: Prop) -> ClusterSettings:
+    if f"{alias}.bootstrap.servers" not in props:
+        raise error_at(clusters_prop, f"cluster {alias} has no {alias}.bootstrap.servers")
+    client = cluster_client_config(alias, props)
+    return ClusterSettings(alias=alias, bootstrap_servers=client["bootstrap.servers"], client=client)
+
+
+def _java_true(text: str) -> bool:
+    # MirrorMakerConfig reads A->B.enabled with Boolean.parseBoolean on the raw value: only
+    # "true" in any case counts, so "true " (trailing blank) leaves the flow off in MM2 too.
+    return text.lower() == "true"
+
+
+_FLOW_ENABLED = re.compile(r"(?P<source>.+?)->(?P<target>.+)\.enabled")
+
+
+def _flow_pairs(props: Props, aliases: list[str], clusters_prop: Prop) -> list[tuple[str, str]]:
+    for key, prop in props.items():
+        match = _FLOW_ENABLED.fullmatch(key)
+        if match is None or not _java_true(prop.value):
+            continue
+        source, target = match["source"], match["target"]
+        if "." in target and target not in aliases:
+            continue  # a per-flow key such as A->B.emit.heartbeats.enabled
+        undefined = [a for a in (source, target) if a not in aliases]
+        if undefined:
+            names = f"cluster{'s' if len(undefined) > 1 else ''} {' and '.join(undefined)}"
+            raise error_at(prop, f"flow {source}->{target} names undefined {names}")
+    pairs = [
+        (s, t)
+        for s in aliases
+        for t in aliases
+        if s != t and f"{s}->{t}.enabled" in props and _java_true(props[f"{s}->{t}.enabled"].value)
+    ]
+    if not pairs:
+        example = f"{aliases[0]}->{aliases[1]}" if len(aliases) > 1 else "A->B"
+        raise error_at(clusters_prop, f"no enabled flow (set e.g. {example}.enabled = true)")
+    return pairs
+
+
+def _flow(props: Props, source: str, target: str) -> FlowSettings:
+    def prop(key: str) -> Prop | None:
+        return props.get(f"{source}->{target}.{key}") or props.get(key)
+
+    def get(key: str) -> Any:
+        return _value(prop(key), FLOW_KEYS[key])
+
+    # ConfigUtils.translateDeprecatedConfigs: topics.blacklist only counts if topics.exclude is
+    # unset at both levels (the flow's view merges them before translating).
+    exclude = prop("topics.exclude") or prop("topics.blacklist")
+    policy = ReplicationPolicy(
+        separator=get("replication.policy.separator"),
+        internal_separator_enabled=get("replication.policy.internal.topic.separator.enabled"),
+        heartbeats_topic="heartbeats",
+        identity=get("replication.policy.class"),
+    )
+    return FlowSettings(
+        source=source,
+        target=target,
+        topics_include=get("topics"),
+        topics_exclude=_value(exclude, FLOW_KEYS["topics.exclude"]),
+        policy=policy,
+        offset_lag_max=get("offset.lag.max"),
+        offset_syncs_topic_location=get("offset-syncs.topic.location"),
+        engine=EngineParams(
+            lag_time_max_s=get("replication.lag.time.max.ms"),
+            sample_window_s=get("metrics.sample.window.ms"),
+            num_samples=get("metrics.num.samples"),
+        ),
+    )

@@ -1,0 +1,65 @@
+"""MM2 replication policies: how source topics are named on the target (DefaultReplicationPolicy.java)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationPolicy:
+    """DefaultReplicationPolicy (`identity=False`) or IdentityReplicationPolicy (`identity=True`)."""
+
+    separator: str = "."
+    internal_separator_enabled: bool = True
+    heartbeats_topic: str = "heartbeats"
+    identity: bool = False
+
+    def remote_topic(self, source_alias: str, topic: str) -> str:
+        """Name of `topic` from cluster `source_alias` on the target."""
+        if self.identity:
+            return topic
+        return f"{source_alias}{self.separator}{topic}"
+
+    def topic_source(self, topic: str) -> str | None:
+        """Alias of the cluster a remote topic came from, or None for a local topic."""
+        if self.identity:
+            return None  # identity names carry no source (MM2 then relies on its own config)
+        parts = [p for p in re.split(re.escape(self.separator), topic)]
+        while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
+            parts.pop()
+        return parts[0] if len(parts) >= 2 else None
+
+    def upstream_topic(self, topic: str) -> str | None:
+        source = self.topic_source(topic)
+        return None if source is None else topic[len(source) + len(self.separator):]
+
+    @property
+    def _internal_separator(self) -> str:
+        return self.separator if self.internal_separator_enabled else "."
+
+    def offset_syncs_topic(self, cluster_alias: str) -> str:
+        sep = self._internal_separator
+        return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
+
+    def is_mm2_internal_topic(self, topic: str) -> bool:
+        return topic.endswith(f"{self._internal_separator}internal")
+
+    def is_internal_topic(self, topic: str) -> bool:
+        """ReplicationPolicy.isInternalTopic: Kafka's own, Connect's and MM2's internal topics."""
+        return (
+            self.is_mm2_internal_topic(topic)
+            or topic.startswith("__")
+            or topic.startswith(".")
+            or topic.endswith("-internal")
+            or topic.endswith(".internal")
+        )
+
+    def is_heartbeats_topic(self, topic: str) -> bool:
+        original = topic
+        while (upstream := self.upstream_topic(original)) is not None and upstream != original:
+            original = upstream
+        return original == self.heartbeats_topic

@@ -1,0 +1,108 @@
+"""The configuration the rest of mirrorlag reads: resolved, validated, typed.
+
+`mirrorlag.config.loader.load_settings(paths)` builds a `Settings` from one or more Java
+`.properties` files (the same mm2.properties MirrorMaker runs with). Durations are seconds here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from mirrorlag.config.policy import ReplicationPolicy
+from mirrorlag.model import FlowId
+
+# MM2's DefaultTopicFilter default for `topics.exclude`.
+DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+
+SECRET_KEY_PATTERN = re.compile(r"password|secret|sasl\.jaas\.config|ssl\.key|token", re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    """True for keys whose values must never be printed (passwords, JAAS config, private keys)."""
+    return bool(SECRET_KEY_PATTERN.search(key))
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    alias: str
+    bootstrap_servers: str
+    # librdkafka client configuration (already translated from Java keys), incl. bootstrap.servers.
+    client: dict[str, str]  # a real dict: confluent-kafka wants one
+
+    def __repr__(self) -> str:  # never leak secrets through a repr in a log line
+        safe = {k: ("***" if is_secret_key(k) else v) for k, v in self.client.items()}
+        return f"ClusterSettings(alias={self.alias!r}, client={safe!r})"
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """The lag engine's knobs for one flow."""
+
+    lag_time_max_s: float = 30.0  # replication.lag.time.max.ms
+    sample_window_s: float = 30.0  # metrics.sample.window.ms
+    num_samples: int = 2  # metrics.num.samples
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    source: str
+    target: str
+    topics_include: re.Pattern[str]  # `topics`, comma-separated regexes joined with |, fullmatch
+    topics_exclude: re.Pattern[str]  # `topics.exclude` (legacy `topics.blacklist`), fullmatch
+    policy: ReplicationPolicy
+    offset_lag_max: int = 100
+    offset_syncs_topic_location: str = "source"  # "source" | "target"
+    engine: EngineParams = field(default_factory=EngineParams)
+
+    @property
+    def id(self) -> FlowId:
+        return FlowId(self.source, self.target)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MirrorSourceConnector.shouldReplicateTopic: filter, never internal topics, never cycles."""
+        selected = (
+            self.topics_include.fullmatch(topic) is not None
+            and self.topics_exclude.fullmatch(topic) is None
+        ) or self.policy.is_heartbeats_topic(topic)
+        return selected and not self.policy.is_internal_topic(topic) and not self._is_cycle(topic)
+
+    def _is_cycle(self, topic: str) -> bool:
+        while True:
+            source = self.policy.topic_source(topic)
+            if source is None:
+                return False
+            if source == self.target:
+                return True
+            upstream = self.policy.upstream_topic(topic)
+            if upstream is None or upstream == topic:
+                return False
+            topic = upstream
+
+
+@dataclass(frozen=True)
+class Settings:
+    files: tuple[Path, ...]
+    clusters: Mapping[str, ClusterSettings]
+    flows: tuple[FlowSettings, ...]
+    # KIP-971: replication.record.lag.metric.refresh.interval; None when -1 (polling disabled).
+    refresh_interval_s: float | None = 15.0
+    # KIP-971: replication.record.lag.metric.last.replicated.offset.ttl
+    lro_ttl_s: float = 20.0
+    http_host: str = "0.0.0.0"  # mirrorlag.http.listener, host part
+    http_port: int = 9464  # mirrorlag.http.listener, port part
+    leo_isolation: str = "read_uncommitted"  # mirrorlag.leo.isolation.level
+    leo_chunk_size: int = 1000  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
+    request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
+
+    def flow(self, flow_id: FlowId) -> FlowSettings:
+        for flow in self.flows:
+            if flow.id == flow_id:
+                return flow
+        raise KeyError(str(flow_id))
+
+    @property
+    def source_aliases(self) -> tuple[str, ...]:
+        return tuple(sorted({f.source for f in self.flows}))

@@ -1,0 +1,1 @@
+"""`mirrorlag demo`: two embedded brokers, traffic, a replicator that falls behind, and the sidecar."""

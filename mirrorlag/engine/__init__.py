@@ -1,0 +1,6 @@
+"""The pure lag engine (DESIGN §2–§4): per-partition state, windows, time lag, states."""
+
+from mirrorlag.engine.lag_engine import LagEngine
+from mirrorlag.engine.sampled_stat import WindowedLagStat
+
+__all__ = ["LagEngine", "WindowedLagStat"]

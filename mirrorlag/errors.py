@@ -1,0 +1,33 @@
+"""Errors that end a command with one clear line and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class MirrorlagError(Exception):
+    """An error the user can act on; its str() is the whole message."""
+
+    exit_status = 2
+
+
+@dataclass
+class ConfigError(MirrorlagError):
+    """A configuration problem, located by file, line and key where they are known."""
+
+    message: str
+    file: Path | None = None
+    line: int | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = str(self.file) + (f":{self.line}" if self.line else "")
+        if self.key:
+            where = f"{where}: {self.key}" if where else self.key
+        return f"{where}: {self.message}" if where else self.message

@@ -1,0 +1,1 @@
+"""Exporters read immutable snapshots; they never reach back into the poller."""

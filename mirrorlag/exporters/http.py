@@ -1,0 +1,82 @@
+"""The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status.
+
+Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
+partitions and can never slow a poll down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """Everything the endpoints serve, replaced as a whole after each poll."""
+
+    metrics: bytes = b""
+    status: bytes = b"{}"
+    ready: bool = False
+
+
+class ExpositionServer:
+    def __init__(self, host: str, port: int) -> None:
+        self.current = Exposition()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "mirrorlag"
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                self._respond(send_body=True)
+
+            def do_HEAD(self) -> None:
+                self._respond(send_body=False)
+
+            def _respond(self, send_body: bool) -> None:
+                exp = server.current  # one read: all parts come from the same poll
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, CONTENT_TYPE_LATEST, exp.metrics, send_body)
+                elif path == "/healthz":
+                    self._send(200, "text/plain", b"ok\n", send_body)
+                elif path == "/readyz":
+                    ok = exp.ready
+                    self._send(200 if ok else 503, "text/plain", b"ready\n" if ok else b"not ready\n", send_body)
+                elif path == "/status":
+                    self._send(200, "application/json", exp.status, send_body)
+                else:
+                    self._send(404, "text/plain", b"not found\n", send_body)
+
+            def _send(self, code: int, ctype: str, body: bytes, send_body: bool) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("%s " + format, self.address_string(), *args)
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="mirrorlag-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

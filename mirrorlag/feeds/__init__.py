@@ -1,0 +1,1 @@
+"""LRO feeds: where last replicated offsets come from."""

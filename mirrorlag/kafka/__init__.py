@@ -1,0 +1,1 @@
+"""Kafka edges: admin, metadata and offsets."""

@@ -1,0 +1,95 @@
+"""Reading a source cluster: which partitions each flow mirrors, and their log-end offsets."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from mirrorlag.config.settings import ClusterSettings, FlowSettings
+from mirrorlag.model import FlowId
+
+# librdkafka logs every reconnect; the poller logs state changes once instead.
+LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlag.librdkafka")
+
+TopicPart = tuple[str, int]
+
+
+class SourceUnavailable(Exception):
+    """Metadata or offsets could not be read from a source cluster this poll."""
+
+
+def make_admin(cluster: ClusterSettings, timeout_s: float) -> AdminClient:
+    config = dict(cluster.client)
+    config.setdefault("socket.timeout.ms", str(int(timeout_s * 1000)))
+    config["logger"] = LIBRDKAFKA_LOGGER
+    return AdminClient(config)
+
+
+@dataclass
+class SourceCluster:
+    """One source cluster's admin client and the flows that read from it."""
+
+    alias: str
+    admin: AdminClient
+    flows: Sequence[FlowSettings]
+    timeout_s: float
+    chunk_size: int
+    isolation: IsolationLevel
+
+    def discover(self) -> dict[FlowId, list[TopicPart]]:
+        """The partitions each flow replicates, from a fresh metadata request."""
+        try:
+            metadata = self.admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise SourceUnavailable(f"metadata from cluster {self.alias}: {exc.args[0]}") from None
+        topics = {
+            name: sorted(meta.partitions)
+            for name, meta in metadata.topics.items()
+            if meta.error is None
+        }
+        return {
+            flow.id: [(t, p) for t in sorted(topics) if flow.should_replicate(t) for p in topics[t]]
+            for flow in self.flows
+        }
+
+    def end_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
+        """ListOffsets `latest` in concurrent chunks; a partition that fails maps to None.
+
+        Many smaller requests in flight beat one huge one (one call over 10k partitions was ~5x
+        slower than ten calls of 1k). Raises SourceUnavailable when nothing at all came back.
+        """
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        futures: dict[concurrent.futures.Future, TopicPart] = {}
+        timeout_ms = int(self.timeout_s * 1000)
+        for start in range(0, len(partitions), self.chunk_size):
+            request = {
+                TopicPartition(t, p): OffsetSpec.latest()
+                for t, p in partitions[start:start + self.chunk_size]
+            }
+            result = self.admin.list_offsets(
+                request, isolation_level=self.isolation, request_timeout=self.timeout_s
+            )
+            futures.update({fut: (tp.topic, tp.partition) for tp, fut in result.items()})
+        done, _ = concurrent.futures.wait(futures, timeout=self.timeout_s + 1)
+        offsets: dict[TopicPart, int | None] = dict.fromkeys(partitions)
+        first_error: BaseException | None = None
+        for fut in done:
+            if (exc := fut.exception()) is None:
+                offsets[futures[fut]] = fut.result().offset
+            elif first_error is None:
+                first_error = exc
+        if all(v is None for v in offsets.values()):
+            reason = first_error or f"no answer within {timeout_ms} ms"
+            raise SourceUnavailable(f"end offsets from cluster {self.alias}: {reason}")
+        return offsets
+
+
+def isolation_level(name: str) -> IsolationLevel:
+    return IsolationLevel.READ_COMMITTED if name == "read_committed" else IsolationLevel.READ_UNCOMMITTED

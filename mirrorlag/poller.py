@@ -1,0 +1,163 @@
+"""One poll: LEO snapshot, then the feeds' LROs, then the pure engine, then a published snapshot.
+
+The order matters (DESIGN §3): the LEO snapshot is taken before any LRO is read, so "LRO + 1 >= LEO"
+proves the mirror had copied everything that existed when the snapshot began.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol, Sequence
+
+from mirrorlag.config.settings import Settings
+from mirrorlag.engine import LagEngine
+from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTracker
+from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, TopicPart, isolation_level, make_admin
+from mirrorlag.lro_cache import LroCache
+from mirrorlag.model import FlowId, PartitionKey, PollObservation, Snapshot, State
+
+log = logging.getLogger(__name__)
+
+
+class LroFeed(Protocol):
+    """A source of last replicated offsets, read once per poll."""
+
+    name: str
+
+    def offsets(self) -> Mapping[PartitionKey, int]: ...
+
+
+@dataclass
+class TrackerFeed:
+    """Adapts an in-process ReplicationTracker (keyed by topic, partition) to partition keys."""
+
+    tracker: ReplicationTracker
+    name: str = CALLBACK_FEED
+
+    def offsets(self) -> dict[PartitionKey, int]:
+        source, target = self.tracker.flow
+        return {
+            PartitionKey(source, target, topic, partition): offset
+            for (topic, partition), offset in self.tracker.offsets().items()
+        }
+
+
+@dataclass
+class PollStats:
+    """The sidecar's own health, exported next to the lag figures."""
+
+    polls_total: int = 0
+    poll_errors_total: dict[str, int] = field(default_factory=dict)  # by source cluster alias
+    last_poll_duration_s: float = 0.0
+    last_poll_at: float | None = None
+    last_success_at: float | None = None
+    lro_cache_size: int = 0
+    lro_evictions_total: int = 0
+    mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
+
+
+class Poller:
+    def __init__(
+        self,
+        settings: Settings,
+        feeds: Sequence[LroFeed] = (),
+        trackers: Sequence[ReplicationTracker] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.trackers = {t.flow: t for t in trackers}
+        self.feeds: list[LroFeed] = [*feeds, *(TrackerFeed(t) for t in trackers)]
+        self.engine = LagEngine(lambda flow_id: settings.flow(flow_id).engine)
+        self.cache = LroCache(settings.lro_ttl_s)
+        self.stats = PollStats()
+        self.sources = {
+            alias: SourceCluster(
+                alias=alias,
+                admin=make_admin(settings.clusters[alias], settings.request_timeout_s),
+                flows=[f for f in settings.flows if f.source == alias],
+                timeout_s=settings.request_timeout_s,
+                chunk_size=settings.leo_chunk_size,
+                isolation=isolation_level(settings.leo_isolation),
+            )
+            for alias in settings.source_aliases
+        }
+        self._topology: dict[FlowId, list[TopicPart]] = {}
+        self._available: dict[str, bool] = {}
+
+    def poll_once(self) -> Snapshot:
+        started = self.clock()
+        leo_at = started
+        leos: dict[PartitionKey, int | None] = {}
+        failed = False
+        for source in self.sources.values():
+            failed |= not self._read_source(source, leos)
+        now = self.clock()
+        for feed in self.feeds:
+            self.cache.apply(feed.name, self._in_flows(feed.offsets()), now)
+        snapshot = self.engine.update(PollObservation(leo_at, now, leos, self.cache.readings(now)))
+        self._forget([row.key for row in snapshot.rows if row.state is State.GONE])
+
+        stats = self.stats
+        stats.polls_total += 1
+        stats.last_poll_at = now
+        stats.last_poll_duration_s = self.clock() - started
+        stats.lro_cache_size = len(self.cache)
+        stats.lro_evictions_total = self.cache.evictions_total
+        stats.mean_record_bytes = {
+            flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None
+        }
+        if not failed:
+            stats.last_success_at = now
+        return snapshot
+
+    def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None]) -> bool:
+        """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
+        try:
+            self._topology.update(source.discover())
+            partitions = {tp for flow in source.flows for tp in self._topology.get(flow.id, ())}
+            offsets = source.end_offsets(sorted(partitions))
+            self._set_available(source.alias, True)
+        except SourceUnavailable as exc:
+            # Keep the partitions we knew, with unknown LEOs: a blip must not report them GONE.
+            self.stats.poll_errors_total[source.alias] = self.stats.poll_errors_total.get(source.alias, 0) + 1
+            self._set_available(source.alias, False, str(exc))
+            offsets = {}
+        for flow in source.flows:
+            for topic, partition in self._topology.get(flow.id, ()):
+                leos[PartitionKey(flow.source, flow.target, topic, partition)] = offsets.get((topic, partition))
+        return bool(self._available[source.alias])
+
+    def _in_flows(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
+        """Only partitions a configured flow replicates may enter the cache (bounded memory)."""
+        flows = {f.id: f for f in self.settings.flows}
+        selected: dict[tuple[str, str, str], bool] = {}  # regexes once per topic, not per partition
+        result = {}
+        for key, offset in offsets.items():
+            flow = flows.get(key.flow)
+            if flow is None:
+                continue
+            ok = selected.get(key[:3])
+            if ok is None:
+                ok = selected[key[:3]] = flow.should_replicate(key.topic)
+            if ok:
+                result[key] = offset
+        return result
+
+    def _forget(self, keys: list[PartitionKey]) -> None:
+        self.cache.forget(keys)
+        for key in keys:
+            if tracker := self.trackers.get(key.flow):
+                tracker.forget(key.topic, key.partition)
+
+    def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
+        """Log a source cluster's availability once per change, not once per poll."""
+        if self._available.get(alias) == ok:
+            return
+        self._available[alias] = ok
+        if ok:
+            log.info("source cluster %s: reachable", alias)
+        else:
+            log.warning("source cluster %s: unavailable (%s); retrying every poll", alias, reason)

@@ -1,0 +1,107 @@
+"""The long-running sidecar: a poll job on APScheduler, exporters fed from each snapshot."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from typing import Callable, Sequence
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from mirrorlag.config.settings import Settings
+from mirrorlag.exporters.http import Exposition, ExpositionServer
+from mirrorlag.exporters.prometheus import MetricsRenderer
+from mirrorlag.exporters.status import status_document
+from mirrorlag.feeds.callback import ReplicationTracker
+from mirrorlag.model import Snapshot
+from mirrorlag.poller import LroFeed, Poller
+
+log = logging.getLogger(__name__)
+
+
+class Sidecar:
+    def __init__(
+        self,
+        settings: Settings,
+        feeds: Sequence[LroFeed] = (),
+        trackers: Sequence[ReplicationTracker] = (),
+        serve_http: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.poller = Poller(settings, feeds, trackers)
+        self.renderer = MetricsRenderer()
+        self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
+        self.latest: Snapshot | None = None
+        self.listeners: list[Callable[[Snapshot], None]] = []
+        self._poll_lock = threading.Lock()  # a manual poll() never runs beside the scheduled one
+        self._scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone="UTC",
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Config loaded and the latest poll read every source cluster (or polling is disabled)."""
+        if self.settings.refresh_interval_s is None:
+            return True
+        stats = self.poller.stats
+        return stats.last_success_at is not None and stats.last_success_at == stats.last_poll_at
+
+    def poll(self) -> Snapshot:
+        with self._poll_lock:
+            snapshot = self.poller.poll_once()
+            self.latest = snapshot
+            self._publish(snapshot)
+        for listener in self.listeners:
+            listener(snapshot)
+        return snapshot
+
+    def _poll_job(self) -> None:
+        try:
+            self.poll()
+        except Exception as exc:  # the sidecar never dies of a poll; the next one retries
+            log.error("poll failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+
+    def _publish(self, snapshot: Snapshot | None) -> None:
+        if self.server is None:
+            return
+        stats = self.poller.stats
+        extra = {
+            "polls_total": stats.polls_total,
+            "last_success_at": stats.last_success_at,
+            "last_poll_duration_s": round(stats.last_poll_duration_s, 4),
+        }
+        self.server.current = Exposition(
+            metrics=self.renderer.render(snapshot, stats),
+            status=status_document(snapshot, self.ready, extra),
+            ready=self.ready,
+        )
+
+    def start(self) -> None:
+        if self.server is not None:
+            self._publish(None)  # /healthz and /metrics answer before the first poll completes
+            self.server.start()
+            log.info("serving /metrics, /healthz, /readyz, /status on %s:%d",
+                     self.settings.http_host, self.server.port)
+        interval = self.settings.refresh_interval_s
+        if interval is None:
+            log.warning("replication.record.lag.metric.refresh.interval = -1: lag polling is disabled")
+        else:
+            self._scheduler.add_job(self._poll_job, "interval", seconds=interval,
+                                    next_run_time=datetime.now().astimezone(), id="poll")
+        self._scheduler.start()
+
+    def stop(self, timeout_s: float = 4.0) -> bool:
+        """Stop polling and serving; False when an in-flight poll did not finish in time."""
+        self._scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + timeout_s
+        finished = self._poll_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        if finished:
+            self._poll_lock.release()
+        if self.server is not None:
+            self.server.stop()
+        return finished

@@ -1,0 +1,179 @@
+"""The real CLI in its own process: `check --json` and a scrape of `run`, fed by hand-written
+offset syncs (the bytes MM2 writes), so the sidecar shares nothing with the writer but the brokers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirrorlag.embedded import free_port
+from mirrorlag.feeds.offset_syncs import OffsetSync
+from tests.conftest import write_properties
+
+pytestmark = pytest.mark.integration
+
+SYNC_TOPIC = "mm2-offset-syncs.dst.internal"  # on the source cluster: offset-syncs.topic.location=source
+
+
+def mirrorlag(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirrorlag", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def scenario(tmp_path, clusters, topic_name):
+    """Topic with 10/4/7 records; syncs say 0..5 of p0 and all of p1 are copied, p2 unknown."""
+    clusters.create_topic(topic_name, 3)
+    clusters.produce(topic_name, {0: 10, 1: 4, 2: 7})
+    sync_topic = f"{SYNC_TOPIC}"
+    # Each test gets its own sync topic via a custom separator-free name: isolate by alias instead.
+    config = write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n")
+    try:
+        clusters.create_topic(sync_topic, 1)
+    except Exception:
+        pass  # shared across tests; newest sync per partition wins, and topics differ per test
+    clusters.write_offset_syncs(sync_topic, [
+        OffsetSync(topic_name, 0, 2, 2),
+        OffsetSync(topic_name, 0, 5, 5),
+        OffsetSync(topic_name, 1, 3, 3),
+    ])
+    return config, topic_name
+
+
+def test_check_json_gives_exact_lag_and_exit_1(scenario):
+    config, topic = scenario
+    result = mirrorlag("check", "--config", str(config), "--json", "--timeout", "3")
+    assert result.returncode == 1, result.stderr
+    rows = {r["partition"]: r for r in json.loads(result.stdout)}
+    assert [rows[p]["flow"] for p in range(3)] == ["src->dst"] * 3
+    assert all(rows[p]["topic"] == topic for p in range(3))
+    assert (rows[0]["leo"], rows[0]["lro"], rows[0]["record_lag"], rows[0]["state"]) == (10, 5, 4, "STALLED")
+    assert (rows[1]["leo"], rows[1]["lro"], rows[1]["record_lag"], rows[1]["state"]) == (4, 3, 0, "IN_SYNC")
+    assert (rows[2]["leo"], rows[2]["lro"], rows[2]["record_lag"], rows[2]["state"]) == (7, None, None, "UNKNOWN")
+    assert rows[0]["lro_feed"] == "offset-syncs"
+
+
+def test_check_exits_0_when_caught_up_and_prints_a_table(scenario, clusters):
+    config, topic = scenario
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 9, 9), OffsetSync(topic, 2, 6, 6)])
+    result = mirrorlag("check", "--config", str(config), "--timeout", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "IN_SYNC" in result.stdout and topic in result.stdout
+    assert "LAGGING" not in result.stdout and "UNKNOWN" not in result.stdout
+
+
+def test_check_sees_a_mirror_that_catches_up_during_the_check(scenario, clusters):
+    config, topic = scenario
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 2, 6, 6)])
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), "--json",
+                             "--timeout", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 9, 9)])  # the mirror catches up
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out + err
+    assert {r["state"] for r in json.loads(out)} == {"IN_SYNC"}
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body) for s in family.samples
+    }
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError("sidecar never became ready")
+
+
+def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario):
+    config, topic = scenario
+    port = free_port()
+    extra = tmp_path / "mirrorlag.properties"
+    extra.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\nreplication.record.lag.metric.refresh.interval = 500\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config), "--config", str(extra)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(port, proc)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read() == b"ok\n"
+        time.sleep(1.2)  # a poll after the feed has read the syncs
+        samples = scrape(port)
+        def labels(partition: int, **extra: str) -> tuple:
+            base = {"partition": str(partition), "source": "src", "target": "dst", "topic": topic}
+            return tuple(sorted({**base, **extra}.items()))
+
+        assert samples[("mirrorlag_replication_record_lag", labels(0))] == 4
+        assert samples[("mirrorlag_replication_record_lag", labels(1))] == 0
+        assert ("mirrorlag_replication_record_lag", labels(2)) not in samples  # unknown is not 0
+        assert samples[("mirrorlag_replication_record_lag_max", labels(0))] == 4
+        assert samples[("mirrorlag_source_log_end_offset", labels(2))] == 7
+        assert samples[("mirrorlag_partition_state", labels(2, state="UNKNOWN"))] == 1
+        assert samples[("mirrorlag_polls_total", ())] >= 1
+
+        status = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5).read())
+        assert status["ready"] is True
+        by_partition = {r["partition"]: r for r in status["partitions"]}
+        assert (by_partition[0]["lro"], by_partition[0]["record_lag"]) == (5, 4)
+
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
+        assert missing.value.code == 404
+    finally:
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    assert proc.returncode == 0
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->c.enabled = true\n", ":4: a->c.enabled"),
+    ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+     "replication.record.lag.metric.refresh.interval = soon\n", ":5: replication.record.lag.metric.refresh.interval"),
+    ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+     "mirrorlag.http.listner = 0.0.0.0:1\n", "did you mean mirrorlag.http.listener"),
+])
+def test_bad_config_is_one_line_and_exit_2(tmp_path, content, expected):
+    config = tmp_path / "bad.properties"
+    config.write_text(content)
+    for command in ("run", "check"):
+        result = mirrorlag(command, "--config", str(config))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert str(config) in lines[0] and expected in lines[0]
+
+
+def test_missing_file_is_one_line_and_exit_2(tmp_path):
+    result = mirrorlag("check", "--config", str(tmp_path / "nope.properties"))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "nope.properties" in result.stderr
+
+
+def test_secrets_never_printed(tmp_path):
+    config = tmp_path / "secret.properties"
+    config.write_text(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+        "a.ssl.key.password = hunter2-secret\n"
+        "a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\";\n"
+    )
+    result = mirrorlag("check", "--config", str(config))
+    assert result.returncode == 2
+    assert "hunter2" not in result.stderr + result.stdout

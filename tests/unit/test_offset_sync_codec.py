@@ -1,0 +1,59 @@
+"""Golden bytes built by hand from OffsetSync.KEY_SCHEMA/VALUE_SCHEMA (Kafka Struct, big-endian):
+key = int16 topic length, UTF-8 topic, int32 partition; value = int64 upstreamOffset, int64 offset."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from mirrorlag.feeds.offset_syncs import BadRecord, OffsetSync, decode_offset_sync, encode_offset_sync
+
+# topic "orders", partition 3, upstreamOffset 1234, downstream offset 567
+GOLDEN_KEY = bytes([0x00, 0x06]) + b"orders" + bytes([0x00, 0x00, 0x00, 0x03])
+GOLDEN_VALUE = bytes([0, 0, 0, 0, 0, 0, 0x04, 0xD2]) + bytes([0, 0, 0, 0, 0, 0, 0x02, 0x37])
+
+
+def test_decodes_hand_built_bytes():
+    assert decode_offset_sync(GOLDEN_KEY, GOLDEN_VALUE) == OffsetSync("orders", 3, 1234, 567)
+
+
+def test_encodes_the_same_bytes_mm2_writes():
+    assert encode_offset_sync(OffsetSync("orders", 3, 1234, 567)) == (GOLDEN_KEY, GOLDEN_VALUE)
+
+
+def test_utf8_topic_length_is_in_bytes():
+    key = bytes([0x00, 0x03]) + "zé".encode() + bytes([0, 0, 0, 1])  # "zé" is 2 chars, 3 bytes
+    assert decode_offset_sync(key, GOLDEN_VALUE).topic == "zé"
+    with pytest.raises(BadRecord):
+        decode_offset_sync(bytes([0x00, 0x04]) + key[2:], GOLDEN_VALUE)  # one byte short
+
+
+def test_trailing_bytes_are_ignored_like_schema_read():
+    assert decode_offset_sync(GOLDEN_KEY + b"\x00", GOLDEN_VALUE + b"\x00").upstream_offset == 1234
+
+
+@pytest.mark.parametrize("key,value", [
+    (None, GOLDEN_VALUE),
+    (GOLDEN_KEY, None),
+    (b"", GOLDEN_VALUE),
+    (b"\x00", GOLDEN_VALUE),
+    (GOLDEN_KEY[:-1], GOLDEN_VALUE),  # truncated partition
+    (bytes([0xFF, 0xFF]) + GOLDEN_KEY[2:], GOLDEN_VALUE),  # negative length
+    (GOLDEN_KEY, GOLDEN_VALUE[:15]),
+    (bytes([0x00, 0x02, 0xC3, 0x28, 0, 0, 0, 0]), GOLDEN_VALUE),  # invalid UTF-8
+])
+def test_bad_records_raise_bad_record(key, value):
+    with pytest.raises(BadRecord):
+        decode_offset_sync(key, value)
+
+
+@given(st.binary(max_size=64), st.binary(max_size=32))
+def test_never_raises_anything_but_bad_record(key, value):
+    try:
+        decode_offset_sync(key, value)
+    except BadRecord:
+        pass
+
+
+@given(st.text(max_size=40), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1))
+def test_round_trip(topic, partition, upstream, downstream):
+    sync = OffsetSync(topic, partition, upstream, downstream)
+    assert decode_offset_sync(*encode_offset_sync(sync)) == sync

@@ -1,0 +1,46 @@
+import threading
+
+from mirrorlag import ReplicationTracker
+from mirrorlag.model import FlowId
+
+
+def test_newest_offset_per_partition_and_mean_size():
+    tracker = ReplicationTracker("A", "B")
+    assert tracker.flow == FlowId("A", "B")
+    assert tracker.mean_record_bytes() is None
+    tracker.replicated("t", 0, 5, 100)
+    tracker.replicated("t", 0, 6, 300)
+    tracker.replicated("t", 1, 0)
+    assert tracker.offsets() == {("t", 0): 6, ("t", 1): 0}
+    assert tracker.mean_record_bytes() == 200.0
+
+
+def test_offsets_returns_a_copy():
+    tracker = ReplicationTracker("A", "B")
+    tracker.replicated("t", 0, 1)
+    copy = tracker.offsets()
+    tracker.replicated("t", 0, 2)
+    assert copy == {("t", 0): 1}
+
+
+def test_concurrent_callers_never_corrupt_the_map():
+    tracker = ReplicationTracker("A", "B")
+
+    def feed(partition: int) -> None:
+        for offset in range(20_000):
+            tracker.replicated("t", partition, offset, 10)
+
+    threads = [threading.Thread(target=feed, args=(p,)) for p in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert tracker.offsets() == {("t", p): 19_999 for p in range(4)}
+
+
+def test_forget():
+    tracker = ReplicationTracker("A", "B")
+    tracker.replicated("t", 0, 1)
+    tracker.forget("t", 0)
+    tracker.forget("t", 9)  # unknown: no error
+    assert tracker.offsets() == {}
