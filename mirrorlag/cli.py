@@ -82,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:  # e.g. the HTTP port is taken
         raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
     sidecar.start()
     log.info("mirrorlag %s watching %s", __version__, ", ".join(str(f.id) for f in settings.flows))

@@ -97,7 +97,8 @@ class Sidecar:
 
     def stop(self, timeout_s: float = 4.0) -> bool:
         """Stop polling and serving; False when an in-flight poll did not finish in time."""
-        self._scheduler.shutdown(wait=False)
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
         deadline = time.monotonic() + timeout_s
         finished = self._poll_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
         if finished:

@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.live import Live
+from rich.logging import RichHandler
 
 from mirrorlag.config import load_settings
 from mirrorlag.demo.loadgen import LoadGenerator
@@ -52,7 +53,8 @@ def create_topics(bootstrap_servers: str, topics: dict[str, int]) -> None:
 
 def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal must not orphan the brokers
+        signal.signal(signum, lambda *_: stop.set())
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="mirrorlag-demo-") as tmp:
         source = stack.enter_context(EmbeddedBroker("source"))
         target = stack.enter_context(EmbeddedBroker("target"))
@@ -89,6 +91,7 @@ def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
         try:
             if ui:
                 console = Console()
+                _log_through(console)  # log lines above the live table instead of through it
                 with Live(render_table(None, caption()), console=console, refresh_per_second=4) as live:
                     sidecar.listeners.append(lambda snap: live.update(render_table(snap, caption())))
                     _wait(stop, deadline)
@@ -100,6 +103,13 @@ def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
             pass
         stop.set()
     return 0
+
+
+def _log_through(console: Console) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(RichHandler(console=console, show_path=False))
 
 
 def _wait(stop: threading.Event, deadline: float | None) -> None:

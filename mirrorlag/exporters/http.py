@@ -78,5 +78,6 @@ class ExpositionServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for serve_forever, which may never have run
+            self.httpd.shutdown()
         self.httpd.server_close()
