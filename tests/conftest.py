@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlag.embedded import EmbeddedBroker, free_port
-from mirrorlag.feeds.offset_syncs import OffsetSync, encode_offset_sync
+from mirrorlag.formats import OffsetSync, encode_offset_sync
 
 
 @dataclass

@@ -7,67 +7,20 @@ behind what it copied, so this LRO is a lower bound: the lag it gives is at most
 from __future__ import annotations
 
 import logging
-import struct
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.formats import BadRecord, decode_offset_sync
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
 from mirrorlag.model import PartitionKey
 
 log = logging.getLogger(__name__)
 
 FEED_NAME = "offset-syncs"
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_TWO_INT64 = struct.Struct(">qq")
-
-
-class OffsetSync(NamedTuple):
-    topic: str
-    partition: int
-    upstream_offset: int  # source offset of the last replicated record: the LRO
-    downstream_offset: int
-
-
-class BadRecord(ValueError):
-    pass
-
-
-def decode_offset_sync(key: bytes | None, value: bytes | None) -> OffsetSync:
-    """Decode OffsetSync.KEY_SCHEMA / VALUE_SCHEMA (Kafka Structs, no version prefix).
-
-    Like Schema.read, trailing bytes after the last field are ignored; anything short is bad.
-    """
-    if key is None or value is None:
-        raise BadRecord("null key or value")
-    if len(key) < 2:
-        raise BadRecord("key shorter than its length prefix")
-    (length,) = _INT16.unpack_from(key, 0)
-    if length < 0 or len(key) < 2 + length + 4:
-        raise BadRecord(f"key of {len(key)} bytes cannot hold a topic of {length} bytes and a partition")
-    try:
-        topic = key[2:2 + length].decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRecord("topic is not UTF-8") from None
-    (partition,) = _INT32.unpack_from(key, 2 + length)
-    if len(value) < 16:
-        raise BadRecord(f"value of {len(value)} bytes, expected 16")
-    upstream, downstream = _TWO_INT64.unpack_from(value, 0)
-    if partition < 0 or upstream < 0:
-        raise BadRecord("negative partition or offset")
-    return OffsetSync(topic, partition, upstream, downstream)
-
-
-def encode_offset_sync(sync: OffsetSync) -> tuple[bytes, bytes]:
-    """The bytes MM2's OffsetSync.recordKey()/recordValue() produce."""
-    topic = sync.topic.encode("utf-8")
-    key = _INT16.pack(len(topic)) + topic + _INT32.pack(sync.partition)
-    return key, _TWO_INT64.pack(sync.upstream_offset, sync.downstream_offset)
 
 
 def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:

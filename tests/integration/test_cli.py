@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorlag.embedded import free_port
-from mirrorlag.feeds.offset_syncs import OffsetSync
+from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
 
 pytestmark = pytest.mark.integration

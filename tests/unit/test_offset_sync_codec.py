@@ -4,7 +4,7 @@ key = int16 topic length, UTF-8 topic, int32 partition; value = int64 upstreamOf
 import pytest
 from hypothesis import given, strategies as st
 
-from mirrorlag.feeds.offset_syncs import BadRecord, OffsetSync, decode_offset_sync, encode_offset_sync
+from mirrorlag.formats import BadRecord, OffsetSync, decode_offset_sync, encode_offset_sync
 
 # topic "orders", partition 3, upstreamOffset 1234, downstream offset 567
 GOLDEN_KEY = bytes([0x00, 0x06]) + b"orders" + bytes([0x00, 0x00, 0x00, 0x03])

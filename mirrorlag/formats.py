@@ -1,0 +1,149 @@
+"""MM2's wire formats, byte for byte (apache/kafka connect/mirror: OffsetSync.java, Heartbeat.java,
+and Connect's JSON source offsets). Pure: bytes in, values out; anything malformed is a BadRecord.
+
+Kafka Structs (protocol.types.Schema) carry no version prefix unless the schema says so: a STRING
+is an int16 big-endian byte length plus UTF-8, INT32/INT64 are big-endian. Like Schema.read,
+decoders ignore trailing bytes after the last field.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, NamedTuple
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_TWO_INT64 = struct.Struct(">qq")
+
+
+class OffsetSync(NamedTuple):
+    topic: str
+    partition: int
+    upstream_offset: int  # source offset of the last replicated record: the LRO
+    downstream_offset: int
+
+
+class BadRecord(ValueError):
+    """A record that does not decode: counted and skipped by the feeds, never fatal."""
+
+
+def _read_string(data: bytes, pos: int) -> tuple[str, int]:
+    if len(data) < pos + 2:
+        raise BadRecord("truncated string length")
+    (length,) = _INT16.unpack_from(data, pos)
+    end = pos + 2 + length
+    if length < 0 or len(data) < end:
+        raise BadRecord(f"string of {length} bytes does not fit")
+    try:
+        return data[pos + 2:end].decode("utf-8"), end
+    except UnicodeDecodeError:
+        raise BadRecord("string is not UTF-8") from None
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return _INT16.pack(len(raw)) + raw
+
+
+def decode_offset_sync(key: bytes | None, value: bytes | None) -> OffsetSync:
+    """OffsetSync.KEY_SCHEMA (STRING topic, INT32 partition) and VALUE_SCHEMA (INT64 upstreamOffset,
+    INT64 offset)."""
+    if key is None or value is None:
+        raise BadRecord("null key or value")
+    topic, pos = _read_string(key, 0)
+    if len(key) < pos + 4:
+        raise BadRecord("key lacks its partition")
+    (partition,) = _INT32.unpack_from(key, pos)
+    if len(value) < 16:
+        raise BadRecord(f"value of {len(value)} bytes, expected 16")
+    upstream, downstream = _TWO_INT64.unpack_from(value, 0)
+    if partition < 0 or upstream < 0:
+        raise BadRecord("negative partition or offset")
+    return OffsetSync(topic, partition, upstream, downstream)
+
+
+def encode_offset_sync(sync: OffsetSync) -> tuple[bytes, bytes]:
+    """The bytes MM2's OffsetSync.recordKey()/recordValue() produce."""
+    return _string(sync.topic) + _INT32.pack(sync.partition), _TWO_INT64.pack(sync.upstream_offset, sync.downstream_offset)
+
+
+# --- Heartbeat (MirrorHeartbeatConnector): key = two STRINGs, value = INT16 version + INT64 ms ---
+
+_HEARTBEAT_VALUE = struct.Struct(">hq")
+
+
+class Heartbeat(NamedTuple):
+    source_alias: str
+    target_alias: str
+    timestamp_ms: int
+
+
+def decode_heartbeat(key: bytes | None, value: bytes | None) -> Heartbeat:
+    if key is None or value is None:
+        raise BadRecord("null key or value")
+    source, pos = _read_string(key, 0)
+    target, _ = _read_string(key, pos)
+    if len(value) < _HEARTBEAT_VALUE.size:
+        raise BadRecord(f"value of {len(value)} bytes, expected {_HEARTBEAT_VALUE.size}")
+    version, timestamp = _HEARTBEAT_VALUE.unpack_from(value, 0)
+    if version != 0:
+        raise BadRecord(f"unknown heartbeat version {version}")
+    return Heartbeat(source, target, timestamp)
+
+
+def encode_heartbeat(heartbeat: Heartbeat) -> tuple[bytes, bytes]:
+    key = _string(heartbeat.source_alias) + _string(heartbeat.target_alias)
+    return key, _HEARTBEAT_VALUE.pack(0, heartbeat.timestamp_ms)
+
+
+# --- Connect source offsets (mm2-offsets.<source>.internal): JSON key and value --------------
+# key:   ["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"t"}]  (any key order)
+# value: {"offset":123}  (the last replicated record, not +1); null value = tombstone
+
+CONNECTOR_NAME = "MirrorSourceConnector"
+
+
+class ConnectOffsetKey(NamedTuple):
+    connector: str
+    cluster: str
+    topic: str
+    partition: int
+
+
+def decode_connect_offset_key(key: bytes | None) -> ConnectOffsetKey:
+    if key is None:
+        raise BadRecord("null key")
+    try:
+        doc: Any = json.loads(key)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRecord("key is not JSON") from None
+    if not (isinstance(doc, list) and len(doc) == 2 and isinstance(doc[0], str) and isinstance(doc[1], dict)):
+        raise BadRecord("key is not [connector, {partition}]")
+    part = doc[1]
+    cluster, topic, partition = part.get("cluster"), part.get("topic"), part.get("partition")
+    if not (isinstance(cluster, str) and isinstance(topic, str)
+            and isinstance(partition, int) and not isinstance(partition, bool) and partition >= 0):
+        raise BadRecord("key partition lacks cluster, topic or partition")
+    return ConnectOffsetKey(doc[0], cluster, topic, partition)
+
+
+def decode_connect_offset_value(value: bytes | None) -> int | None:
+    """The replicated offset, or None for a tombstone."""
+    if value is None:
+        return None
+    try:
+        doc: Any = json.loads(value)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRecord("value is not JSON") from None
+    offset = doc.get("offset") if isinstance(doc, dict) else None
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise BadRecord("value has no non-negative integer offset")
+    return offset
+
+
+def encode_connect_offset(key: ConnectOffsetKey, offset: int | None) -> tuple[bytes, bytes | None]:
+    """The bytes Connect's JsonConverter writes for MirrorSourceTask's offsets (no schemas)."""
+    partition = {"cluster": key.cluster, "partition": key.partition, "topic": key.topic}
+    raw_key = json.dumps([key.connector, partition], separators=(",", ":")).encode()
+    return raw_key, None if offset is None else json.dumps({"offset": offset}, separators=(",", ":")).encode()
