@@ -19,6 +19,7 @@ from mirrorlag.config.client import Prop, cluster_client_config, error_at
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
     DEFAULT_TOPICS_EXCLUDE,
+    LRO_FEEDS,
     ClusterSettings,
     EngineParams,
     FlowSettings,
@@ -119,6 +120,18 @@ def _policy_identity(text: str) -> bool:
     )
 
 
+def _feeds(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    for name in names:
+        if name not in LRO_FEEDS:
+            close = difflib.get_close_matches(name, LRO_FEEDS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(LRO_FEEDS)})"
+            raise _Bad("feed names", f"unknown feed {name!r}{hint}")
+    if not names:
+        raise _Bad("feed names", f"expected at least one of {', '.join(LRO_FEEDS)}")
+    return names
+
+
 _NOTHING = re.compile(r"(?!)")  # an empty list selects no topic
 
 
@@ -170,6 +183,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
     "mirrorlag.leo.chunk.size": (_integer(1), "1000"),
     "mirrorlag.request.timeout.ms": (_seconds(1), "10000"),
+    "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
 }
 
 
@@ -207,6 +221,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         leo_isolation=own["mirrorlag.leo.isolation.level"],
         leo_chunk_size=own["mirrorlag.leo.chunk.size"],
         request_timeout_s=own["mirrorlag.request.timeout.ms"],
+        lro_feeds=own["mirrorlag.lro.feeds"],
     )
 
 
@@ -320,4 +335,12 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
             sample_window_s=get("metrics.sample.window.ms"),
             num_samples=get("metrics.num.samples"),
         ),
+        connect_offsets_topic=_connect_offsets_topic(props, source, target),
     )
+
+
+def _connect_offsets_topic(props: Props, source: str, target: str) -> str:
+    # MirrorMakerConfig.workerConfig: the target's `B.offset.storage.topic`, overridden by a
+    # top-level `offset.storage.topic`, else Connect's per-source default.
+    prop = props.get("offset.storage.topic") or props.get(f"{target}.offset.storage.topic")
+    return prop.value.strip() if prop else f"mm2-offsets.{source}.internal"

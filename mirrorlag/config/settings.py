@@ -17,6 +17,9 @@ from mirrorlag.model import FlowId
 # MM2's DefaultTopicFilter default for `topics.exclude`.
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 
+# Feeds a standalone sidecar can read from MM2's own topics (the callback feed is in-process).
+LRO_FEEDS = ("offset-syncs", "connect-offsets")
+
 SECRET_KEY_PATTERN = re.compile(r"password|secret|sasl\.jaas\.config|ssl\.key|token", re.IGNORECASE)
 
 
@@ -56,6 +59,12 @@ class FlowSettings:
     offset_lag_max: int = 100
     offset_syncs_topic_location: str = "source"  # "source" | "target"
     engine: EngineParams = field(default_factory=EngineParams)
+    # Connect's offset.storage.topic for this flow's worker, on the target cluster.
+    connect_offsets_topic: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.connect_offsets_topic:
+            object.__setattr__(self, "connect_offsets_topic", f"mm2-offsets.{self.source}.internal")
 
     @property
     def id(self) -> FlowId:
@@ -96,6 +105,7 @@ class Settings:
     leo_isolation: str = "read_uncommitted"  # mirrorlag.leo.isolation.level
     leo_chunk_size: int = 1000  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
+    lro_feeds: tuple[str, ...] = LRO_FEEDS  # mirrorlag.lro.feeds: MM2 topics to read LROs from
 
     def flow(self, flow_id: FlowId) -> FlowSettings:
         for flow in self.flows:

@@ -529,6 +529,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.leo.isolation.level",
         "mirrorlag.leo.chunk.size",
         "mirrorlag.request.timeout.ms",
+        "mirrorlag.lro.feeds",
     }
 
 
@@ -814,3 +815,42 @@ def test_suggestion_ignores_the_shared_prefix(tmp_path: Path) -> None:
     assert str(err).endswith("unknown key; did you mean mirrorlag.leo.chunk.size?")
     err = load_error(tmp_path, BASE + "mirrorlag.bogus = 5\n")
     assert str(err).endswith(": unknown key")
+
+
+# --- feeds and the Connect offsets topic ---------------------------------------------------
+
+FEEDS_BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+
+
+def test_lro_feeds_default_and_choice(tmp_path):
+    from mirrorlag.config import load_settings
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE)
+    assert load_settings([config]).lro_feeds == ("offset-syncs", "connect-offsets")
+    config.write_text(FEEDS_BASE + "mirrorlag.lro.feeds = connect-offsets\n")
+    assert load_settings([config]).lro_feeds == ("connect-offsets",)
+
+
+def test_unknown_lro_feed_names_file_line_key_and_suggests(tmp_path):
+    from mirrorlag.config import load_settings
+    from mirrorlag.errors import ConfigError
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE + "mirrorlag.lro.feeds = offset-sync\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings([config])
+    assert f"{config}:5: mirrorlag.lro.feeds" in str(err.value)
+    assert "did you mean offset-syncs" in str(err.value)
+
+
+def test_connect_offsets_topic_follows_mm2_worker_config(tmp_path):
+    from mirrorlag.config import load_settings
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE)
+    assert load_settings([config]).flows[0].connect_offsets_topic == "mm2-offsets.A.internal"
+    config.write_text(FEEDS_BASE + "B.offset.storage.topic = b-offsets\n")
+    assert load_settings([config]).flows[0].connect_offsets_topic == "b-offsets"
+    config.write_text(FEEDS_BASE + "B.offset.storage.topic = b-offsets\noffset.storage.topic = all-offsets\n")
+    assert load_settings([config]).flows[0].connect_offsets_topic == "all-offsets"
