@@ -5,8 +5,9 @@ it would make a stalled partition's lag vanish exactly when it matters, so here 
 *freshness*: a cachetools.TTLCache holds the partitions whose LRO moved within the TTL, and the last
 known LRO of every partition stays as a plain value until the partition leaves its flow.
 
-Feeds hand in whole offset maps once per poll (never per record), so the TTL bookkeeping costs one
-dict pass per poll. Not thread-safe by design: only the poller touches it.
+Feeds hand in their whole offset maps once per poll (never per record), so the TTL bookkeeping costs
+one dict pass per poll. Within a feed its newest value is the truth (a step back is a rewind, which
+the engine reports); across feeds the highest wins (DESIGN §6). Only the poller touches the cache.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Iterable, Mapping
 from cachetools import TTLCache
 
 from mirrorlag.model import LroReading, PartitionKey
+
+FeedOffsets = Mapping[PartitionKey, int]
 
 
 @dataclass(slots=True)
@@ -35,39 +38,24 @@ class LroCache:
         self._known: dict[PartitionKey, _Known] = {}
         self.evictions_total = 0  # partitions that went stale (TTL expired without a new LRO)
 
-    def apply(self, feed: str, offsets: Mapping[PartitionKey, int], now: float) -> int:
-        """Take one feed's newest offsets; returns how many partitions changed.
+    def update(self, by_feed: Mapping[str, FeedOffsets], now: float) -> dict[PartitionKey, LroReading]:
+        """Merge this poll's offsets from every feed and return every known LRO.
 
-        A feed may step its own LRO back (the mirror restarted from an older committed offset);
-        a different feed only replaces a value it beats, since across feeds the highest LRO wins.
+        A partition no feed mentions keeps its last value (stale once its TTL has passed).
         """
-        self._expire(now)  # count expiries here, or TTLCache's own expire-on-set would hide them
+        self._now = now
+        self.evictions_total += len(self._fresh.expire(now))  # before any set: TTLCache expires on set too
         known, fresh = self._known, self._fresh
-        changed = 0
-        for key, offset in offsets.items():
+        for key, (offset, feed) in _highest(by_feed).items():
             entry = known.get(key)
             if entry is None:
                 known[key] = _Known(offset, feed, now)
-            elif entry.offset == offset or (entry.feed != feed and offset < entry.offset):
-                continue
-            else:
+            elif entry.offset != offset:
                 entry.offset, entry.feed, entry.changed_at = offset, feed, now
+            else:
+                continue
             fresh[key] = True
-            changed += 1
-        return changed
-
-    def readings(self, now: float) -> dict[PartitionKey, LroReading]:
-        """Every known LRO, marked stale where its TTL expired; counts the new evictions."""
-        self._expire(now)
-        fresh = self._fresh
-        return {
-            key: LroReading(e.offset, e.feed, e.changed_at, key not in fresh)
-            for key, e in self._known.items()
-        }
-
-    def _expire(self, now: float) -> None:
-        self._now = now
-        self.evictions_total += len(self._fresh.expire(now))
+        return {key: LroReading(e.offset, e.feed, e.changed_at, key not in fresh) for key, e in known.items()}
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Drop partitions that metadata says are gone or that left their flow."""
@@ -77,3 +65,17 @@ class LroCache:
 
     def __len__(self) -> int:
         return len(self._known)
+
+
+def _highest(by_feed: Mapping[str, FeedOffsets]) -> dict[PartitionKey, tuple[int, str]]:
+    """Per partition, the highest offset any feed reports, and which feed reported it."""
+    merged: dict[PartitionKey, tuple[int, str]] = {}
+    for feed, offsets in by_feed.items():
+        if not merged:
+            merged = {key: (offset, feed) for key, offset in offsets.items()}
+            continue
+        for key, offset in offsets.items():
+            current = merged.get(key)
+            if current is None or offset > current[0]:
+                merged[key] = (offset, feed)
+    return merged

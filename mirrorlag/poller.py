@@ -95,9 +95,11 @@ class Poller:
         for source in self.sources.values():
             failed |= not self._read_source(source, leos)
         now = self.clock()
-        for feed in self.feeds:
-            self.cache.apply(feed.name, self._in_flows(feed.offsets()), now)
-        snapshot = self.engine.update(PollObservation(leo_at, now, leos, self.cache.readings(now)))
+        by_feed: dict[str, dict[PartitionKey, int]] = {}
+        for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
+            by_feed.setdefault(feed.name, {}).update(self._in_flows(feed.offsets()))
+        lros = self.cache.update(by_feed, now)
+        snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros))
         self._forget([row.key for row in snapshot.rows if row.state is State.GONE])
 
         stats = self.stats
