@@ -1,4 +1,4 @@
-"""`mirrorlag run | check | demo`. Errors the user can fix end in one line and exit status 2."""
+"""`mirrorlag run | check | mirror | demo`. Errors the user can fix end in one line and exit status 2."""
 
 from __future__ import annotations
 
@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
     demo.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     demo.add_argument("--no-ui", action="store_true", help="log lines instead of the live table")
+
+    mirror = sub.add_parser("mirror", help="a MirrorMaker 2 stand-in: copy the flows and write MM2's offsets, syncs and heartbeats")
+    add_config(mirror)
+    mirror.add_argument("--max-records-per-second", type=float, default=None, metavar="N",
+                        help="copy at most N records per second over all flows (default: unthrottled)")
+    mirror.add_argument("--offset-flush-interval-ms", type=int, default=None, metavar="MS",
+                        help="commit offsets every MS ms (default: offset.flush.interval.ms, else 60000)")
     return parser
 
 
@@ -63,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from mirrorlag.demo.runner import run_demo
 
             return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui)
+        if args.command == "mirror":
+            from mirrorlag.mirror.cli import cmd_mirror
+
+            return cmd_mirror(args)
     except MirrorlagError as exc:
         print(f"mirrorlag: error: {exc}", file=sys.stderr)
         return exc.exit_status
@@ -73,12 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
-    from mirrorlag.feeds.external import build_feeds
+    from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
     try:
-        sidecar = Sidecar(settings, feeds=build_feeds(settings))
+        sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings))
     except OSError as exc:  # e.g. the HTTP port is taken
         raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
     stop = threading.Event()

@@ -111,15 +111,26 @@ class ConnectOffsetKey(NamedTuple):
     partition: int
 
 
-def decode_connect_offset_key(key: bytes | None) -> ConnectOffsetKey:
+def _json(raw: bytes, what: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
+        raise BadRecord(f"{what} is not JSON") from None
+
+
+def decode_connect_offset_key(key: bytes | None) -> ConnectOffsetKey | None:
+    """The source partition of a MirrorSourceConnector offset; None for another connector's key.
+
+    The checkpoint and heartbeat connectors keep their offsets in the same topic with other
+    partition maps: not ours to read, and not bad records either.
+    """
     if key is None:
         raise BadRecord("null key")
-    try:
-        doc: Any = json.loads(key)
-    except (UnicodeDecodeError, ValueError):
-        raise BadRecord("key is not JSON") from None
+    doc = _json(key, "key")
     if not (isinstance(doc, list) and len(doc) == 2 and isinstance(doc[0], str) and isinstance(doc[1], dict)):
         raise BadRecord("key is not [connector, {partition}]")
+    if doc[0] != CONNECTOR_NAME:
+        return None
     part = doc[1]
     cluster, topic, partition = part.get("cluster"), part.get("topic"), part.get("partition")
     if not (isinstance(cluster, str) and isinstance(topic, str)
@@ -132,10 +143,7 @@ def decode_connect_offset_value(value: bytes | None) -> int | None:
     """The replicated offset, or None for a tombstone."""
     if value is None:
         return None
-    try:
-        doc: Any = json.loads(value)
-    except (UnicodeDecodeError, ValueError):
-        raise BadRecord("value is not JSON") from None
+    doc = _json(value, "value")
     offset = doc.get("offset") if isinstance(doc, dict) else None
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise BadRecord("value has no non-negative integer offset")

@@ -15,6 +15,7 @@ from mirrorlag.config.settings import Settings
 from mirrorlag.engine import LagEngine
 from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTracker
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, TopicPart, isolation_level, make_admin
+from mirrorlag.kafka.topic_reader import TopicReader
 from mirrorlag.lro_cache import LroCache
 from mirrorlag.model import FlowId, PartitionKey, PollObservation, Snapshot, State
 
@@ -25,8 +26,18 @@ class LroFeed(Protocol):
     """A source of last replicated offsets, read once per poll."""
 
     name: str
+    bad_records: int
+    reader: TopicReader | None  # the MM2 topics it reads, if any
 
     def offsets(self) -> Mapping[PartitionKey, int]: ...
+
+
+class HeartbeatSource(Protocol):
+    name: str
+    bad_records: int
+    reader: TopicReader | None
+
+    def newest(self) -> Mapping[FlowId, int]: ...
 
 
 @dataclass
@@ -35,6 +46,8 @@ class TrackerFeed:
 
     tracker: ReplicationTracker
     name: str = CALLBACK_FEED
+    bad_records: int = 0
+    reader: TopicReader | None = None
 
     def offsets(self) -> dict[PartitionKey, int]:
         source, target = self.tracker.flow
@@ -42,6 +55,17 @@ class TrackerFeed:
             PartitionKey(source, target, topic, partition): offset
             for (topic, partition), offset in self.tracker.offsets().items()
         }
+
+
+@dataclass(frozen=True)
+class FeedHealth:
+    """What an operator needs to tell "no data" from "no feed": which topics exist, what was junk."""
+
+    feed: str
+    cluster: str
+    topics: tuple[str, ...]
+    missing: tuple[str, ...]  # topics not found yet (the feed retries every poll)
+    bad_records: int
 
 
 @dataclass
@@ -56,6 +80,8 @@ class PollStats:
     lro_cache_size: int = 0
     lro_evictions_total: int = 0
     mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
+    heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
+    feeds: list[FeedHealth] = field(default_factory=list)
 
 
 class Poller:
@@ -64,12 +90,14 @@ class Poller:
         settings: Settings,
         feeds: Sequence[LroFeed] = (),
         trackers: Sequence[ReplicationTracker] = (),
+        heartbeats: Sequence[HeartbeatSource] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.clock = clock
         self.trackers = {t.flow: t for t in trackers}
         self.feeds: list[LroFeed] = [*feeds, *(TrackerFeed(t) for t in trackers)]
+        self.heartbeats = list(heartbeats)
         self.engine = LagEngine(lambda flow_id: settings.flow(flow_id).engine)
         self.cache = LroCache(settings.lro_ttl_s)
         self.stats = PollStats()
@@ -101,6 +129,8 @@ class Poller:
         lros = self.cache.update(by_feed, now)
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros))
         self._forget([row.key for row in snapshot.rows if row.state is State.GONE])
+        for heartbeats in self.heartbeats:
+            self.stats.heartbeat_ms.update(heartbeats.newest())
 
         stats = self.stats
         stats.polls_total += 1
@@ -111,9 +141,20 @@ class Poller:
         stats.mean_record_bytes = {
             flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None
         }
+        stats.feeds = [
+            FeedHealth(feed.name, feed.reader.cluster_alias, tuple(feed.reader.topics),
+                       tuple(feed.reader.missing), feed.bad_records)
+            for feed in (*self.feeds, *self.heartbeats) if feed.reader is not None
+        ]
         if not failed:
             stats.last_success_at = now
         return snapshot
+
+    def close(self) -> None:
+        """Close the feeds' consumers; only once no poll runs."""
+        for feed in (*self.feeds, *self.heartbeats):
+            if feed.reader is not None:
+                feed.reader.close()
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None]) -> bool:
         """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""

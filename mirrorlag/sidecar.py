@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -13,11 +14,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from mirrorlag.config.settings import Settings
 from mirrorlag.exporters.http import Exposition, ExpositionServer
-from mirrorlag.exporters.prometheus import MetricsRenderer
+from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
 from mirrorlag.exporters.status import status_document
 from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.model import Snapshot
-from mirrorlag.poller import LroFeed, Poller
+from mirrorlag.poller import HeartbeatSource, LroFeed, Poller
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,11 @@ class Sidecar:
         settings: Settings,
         feeds: Sequence[LroFeed] = (),
         trackers: Sequence[ReplicationTracker] = (),
+        heartbeats: Sequence[HeartbeatSource] = (),
         serve_http: bool = True,
     ) -> None:
         self.settings = settings
-        self.poller = Poller(settings, feeds, trackers)
+        self.poller = Poller(settings, feeds, trackers, heartbeats)
         self.renderer = MetricsRenderer()
         self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
         self.latest: Snapshot | None = None
@@ -74,6 +76,9 @@ class Sidecar:
             "polls_total": stats.polls_total,
             "last_success_at": stats.last_success_at,
             "last_poll_duration_s": round(stats.last_poll_duration_s, 4),
+            "feeds": [dataclasses.asdict(health) for health in stats.feeds],
+            "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
+                                for flow, age in heartbeat_ages(stats).items()},
         }
         self.server.current = Exposition(
             metrics=self.renderer.render(snapshot, stats),
@@ -102,6 +107,7 @@ class Sidecar:
         deadline = time.monotonic() + timeout_s
         finished = self._poll_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
         if finished:
+            self.poller.close()  # never under a running poll: librdkafka would free what it uses
             self._poll_lock.release()
         if self.server is not None:
             self.server.stop()

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
-from mirrorlag.model import Snapshot, State
+from mirrorlag.model import FlowId, Snapshot, State
 from mirrorlag.poller import PollStats
 
 PARTITION_LABELS = ["source", "target", "topic", "partition"]
@@ -25,6 +25,13 @@ RECORD_LAG_HELP = (
     "0 when caught up (KIP-971 replication-record-lag, which reads 1 when caught up). An offset "
     "distance: transaction markers and compaction gaps make it an upper bound on records."
 )
+
+
+def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
+    """Seconds between the newest replicated heartbeat (the emitter's clock) and the last poll."""
+    if stats.last_poll_at is None:
+        return {}
+    return {flow: max(0.0, stats.last_poll_at - ms / 1000) for flow, ms in stats.heartbeat_ms.items()}
 
 
 class SnapshotCollector(Collector):
@@ -91,6 +98,19 @@ class SnapshotCollector(Collector):
             yield GaugeMetricFamily("mirrorlag_last_successful_poll_timestamp_seconds", "Unix time of the last poll that read every source cluster.", value=s.last_success_at)
         yield GaugeMetricFamily("mirrorlag_lro_cache_partitions", "Partitions with a known last replicated offset.", value=s.lro_cache_size)
         yield CounterMetricFamily("mirrorlag_lro_cache_evictions", "Last replicated offsets whose TTL expired without a newer value (kept as stale, never forgotten).", value=s.lro_evictions_total)
+
+        heartbeat = GaugeMetricFamily("mirrorlag_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat replicated to the target (absent while none was seen): a dead flow keeps growing, an idle healthy one stays near 1 s.", labels=["source", "target"])
+        for flow, age in sorted(heartbeat_ages(s).items()):
+            heartbeat.add_metric([flow.source, flow.target], age)
+        yield heartbeat
+        present = GaugeMetricFamily("mirrorlag_feed_topic_present", "1 when a feed's MM2 topic exists, 0 while the feed waits for it.", labels=["feed", "cluster", "topic"])
+        bad = CounterMetricFamily("mirrorlag_feed_bad_records", "Records a feed could not decode (counted and skipped).", labels=["feed", "cluster"])
+        for health in s.feeds:
+            for topic in health.topics:
+                present.add_metric([health.feed, health.cluster, topic], 0 if topic in health.missing else 1)
+            bad.add_metric([health.feed, health.cluster], health.bad_records)
+        yield present
+        yield bad
 
 
 class MetricsRenderer:

@@ -7,15 +7,13 @@ behind what it copied, so this LRO is a lower bound: the lag it gives is at most
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import BadRecord, decode_offset_sync
-from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
+from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from mirrorlag.model import PartitionKey
 
 log = logging.getLogger(__name__)
@@ -32,71 +30,28 @@ def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:
 
 @dataclass
 class OffsetSyncsFeed:
-    """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up."""
+    """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
+    `consumer` may be None to drive `_apply` directly (unit tests)."""
 
     cluster_alias: str
-    consumer: Consumer
+    consumer: Consumer | None
     flows_by_topic: dict[str, FlowSettings]
-    timeout_s: float
+    timeout_s: float = 10.0
     name: str = FEED_NAME
     bad_records: int = 0
     _latest: dict[PartitionKey, int] = field(default_factory=dict)
-    _assigned: set[str] = field(default_factory=set)
-    _missing_logged: set[str] = field(default_factory=set)
-    _at_eof: set[tuple[str, int]] = field(default_factory=set)
+    reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
+
+    def __post_init__(self) -> None:
+        if self.consumer is not None:
+            self.reader = TopicReader("offset-syncs", self.cluster_alias, self.consumer,
+                                       list(self.flows_by_topic), self.timeout_s)
 
     def offsets(self) -> dict[PartitionKey, int]:
         """Everything written up to now, applied in order: the newest sync per partition wins."""
-        self._assign_new_topics()
-        if self._assigned:
-            self._read_to_end()
+        assert self.reader is not None
+        self.reader.drain(self._apply)
         return dict(self._latest)
-
-    def _assign_new_topics(self) -> None:
-        pending = set(self.flows_by_topic) - self._assigned
-        if not pending:
-            return
-        try:
-            metadata = self.consumer.list_topics(timeout=self.timeout_s)
-        except KafkaException:
-            return  # the poller reports the cluster; we retry next poll
-        new = []
-        for topic in sorted(pending):
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                if topic not in self._missing_logged:
-                    self._missing_logged.add(topic)
-                    log.warning("offset-syncs topic %s not found on cluster %s; waiting for it",
-                                topic, self.cluster_alias)
-                continue
-            new += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-            self._assigned.add(topic)
-        if new:
-            self.consumer.incremental_assign(new)
-
-    def _read_to_end(self) -> None:
-        """Drain what has arrived; on the first read, go on until every partition reported EOF.
-
-        A partition stays "at end" until a newer sync arrives (librdkafka reports EOF once per
-        arrival at the end), so a quiet topic costs one short consume per poll, not a timeout.
-        """
-        deadline = time.monotonic() + self.timeout_s
-        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            messages = self.consumer.consume(num_messages=10_000, timeout=min(remaining, 0.1))
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        self._at_eof.add((msg.topic(), msg.partition()))
-                    continue
-                self._at_eof.discard((msg.topic(), msg.partition()))
-                self._apply(msg.topic(), msg.key(), msg.value())
-            if not messages and assigned <= self._at_eof:
-                break
 
     def _apply(self, sync_topic: str, key: bytes | None, value: bytes | None) -> None:
         try:
@@ -109,7 +64,8 @@ class OffsetSyncsFeed:
         self._latest[PartitionKey(flow.source, flow.target, sync.topic, sync.partition)] = sync.upstream_offset
 
     def close(self) -> None:
-        self.consumer.close()
+        if self.reader is not None:
+            self.reader.close()
 
 
 def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
@@ -118,14 +74,7 @@ def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
     for flow in settings.flows:
         cluster, topic = sync_topic_location(flow)
         by_cluster.setdefault(cluster, {})[topic] = flow
-    feeds = []
-    for alias, flows_by_topic in by_cluster.items():
-        config = dict(settings.clusters[alias].client)
-        config.update({
-            "group.id": f"mirrorlag-{uuid.uuid4().hex[:12]}",  # never joins: we assign()
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "logger": LIBRDKAFKA_LOGGER,
-        })
-        feeds.append(OffsetSyncsFeed(alias, Consumer(config), flows_by_topic, settings.request_timeout_s))
-    return feeds
+    return [
+        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s)
+        for alias, flows_by_topic in by_cluster.items()
+    ]

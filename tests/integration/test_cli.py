@@ -4,7 +4,6 @@ offset syncs (the bytes MM2 writes), so the sidecar shares nothing with the writ
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -1,0 +1,145 @@
+"""Reading MM2's internal topics with assign(): wait for missing topics, then drain to the end.
+
+Every feed reads the same way: no consumer group (joining one is slow and MM2's topics are not
+ours to commit in), topics that may not exist yet, and "read up to the end" on each poll without
+blocking for a timeout when nothing is new. Feeds only decode and keep what they read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirrorlag.config.settings import ClusterSettings
+from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
+
+log = logging.getLogger(__name__)
+
+# Consumer errors that mean an assigned topic (or partition) no longer exists.
+GONE_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+
+Apply = Callable[[str, bytes | None, bytes | None], None]  # (topic, key, value)
+
+
+def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
+    config = dict(cluster.client)
+    config.update({
+        "group.id": f"mirrorlag-{uuid.uuid4().hex[:12]}",  # never joins: we assign()
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "logger": LIBRDKAFKA_LOGGER,
+    })
+    return Consumer(config)
+
+
+def from_beginning(consumer: Consumer, topic: str, partition: int) -> int:
+    return OFFSET_BEGINNING
+
+
+def tail(records: int, timeout_s: float) -> Callable[[Consumer, str, int], int]:
+    """Start `records` before the end: for topics that only ever grow (heartbeats)."""
+    def start(consumer: Consumer, topic: str, partition: int) -> int:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
+        return max(low, high - records)
+    return start
+
+
+@dataclass
+class TopicReader:
+    """Drains `topics` on one cluster; `drain(apply)` calls `apply` for each record in order."""
+
+    label: str  # what the topics are, for log lines ("offset-syncs")
+    cluster_alias: str
+    consumer: Consumer
+    topics: Sequence[str]
+    timeout_s: float
+    start: Callable[[Consumer, str, int], int] = from_beginning
+    on_gone: Callable[[str], None] = lambda topic: None
+    _assigned: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
+    _missing_logged: set[str] = field(default_factory=set)
+    _at_eof: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def missing(self) -> list[str]:
+        """Topics not found yet: the feed knows nothing from them."""
+        return [t for t in self.topics if t not in self._assigned]
+
+    def drain(self, apply: Apply) -> None:
+        self._assign_new_topics()
+        if self._assigned:
+            self._read_to_end(apply)
+
+    def _assign_new_topics(self) -> None:
+        pending = self.missing
+        if not pending:
+            return
+        try:
+            metadata = self.consumer.list_topics(timeout=self.timeout_s)
+        except KafkaException:
+            return  # the poller reports the cluster; we retry next poll
+        new: list[TopicPartition] = []
+        for topic in pending:
+            meta = metadata.topics.get(topic)
+            if meta is None or meta.error is not None:
+                if topic not in self._missing_logged:
+                    self._missing_logged.add(topic)
+                    log.warning("%s topic %s not found on cluster %s; waiting for it",
+                                self.label, topic, self.cluster_alias)
+                continue
+            try:
+                starts = [TopicPartition(topic, p, self.start(self.consumer, topic, p)) for p in sorted(meta.partitions)]
+            except KafkaException as exc:
+                log.debug("start offsets of %s on %s: %s; retrying next poll", topic, self.cluster_alias, exc)
+                continue
+            if topic in self._missing_logged:
+                self._missing_logged.discard(topic)
+                log.info("%s topic %s found on cluster %s", self.label, topic, self.cluster_alias)
+            self._assigned[topic] = [tp.partition for tp in starts]
+            new += starts
+        if new:
+            self.consumer.incremental_assign(new)
+
+    def _read_to_end(self, apply: Apply) -> None:
+        """Drain what has arrived; on a topic's first read, go on until each partition hit its end.
+
+        A partition stays "at end" until a newer record arrives (librdkafka reports EOF once per
+        arrival at the end), so a quiet topic costs one short consume per poll, not a timeout.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            messages = self.consumer.consume(num_messages=10_000, timeout=min(remaining, 0.1))
+            gone: set[str] = set()
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self._at_eof.add((msg.topic(), msg.partition()))
+                    elif err.code() in GONE_ERRORS and msg.topic() in self._assigned:
+                        gone.add(msg.topic())
+                    continue
+                self._at_eof.discard((msg.topic(), msg.partition()))
+                apply(msg.topic(), msg.key(), msg.value())
+            for topic in gone:
+                self._forget(topic)
+            assigned = {(t, p) for t, parts in self._assigned.items() for p in parts}
+            if not assigned or (not messages and assigned <= self._at_eof):
+                break
+
+    def _forget(self, topic: str) -> None:
+        """The topic was deleted: unassign it and wait for it to exist again."""
+        log.warning("%s topic %s disappeared from cluster %s", self.label, topic, self.cluster_alias)
+        partitions = self._assigned.pop(topic)
+        self.consumer.incremental_unassign([TopicPartition(topic, p) for p in partitions])
+        self._at_eof -= {(topic, p) for p in partitions}
+        self.on_gone(topic)
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -1,0 +1,652 @@
+"""LagEngine: record lag, time lag (KIP-16 transposed), states and window stats (DESIGN §3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Mapping
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirrorlag.config.settings import EngineParams
+from mirrorlag.engine import LagEngine
+from mirrorlag.model import (
+    FlowId,
+    LroReading,
+    PartitionKey,
+    PartitionRow,
+    PollObservation,
+    Snapshot,
+    State,
+)
+
+AB = FlowId("A", "B")
+CB = FlowId("C", "B")
+K0 = PartitionKey("A", "B", "orders", 0)
+K1 = PartitionKey("A", "B", "orders", 1)
+K2 = PartitionKey("A", "B", "payments", 0)
+C0 = PartitionKey("C", "B", "orders", 0)
+NONE3 = (None, None, None)
+READ = 0.5  # LROs are read this long after the LEO snapshot
+
+
+def lro(offset: int, changed_at: float, *, stale: bool = False, feed: str = "callback") -> LroReading:
+    return LroReading(offset=offset, feed=feed, changed_at=changed_at, stale=stale)
+
+
+def engine(**params: float) -> LagEngine:
+    p = EngineParams(**params)  # type: ignore[arg-type]
+    return LagEngine(lambda flow: p)
+
+
+def poll(
+    eng: LagEngine,
+    t: float,
+    leos: Mapping[PartitionKey, int | None],
+    lros: Mapping[PartitionKey, LroReading] | None = None,
+    now: float | None = None,
+) -> Snapshot:
+    return eng.update(PollObservation(t, t + READ if now is None else now, leos, lros or {}))
+
+
+def row(snap: Snapshot, key: PartitionKey = K0) -> PartitionRow:
+    (found,) = [r for r in snap.rows if r.key == key]
+    return found
+
+
+def window(r: PartitionRow) -> tuple[float | None, float | None, float | None]:
+    return (r.record_lag_min, r.record_lag_max, r.record_lag_avg)
+
+
+def fresh(offset: int, t: float) -> LroReading:
+    """An LRO that moved just before the LEO snapshot at t."""
+    return lro(offset, t - 0.1)
+
+
+# --- record lag and UNKNOWN ---
+
+
+def test_no_lro_is_unknown_never_zero() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}))
+    assert r == PartitionRow(K0, State.UNKNOWN, 50, None, None, None, None, None, None, None, None)
+
+
+def test_caught_up_is_zero() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(49, 99.0)}))
+    assert r == PartitionRow(K0, State.IN_SYNC, 50, 49, "callback", 1.5, 0, 0.0, 0.0, 0.0, 0.0)
+
+
+def test_record_lag_is_leo_minus_lro_plus_one() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 99.0, feed="offset-syncs")}))
+    assert r.record_lag == 10
+    assert r.lro == 39 and r.lro_feed == "offset-syncs"
+    assert r.state is State.IN_SYNC
+    assert window(r) == (10.0, 10.0, 10.0)
+
+
+def test_lro_beyond_leo_read_after_snapshot_is_caught_up_not_reset() -> None:
+    # Records appended and copied between the LEO snapshot (t=100) and the LRO read.
+    for changed_at in (100.0, 100.2):
+        r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(55, changed_at)}))
+        assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 0, 0.0)
+
+
+def test_empty_poll() -> None:
+    snap = poll(engine(), 5.0, {})
+    assert snap == Snapshot(5.0 + READ, ())
+
+
+def test_snapshot_time_is_now() -> None:
+    snap = poll(engine(), 100.0, {K0: 1}, now=103.0)
+    assert snap.taken_at == 103.0
+
+
+# --- time lag ---
+
+
+def test_burst_copied_within_the_window_stays_in_sync() -> None:
+    eng = engine()
+    states = []
+    for t, leo, off in [(0, 100, 99), (15, 10_000, 5_000), (30, 10_000, 9_999), (45, 10_050, 10_049)]:
+        r = row(poll(eng, t, {K0: leo}, {K0: fresh(off, t)}))
+        states.append((r.state, r.time_lag_s))
+    # At 15 everything that existed at 0 is copied: caught up as of 0, time lag 15.5.
+    assert states == [
+        (State.IN_SYNC, 0.0),
+        (State.IN_SYNC, 15.5),
+        (State.IN_SYNC, 0.0),
+        (State.IN_SYNC, 0.0),
+    ]
+
+
+def test_burst_not_copied_within_the_window_lags_then_recovers() -> None:
+    eng = engine()
+    got = []
+    for t, leo, off in [(0, 100, 99), (15, 10_000, 5_000), (30, 10_000, 8_000), (45, 10_000, 9_999)]:
+        r = row(poll(eng, t, {K0: leo}, {K0: fresh(off, t)}))
+        got.append((r.state, r.time_lag_s, r.record_lag))
+    assert got == [
+        (State.IN_SYNC, 0.0, 0),
+        (State.IN_SYNC, 15.5, 4_999),
+        (State.LAGGING, 30.5, 1_999),  # 8001 < 10000 = LEO at 15: still caught up only as of 0
+        (State.IN_SYNC, 0.0, 0),
+    ]
+
+
+def test_small_lag_that_never_catches_up_goes_lagging() -> None:
+    # The mirror stays 14 records behind while the LEO grows 10 per poll: it never reaches even
+    # the previous poll's LEO, so its time lag grows although its record lag is small.
+    eng = engine()
+    got = []
+    for i in range(5):
+        t = 15.0 * i
+        leo = 100 + 10 * i
+        r = row(poll(eng, t, {K0: leo}, {K0: fresh(leo - 15, t)}))
+        got.append((r.state, r.record_lag, r.time_lag_s))
+    assert got == [
+        (State.IN_SYNC, 14, 0.5),  # never seen caught up: lower bound since the first poll
+        (State.IN_SYNC, 14, 15.5),
+        (State.LAGGING, 14, 30.5),
+        (State.LAGGING, 14, 45.5),
+        (State.LAGGING, 14, 60.5),
+    ]
+
+
+def test_small_lag_within_one_poll_of_growth_stays_in_sync() -> None:
+    # 4 records behind while the LEO grows 10 per poll: everything that existed at the previous
+    # poll is copied, so the time lag is about one poll interval.
+    eng = engine()
+    got = []
+    for i in range(5):
+        t = 15.0 * i
+        leo = 100 + 10 * i
+        r = row(poll(eng, t, {K0: leo}, {K0: fresh(leo - 5, t)}))
+        got.append((r.state, r.time_lag_s))
+    assert got == [(State.IN_SYNC, 0.5)] + [(State.IN_SYNC, 15.5)] * 4
+
+
+def test_last_caught_up_is_the_newest_poll_the_lro_reached() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})  # caught up at 0
+    poll(eng, 15.0, {K0: 200}, {K0: fresh(120, 15.0)})  # reached LEO@0: last caught up 0
+    r = row(poll(eng, 30.0, {K0: 300}, {K0: fresh(250, 30.0)}))  # reached LEO@15
+    assert r.time_lag_s == 30.5 - 15.0
+    r = row(poll(eng, 45.0, {K0: 400}, {K0: fresh(260, 45.0)}))  # not LEO@30: stays 15
+    assert r.time_lag_s == 45.5 - 15.0
+    assert r.state is State.LAGGING
+
+
+def test_never_caught_up_uses_first_poll_with_both_as_lower_bound() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000})  # no LRO yet: not a start for the lower bound
+    r = row(poll(eng, 15.0, {K0: 2_000}, {K0: fresh(10, 15.0)}))
+    assert r.time_lag_s == 0.5  # 11 < 1000 (LEO@0), first poll with both is 15
+    r = row(poll(eng, 30.0, {K0: 3_000}, {K0: fresh(20, 30.0)}))
+    assert r.time_lag_s == 15.5
+    r = row(poll(eng, 45.0, {K0: 4_000}, {K0: fresh(30, 45.0)}))
+    assert (r.state, r.time_lag_s) == (State.LAGGING, 30.5)
+
+
+def test_missing_lro_still_records_the_leo_snapshot() -> None:
+    eng = engine()
+    r = row(poll(eng, 0.0, {K0: 100}))
+    assert r.state is State.UNKNOWN
+    # Everything that existed at 0 is copied by 15: caught up as of 0.
+    r = row(poll(eng, 15.0, {K0: 200}, {K0: fresh(99, 15.0)}))
+    assert (r.state, r.time_lag_s) == (State.IN_SYNC, 15.5)
+
+
+def test_unreadable_leo_is_unknown_and_leaves_time_lag_state_alone() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(49, 0.0)})
+    r = row(poll(eng, 15.0, {K0: None}, {K0: lro(60, 14.0)}))
+    assert r == PartitionRow(K0, State.UNKNOWN, None, 60, "callback", 1.5, None, 50.0, 50.0, 50.0, None)
+    # The previous snapshot is still (100, 0): the LRO reached it, so caught up as of 0, not 15.
+    r = row(poll(eng, 30.0, {K0: 120}, {K0: fresh(99, 30.0)}))
+    assert (r.state, r.time_lag_s, r.record_lag) == (State.LAGGING, 30.5, 20)
+
+
+def test_unreadable_leo_without_lro() -> None:
+    r = row(poll(engine(), 0.0, {K0: None}))
+    assert r == PartitionRow(K0, State.UNKNOWN, None, None, None, None, None, None, None, None, None)
+
+
+# --- RESET ---
+
+
+def test_leo_going_backwards_is_reset_and_restarts_time_lag() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: fresh(500, 0.0)})
+    r = row(poll(eng, 15.0, {K0: 800}, {K0: fresh(600, 15.0)}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 199, None)
+    assert window(r) == (499.0, 499.0, 499.0)  # the earlier sample; nothing recorded now
+    # Restarted from the RESET poll: 701 < 800 (LEO@15), never caught up since 15.
+    r = row(poll(eng, 30.0, {K0: 900}, {K0: fresh(700, 30.0)}))
+    assert (r.state, r.time_lag_s) == (State.IN_SYNC, 15.5)
+    assert window(r) == (199.0, 499.0, 349.0)
+
+
+def test_recreated_topic_with_old_lro_stays_reset_until_the_mirror_moves() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    r = row(poll(eng, 15.0, {K0: 10}, {K0: lro(999, -1.0)}))  # log went backwards
+    assert (r.state, r.record_lag, r.time_lag_s, r.lro) == (State.RESET, 0, None, 999)
+    r = row(poll(eng, 30.0, {K0: 12}, {K0: lro(999, -1.0)}))  # LRO known before t, beyond LEO
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 0, None)
+    r = row(poll(eng, 45.0, {K0: 15}, {K0: lro(14, 44.0)}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 0, 0.0)
+
+
+def test_old_lro_beyond_leo_is_reset_even_on_first_sight() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(55, 99.9)}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 0, None)
+    assert window(r) == NONE3
+
+
+def test_leo_going_backwards_without_lro_forgets_old_catch_up() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})  # caught up at 0
+    r = row(poll(eng, 15.0, {K0: 10}))  # new log, no LRO: unknown
+    assert r.state is State.UNKNOWN
+    r = row(poll(eng, 30.0, {K0: 20}, {K0: fresh(5, 30.0)}))
+    # 6 < 10 (LEO@15) and the catch-up at 0 was on the old log: lower bound from 30.
+    assert (r.state, r.time_lag_s) == (State.IN_SYNC, 0.5)
+
+
+def test_reset_beats_stalled() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(10, -100.0, stale=True)})
+    r = row(poll(eng, 15.0, {K0: 500}, {K0: lro(10, -100.0, stale=True)}))
+    assert (r.state, r.record_lag) == (State.RESET, 489)
+
+
+# --- STALLED and LAGGING ---
+
+
+def test_lro_not_moving_with_lag_is_stalled() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 70.0)}))  # age 30.5 > 30
+    assert (r.state, r.record_lag, r.lro_age_s) == (State.STALLED, 10, 30.5)
+
+
+def test_lro_age_exactly_max_is_not_stalled() -> None:
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 70.5)}))
+    assert r.state is State.IN_SYNC
+
+
+def test_stale_lro_with_lag_is_stalled() -> None:
+    # DESIGN §4: an evicted (stale) LRO stays; STALLED once the LEO has moved on.
+    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 95.0, stale=True)}))
+    assert r.state is State.STALLED
+    assert r.record_lag == 10
+
+
+def test_stale_or_old_lro_of_caught_up_partition_is_in_sync() -> None:
+    # An idle partition must not look stalled just because nothing was copied lately.
+    for reading in (lro(49, 0.0, stale=True), lro(49, -1_000.0)):
+        r = row(poll(engine(), 100.0, {K0: 50}, {K0: reading}))
+        assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 0, 0.0)
+
+
+def test_stalled_beats_lagging() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: lro(99, -1.0)})
+    r = row(poll(eng, 15.0, {K0: 200}, {K0: lro(99, -1.0)}))  # lag, LRO not moved for 16.5 s
+    assert (r.state, r.time_lag_s) == (State.IN_SYNC, 15.5)
+    r = row(poll(eng, 30.0, {K0: 300}, {K0: lro(99, -1.0)}))
+    assert (r.state, r.time_lag_s) == (State.STALLED, 30.5)  # LRO age 31.5 > 30
+
+
+def test_lagging_needs_time_lag_strictly_above_max() -> None:
+    eng = engine(lag_time_max_s=15.5)
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})
+    r = row(poll(eng, 15.0, {K0: 200}, {K0: fresh(150, 15.0)}))
+    assert (r.state, r.time_lag_s) == (State.IN_SYNC, 15.5)
+    r = row(poll(eng, 30.0, {K0: 300}, {K0: fresh(160, 30.0)}))
+    assert (r.state, r.time_lag_s) == (State.LAGGING, 30.5)
+
+
+# --- window stats ---
+
+
+def test_window_stats_follow_sampled_stat() -> None:
+    eng = engine(sample_window_s=30.0, num_samples=2)
+    got = []
+    for t, lag in [(0, 10), (15, 30), (30, 20), (45, 0), (60, 5)]:
+        leo = 1_000 + t
+        got.append(window(row(poll(eng, t, {K0: leo}, {K0: fresh(leo - 1 - lag, t)}))))
+    assert got == [
+        (10.0, 10.0, 10.0),
+        (10.0, 30.0, 20.0),  # same sample (started at 0.5)
+        (10.0, 30.0, 20.0),  # second sample starts at 30.5
+        (0.0, 30.0, 15.0),
+        (0.0, 20.0, 25.0 / 3),  # first sample recycled at 60.5: {20, 0} + {5}
+    ]
+
+
+def test_window_expires_while_unknown() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(89, 0.0)})
+    assert window(row(poll(eng, 15.0, {K0: 110}))) == (10.0, 10.0, 10.0)  # no LRO: not recorded
+    assert window(row(poll(eng, 59.0, {K0: 120}))) == (10.0, 10.0, 10.0)
+    assert window(row(poll(eng, 60.0, {K0: 130}))) == NONE3  # sample started at 0.5 purged
+
+
+def test_window_config_change_restarts_the_window() -> None:
+    current = {"p": EngineParams(sample_window_s=30.0, num_samples=2)}
+    eng = LagEngine(lambda flow: current["p"])
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(89, 0.0)})
+    current["p"] = EngineParams(sample_window_s=60.0, num_samples=3)
+    r = row(poll(eng, 15.0, {K0: 120}, {K0: fresh(99, 15.0)}))
+    assert window(r) == (20.0, 20.0, 20.0)
+
+
+# --- params ---
+
+
+def test_params_are_per_flow_and_asked_once_per_flow_per_update() -> None:
+    calls: list[FlowId] = []
+    by_flow = {AB: EngineParams(lag_time_max_s=30.0), CB: EngineParams(lag_time_max_s=100.0)}
+
+    def params(flow: FlowId) -> EngineParams:
+        calls.append(flow)
+        return by_flow[flow]
+
+    eng = LagEngine(params)
+    keys = [K0, K1, K2, C0]
+    poll(eng, 0.0, {k: 100 for k in keys}, {k: fresh(99, 0.0) for k in keys})
+    assert sorted(calls) == [AB, CB]
+    calls.clear()
+    poll(eng, 15.0, {k: 200 for k in keys}, {k: fresh(150, 15.0) for k in keys})
+    assert sorted(calls) == [AB, CB]
+    snap = poll(eng, 30.0, {k: 300 for k in keys}, {k: fresh(160, 30.0) for k in keys})
+    assert {r.key: r.state for r in snap.rows} == {
+        K0: State.LAGGING,
+        K1: State.LAGGING,
+        K2: State.LAGGING,
+        C0: State.IN_SYNC,  # 30.5 <= 100
+    }
+
+
+def test_params_change_takes_effect_at_the_next_update() -> None:
+    current = {"p": EngineParams(lag_time_max_s=30.0)}
+    eng = LagEngine(lambda flow: current["p"])
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})
+    poll(eng, 15.0, {K0: 200}, {K0: fresh(150, 15.0)})
+    current["p"] = EngineParams(lag_time_max_s=10.0)
+    r = row(poll(eng, 20.0, {K0: 250}, {K0: fresh(160, 20.0)}))
+    assert (r.state, r.time_lag_s) == (State.LAGGING, 20.5)
+
+
+def test_flow_that_left_the_config_is_not_asked_for_params() -> None:
+    by_flow = {AB: EngineParams(), CB: EngineParams()}
+    eng = LagEngine(lambda flow: by_flow[flow])
+    poll(eng, 0.0, {K0: 10, C0: 10}, {K0: fresh(9, 0.0), C0: fresh(9, 0.0)})
+    del by_flow[CB]
+    snap = poll(eng, 15.0, {K0: 10}, {K0: fresh(9, 15.0)})
+    assert [(r.key, r.state) for r in snap.rows] == [(K0, State.IN_SYNC), (C0, State.GONE)]
+    poll(eng, 30.0, {K0: 10}, {K0: fresh(9, 30.0)})
+
+
+# --- GONE and row order ---
+
+
+def test_gone_is_reported_once_with_the_last_lro_then_dropped() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100, K1: 100}, {K0: fresh(99, 0.0), K1: lro(80, -5.0, feed="offset-syncs")})
+    assert len(eng) == 2
+    snap = poll(eng, 15.0, {K0: 110}, {K0: fresh(109, 15.0)})
+    assert snap.rows[-1] == PartitionRow(
+        K1, State.GONE, None, 80, "offset-syncs", None, None, None, None, None, None
+    )
+    assert len(eng) == 1
+    snap = poll(eng, 30.0, {K0: 120}, {K0: fresh(119, 30.0)})
+    assert [r.key for r in snap.rows] == [K0]
+
+
+def test_gone_prefers_an_lro_still_in_this_poll() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(90, 0.0)})
+    r = row(poll(eng, 15.0, {}, {K0: fresh(95, 15.0)}))
+    assert (r.state, r.lro) == (State.GONE, 95)
+
+
+def test_gone_without_any_lro() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: None})
+    r = row(poll(eng, 15.0, {}))
+    assert r == PartitionRow(K0, State.GONE, None, None, None, None, None, None, None, None, None)
+
+
+def test_partition_that_comes_back_starts_fresh() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: fresh(900, 0.0)})
+    poll(eng, 15.0, {}, {})
+    # A lower LEO than before is not a RESET: the old state was dropped with the GONE row.
+    r = row(poll(eng, 30.0, {K0: 50}, {K0: fresh(39, 30.0)}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 10, 0.5)
+    assert window(r) == (10.0, 10.0, 10.0)
+
+
+def test_rows_are_sorted_with_gone_rows_last() -> None:
+    eng = engine()
+    k = [PartitionKey("A", "B", topic, p) for topic in ("b", "a", "c") for p in (2, 10, 1)]
+    poll(eng, 0.0, {key: 1 for key in k})
+    snap = poll(eng, 15.0, {key: 1 for key in reversed(k[3:])} | {PartitionKey("A", "B", "z", 0): 1})
+    keys = [r.key for r in snap.rows]
+    live = sorted(k[3:] + [PartitionKey("A", "B", "z", 0)])
+    assert keys == live + sorted(k[:3])
+    assert [r.state for r in snap.rows[len(live):]] == [State.GONE] * 3
+
+
+def test_order_is_rebuilt_when_the_partition_set_changes_at_the_same_size() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1, K1: 1})
+    snap = poll(eng, 15.0, {K1: 1, K2: 1})
+    assert [(r.key, r.state) for r in snap.rows] == [
+        (K1, State.UNKNOWN),
+        (K2, State.UNKNOWN),
+        (K0, State.GONE),
+    ]
+    snap = poll(eng, 30.0, {K2: 1, K1: 1})
+    assert [r.key for r in snap.rows] == [K1, K2]
+
+
+def test_equal_keys_and_read_only_mappings_work() -> None:
+    eng = engine()
+    for i in range(3):
+        t = 15.0 * i
+        key = PartitionKey("A", "B", "".join(["ord", "ers"]), 0)  # equal, not identical
+        snap = poll(
+            eng,
+            t,
+            MappingProxyType({key: 100 + i}),
+            MappingProxyType({PartitionKey(*key): fresh(99 + i, t)}),
+        )
+        assert [(r.key, r.state, r.record_lag) for r in snap.rows] == [(K0, State.IN_SYNC, 0)]
+
+
+def test_update_does_not_touch_its_input() -> None:
+    leos = {K0: 100, K1: None}
+    lros = {K0: fresh(50, 0.0)}
+    obs = PollObservation(0.0, 0.5, leos, lros)
+    engine().update(obs)
+    assert leos == {K0: 100, K1: None} and lros == {K0: fresh(50, 0.0)}
+
+
+# --- properties ---
+
+KEYS = [K0, K1, C0]
+MAX = 30.0
+
+
+@st.composite
+def polls(draw):
+    """Random polls over a few partitions: LEOs that jump around (also backwards) or are
+    unreadable, LROs that are missing, behind, caught up or beyond, fresh, old or stale,
+    partitions that leave and come back."""
+    out = []
+    t = 1_000.0
+    for _ in range(draw(st.integers(min_value=1, max_value=20))):
+        t += draw(st.floats(min_value=0.5, max_value=40.0))
+        now = t + draw(st.floats(min_value=0.01, max_value=3.0))
+        leos: dict[PartitionKey, int | None] = {}
+        lros: dict[PartitionKey, LroReading] = {}
+        for key in KEYS:
+            if draw(st.integers(0, 9)) == 0:
+                continue  # not in the flow this poll
+            leo = draw(st.one_of(st.none(), st.integers(0, 300)))
+            leos[key] = leo
+            if draw(st.booleans()):
+                base = leo if leo is not None else 150
+                off = max(-1, base - 1 + draw(st.integers(-60, 5)))
+                age = draw(st.sampled_from([0.0, 0.2, 5.0, 29.0, 31.0, 100.0]))
+                lros[key] = lro(off, now - age, stale=draw(st.booleans()))
+        out.append(PollObservation(t, now, leos, lros))
+        t = now
+    return out
+
+
+class _Model:
+    """DESIGN §3 read literally, slowly: the oracle for the engine's optimised loop."""
+
+    def __init__(self) -> None:
+        self.prev: dict[PartitionKey, tuple[int, float]] = {}
+        self.lcu: dict[PartitionKey, float] = {}
+        self.first: dict[PartitionKey, float] = {}
+        self.seen: set[PartitionKey] = set()
+
+    def rows(self, obs: PollObservation) -> list[tuple]:
+        out = []
+        for key in sorted(obs.leos):
+            leo, r, t, now = obs.leos[key], obs.lros.get(key), obs.leo_at, obs.now
+            self.seen.add(key)
+            if leo is None:
+                out.append((key, State.UNKNOWN, None, None))
+                continue
+            prev = self.prev.get(key)
+            went_back = prev is not None and leo < prev[0]
+            if r is None:
+                if went_back:
+                    self.lcu.pop(key, None)
+                    self.first.pop(key, None)
+                self.prev[key] = (leo, t)
+                out.append((key, State.UNKNOWN, None, None))
+                continue
+            lag = max(0, leo - (r.offset + 1))
+            if went_back or (r.offset + 1 > leo and r.changed_at < t):
+                self.lcu.pop(key, None)
+                self.first[key] = t
+                self.prev[key] = (leo, t)
+                out.append((key, State.RESET, lag, None))
+                continue
+            self.first.setdefault(key, t)
+            if r.offset + 1 >= leo:
+                self.lcu[key] = t
+                time_lag = 0.0
+            else:
+                if prev is not None and r.offset + 1 >= prev[0]:
+                    self.lcu[key] = max(self.lcu.get(key, prev[1]), prev[1])
+                time_lag = now - self.lcu.get(key, self.first[key])
+            self.prev[key] = (leo, t)
+            if lag > 0 and (r.stale or now - r.changed_at > MAX):
+                state = State.STALLED
+            elif time_lag > MAX:
+                state = State.LAGGING
+            else:
+                state = State.IN_SYNC
+            out.append((key, state, lag, time_lag))
+        for key in sorted(self.seen - set(obs.leos)):
+            self.seen.discard(key)
+            for d in (self.prev, self.lcu, self.first):
+                d.pop(key, None)
+            out.append((key, State.GONE, None, None))
+        return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(polls())
+def test_engine_invariants(observations: list[PollObservation]) -> None:
+    eng = engine(lag_time_max_s=MAX)
+    model = _Model()
+    previous_keys: set[PartitionKey] = set()
+    for obs in observations:
+        snap = eng.update(obs)
+        assert snap.taken_at == obs.now
+        expected = model.rows(obs)
+        assert [(r.key, r.state, r.record_lag, r.time_lag_s) for r in snap.rows] == expected
+
+        gone = sorted(previous_keys - set(obs.leos))
+        assert [r.key for r in snap.rows] == sorted(obs.leos) + gone
+        for r in snap.rows:
+            if r.state is State.GONE:
+                assert r.key in gone
+                assert (r.leo, r.record_lag, r.time_lag_s, r.lro_age_s) == (None,) * 4
+                assert window(r) == NONE3
+                continue
+            leo, reading = obs.leos[r.key], obs.lros.get(r.key)
+            assert r.leo == leo
+            # UNKNOWN iff no LRO or no LEO; never a 0 made up for it.
+            assert (r.state is State.UNKNOWN) == (leo is None or reading is None)
+            if reading is None:
+                assert (r.lro, r.lro_feed, r.lro_age_s) == (None, None, None)
+            else:
+                assert (r.lro, r.lro_feed) == (reading.offset, reading.feed)
+                assert r.lro_age_s == obs.now - reading.changed_at
+            if r.state is State.UNKNOWN:
+                assert r.record_lag is None and r.time_lag_s is None
+                continue
+            assert leo is not None and reading is not None
+            # Never negative; 0 exactly when caught up.
+            caught_up = reading.offset + 1 >= leo
+            assert r.record_lag is not None and r.record_lag >= 0
+            assert (r.record_lag == 0) == caught_up
+            if r.state is State.RESET:
+                assert r.time_lag_s is None
+                continue
+            assert r.time_lag_s is not None and r.time_lag_s >= 0
+            assert (r.time_lag_s == 0) == caught_up
+            mn, mx, avg = window(r)
+            assert mn is not None and mx is not None and avg is not None
+            assert mn <= r.record_lag <= mx and mn <= avg <= mx
+        previous_keys = set(obs.leos)
+    assert len(eng) == len(previous_keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_busy_partition_bursts_copied_within_the_window_never_flap(data) -> None:
+    """Bursts of any size, polls at most 15 s apart, LROs read up to 5 s after the LEO; by each
+    poll the mirror has copied everything that existed at the previous one (and, when new
+    records came, at least one of them). Time lag then stays within 15 + 5 s < 30 s: IN_SYNC
+    at every poll, whatever the record lag."""
+    eng = engine(lag_time_max_s=30.0)
+    t = 0.0
+    leo = data.draw(st.integers(0, 1_000))
+    off, changed_at = leo - 1, t - 1.0  # starts caught up
+    prev_leo = leo
+    for _ in range(data.draw(st.integers(1, 30))):
+        now = t + data.draw(st.floats(min_value=0.01, max_value=5.0))
+        new_off = data.draw(st.integers(prev_leo - 1 + (1 if leo > prev_leo else 0), leo - 1))
+        if new_off != off:
+            off, changed_at = new_off, data.draw(st.floats(min_value=t - 0.5, max_value=now))
+        r = row(eng.update(PollObservation(t, now, {K0: leo}, {K0: lro(off, changed_at)})))
+        assert r.state is State.IN_SYNC, (r, t, now)
+        assert r.time_lag_s is not None and r.time_lag_s <= 20.0
+        prev_leo = leo
+        t = now + data.draw(st.floats(min_value=0.0, max_value=10.0))
+        leo += data.draw(st.one_of(st.just(0), st.integers(1, 10), st.integers(1, 10**6)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(polls())
+def test_engine_is_deterministic(observations: list[PollObservation]) -> None:
+    a, b = engine(), engine()
+    for obs in observations:
+        # Same input, same output, also when the mappings are rebuilt in another order.
+        shuffled = dataclasses.replace(
+            obs,
+            leos=dict(reversed(list(obs.leos.items()))),
+            lros=dict(reversed(list(obs.lros.items()))),
+        )
+        assert a.update(obs) == b.update(shuffled)
