@@ -38,8 +38,9 @@ class State(StrEnum):
     UNKNOWN = "UNKNOWN"  # no LRO yet, or no LEO this poll: never reported as 0
     IN_SYNC = "IN_SYNC"  # time lag <= replication.lag.time.max.ms
     LAGGING = "LAGGING"  # time lag > max while the LRO still moves
-    STALLED = "STALLED"  # lag > 0 and the LRO has not moved for longer than the max (or went stale)
+    STALLED = "STALLED"  # out of sync and the LRO has not moved for longer than the max (or went stale)
     RESET = "RESET"  # LEO went backwards or an LRO seen earlier is beyond the LEO
+    REWIND = "REWIND"  # the LRO stepped back (MM2 resumed from an older commit) and is re-copying
     GONE = "GONE"  # partition left the flow; reported once, then dropped
 
 

@@ -81,6 +81,7 @@ class PollStats:
     lro_evictions_total: int = 0
     mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
     heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
+    rewinds_total: dict[FlowId, int] = field(default_factory=dict)
     feeds: list[FeedHealth] = field(default_factory=list)
 
 
@@ -138,6 +139,7 @@ class Poller:
         stats.last_poll_duration_s = self.clock() - started
         stats.lro_cache_size = len(self.cache)
         stats.lro_evictions_total = self.cache.evictions_total
+        stats.rewinds_total = dict(self.engine.rewinds_total)
         stats.mean_record_bytes = {
             flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None
         }

@@ -52,15 +52,26 @@ class Clusters:
         assert producer.flush(15) == 0
 
 
-@pytest.fixture(scope="session")
-def clusters() -> Iterator[Clusters]:
+def _clusters(name: str) -> Iterator[Clusters]:
     source_env = os.environ.get("MIRRORLAG_TEST_SOURCE_BOOTSTRAP")
     target_env = os.environ.get("MIRRORLAG_TEST_TARGET_BOOTSTRAP")
     if source_env and target_env:
         yield Clusters(source_env, target_env)
         return
-    with EmbeddedBroker("source") as source, EmbeddedBroker("target") as target:
+    with EmbeddedBroker(f"{name}-source") as source, EmbeddedBroker(f"{name}-target") as target:
         yield Clusters(source.bootstrap_servers, target.bootstrap_servers)
+
+
+@pytest.fixture(scope="session")
+def clusters() -> Iterator[Clusters]:
+    yield from _clusters("session")
+
+
+@pytest.fixture(scope="module")
+def own_clusters() -> Iterator[Clusters]:
+    """A broker pair for one test module: for tests that run a mirror, which writes the fixed-name
+    `heartbeats` topic that every flow replicates (it would leak into the shared brokers' flows)."""
+    yield from _clusters("module")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from mirrorlag.model import Snapshot, State
 
 STATE_STYLE = {
     State.IN_SYNC: "green", State.LAGGING: "yellow", State.STALLED: "bold red",
-    State.RESET: "magenta", State.UNKNOWN: "dim", State.GONE: "dim",
+    State.RESET: "magenta", State.REWIND: "cyan", State.UNKNOWN: "dim", State.GONE: "dim",
 }
 
 

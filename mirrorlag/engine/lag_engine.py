@@ -52,7 +52,7 @@ class _Partition(WindowedLagStat):
     the WindowedLagStat, which saves an object and a pointer hop per partition) plus the time-lag
     state of DESIGN §3."""
 
-    __slots__ = ("fl", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro")
+    __slots__ = ("fl", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro", "lro_seen", "rewind_mark")
 
     def __init__(self, fl: _Flow) -> None:
         WindowedLagStat.__init__(self, fl.window_s, fl.num_samples)
@@ -62,12 +62,14 @@ class _Partition(WindowedLagStat):
         self.last_caught_up: float | None = None
         self.first_seen_t: float | None = None
         self.last_lro: LroReading | None = None
+        self.lro_seen: int | None = None  # the last LRO seen on this log (a RESET starts a new log)
+        self.rewind_mark: int | None = None  # the LRO before a step back, until it is regained
 
 
 class LagEngine:
     """Turns each poll's LEOs and LROs into per-partition lag rows and states."""
 
-    __slots__ = ("_params", "_parts", "_flows", "_order_keys", "_order_parts", "_gen")
+    __slots__ = ("_params", "_parts", "_flows", "_order_keys", "_order_parts", "_gen", "rewinds_total")
 
     def __init__(self, params: Callable[[FlowId], EngineParams]) -> None:
         # Asked once per flow per update, so a reloaded config takes effect at the next poll.
@@ -81,6 +83,7 @@ class LagEngine:
         self._order_keys: list[PartitionKey] = []
         self._order_parts: list[_Partition] = []
         self._gen = 0
+        self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow (like Burrow's REWIND)
 
     def __len__(self) -> int:
         """Partitions currently tracked (those in the previous update's `leos`)."""
@@ -100,6 +103,8 @@ class LagEngine:
         LAGGING = State.LAGGING
         STALLED = State.STALLED
         RESET = State.RESET
+        REWIND = State.REWIND
+        rewinds = self.rewinds_total
         Row = PartitionRow
 
         gone: list[tuple[PartitionKey, _Partition]] = []
@@ -144,9 +149,10 @@ class LagEngine:
 
             if r is None:
                 if went_back:
-                    # A new log: catch-up times of the old one say nothing about it.
+                    # A new log: catch-up times and LROs of the old one say nothing about it.
                     part.last_caught_up = None
                     part.first_seen_t = None
+                    part.lro_seen = part.rewind_mark = None
                 part.prev_leo = leo
                 part.prev_t = t
                 mn, mx, av = part.measure(now)
@@ -168,6 +174,7 @@ class LagEngine:
                 part.first_seen_t = t
                 part.prev_leo = leo
                 part.prev_t = t
+                part.lro_seen = part.rewind_mark = None  # stepping back onto a new log is no rewind
                 mn, mx, av = part.measure(now)
                 append(Row(key, RESET, leo, off, r.feed, age, lag, mn, mx, av, None))
                 continue
@@ -202,10 +209,21 @@ class LagEngine:
             part.prev_leo = leo
             part.prev_t = t
 
-            if lag > 0 and (r.stale or age > max_s):
-                state = STALLED
-            elif time_lag > max_s:
-                state = LAGGING
+            seen = part.lro_seen
+            mark = part.rewind_mark
+            if seen is not None and off < seen:
+                # MM2 resumed from an older commit and copies those records again (Burrow's REWIND).
+                mark = part.rewind_mark = seen if mark is None or mark < seen else mark
+                rewinds[key.flow] = rewinds.get(key.flow, 0) + 1
+            elif mark is not None and off >= mark:
+                mark = part.rewind_mark = None  # everything copied before the rewind is copied again
+            part.lro_seen = off
+            if time_lag > max_s:
+                # Out of sync. STALLED only when the LRO is not moving either: testing age alone
+                # would flap an idle, caught-up partition (stale LRO) on its next single record.
+                state = STALLED if lag > 0 and (r.stale or age > max_s) else LAGGING
+            elif mark is not None:
+                state = REWIND
             else:
                 state = IN_SYNC
 

@@ -55,7 +55,7 @@ class SnapshotCollector(Collector):
         leo = gauge("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.")
         lro = gauge("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", ["feed"])
         lro_age = gauge("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", ["feed"])
-        state = gauge("mirrorlag_partition_state", "1 for the partition's current state (UNKNOWN, IN_SYNC, LAGGING, STALLED, RESET, GONE).", ["state"])
+        state = gauge("mirrorlag_partition_state", "1 for the partition's current state (UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, RESET, GONE).", ["state"])
         per_state: dict[tuple[str, str, str], int] = {}
 
         for row in self.snapshot.rows if self.snapshot else ():
@@ -99,6 +99,10 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily("mirrorlag_lro_cache_partitions", "Partitions with a known last replicated offset.", value=s.lro_cache_size)
         yield CounterMetricFamily("mirrorlag_lro_cache_evictions", "Last replicated offsets whose TTL expired without a newer value (kept as stale, never forgotten).", value=s.lro_evictions_total)
 
+        rewinds = CounterMetricFamily("mirrorlag_lro_rewinds", "Times a partition's last replicated offset stepped back (MM2 resumed from an older commit and copies those records again).", labels=["source", "target"])
+        for flow, count in sorted(s.rewinds_total.items()):
+            rewinds.add_metric([flow.source, flow.target], count)
+        yield rewinds
         heartbeat = GaugeMetricFamily("mirrorlag_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat replicated to the target (absent while none was seen): a dead flow keeps growing, an idle healthy one stays near 1 s.", labels=["source", "target"])
         for flow, age in sorted(heartbeat_ages(s).items()):
             heartbeat.add_metric([flow.source, flow.target], age)

@@ -12,19 +12,14 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
+from tests.helpers import mirrorlag, scrape, wait_ready
 
 pytestmark = pytest.mark.integration
 
 SYNC_TOPIC = "mm2-offset-syncs.dst.internal"  # on the source cluster: offset-syncs.topic.location=source
-
-
-def mirrorlag(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mirrorlag", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -79,27 +74,6 @@ def test_check_sees_a_mirror_that_catches_up_during_the_check(scenario, clusters
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, out + err
     assert {r["state"] for r in json.loads(out)} == {"IN_SYNC"}
-
-
-def scrape(port: int) -> dict[tuple[str, tuple], float]:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body) for s in family.samples
-    }
-
-
-def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
-                return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError("sidecar never became ready")
 
 
 def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario):

@@ -4,12 +4,11 @@ Every test uses fresh cluster aliases (s<hex>, d<hex>), so the fixed names MM2 u
 (mm2-offsets.<s>.internal, mm2-offset-syncs.<d>.internal, <s>.heartbeats) are its own. The mirror
 also writes the fixed-name `heartbeats` topic on both brokers, and the sidecar's flows always
 include `heartbeats`; so these tests run against a broker pair of their own, and never leave that
-topic on the session brokers the sidecar tests share.
+topic on the session brokers the sidecar tests share (fixture own_clusters).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from typing import Callable, Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
-from mirrorlag.embedded import EmbeddedBroker
 from mirrorlag.formats import (
     CONNECTOR_NAME,
     decode_connect_offset_key,
@@ -35,17 +33,6 @@ from tests.conftest import Clusters
 pytestmark = pytest.mark.integration
 
 LAG_MAX = 3
-
-
-@pytest.fixture(scope="module")
-def brokers() -> Iterator[Clusters]:
-    source_env = os.environ.get("MIRRORLAG_TEST_SOURCE_BOOTSTRAP")
-    target_env = os.environ.get("MIRRORLAG_TEST_TARGET_BOOTSTRAP")
-    if source_env and target_env:
-        yield Clusters(source_env, target_env)
-        return
-    with EmbeddedBroker("mirror-source") as source, EmbeddedBroker("mirror-target") as target:
-        yield Clusters(source.bootstrap_servers, target.bootstrap_servers)
 
 
 class Setup:
@@ -192,15 +179,15 @@ def expected_syncs(n: int, lag_max: int) -> list[tuple[int, int]]:
     return immediate if immediate[-1][0] == n - 1 else [*immediate, (n - 1, n - 1)]
 
 
-def test_copies_exactly_and_writes_mm2_syncs_offsets_and_heartbeats(tmp_path, brokers, readers):
-    setup = Setup(tmp_path, brokers)
-    brokers.create_topic(setup.topic, 2)
+def test_copies_exactly_and_writes_mm2_syncs_offsets_and_heartbeats(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters)
+    own_clusters.create_topic(setup.topic, 2)
     counts = {0: 12, 1: 7}
     for partition, n in counts.items():
         setup.produce(partition, range(n))
     proc = setup.start(flush_ms=1500)
     try:
-        target = readers(brokers.target, setup.remote).until(lambda r: len(r) >= sum(counts.values()), what="the copy")
+        target = readers(own_clusters.target, setup.remote).until(lambda r: len(r) >= sum(counts.values()), what="the copy")
         by_partition: dict[int, list[Message]] = defaultdict(list)
         for msg in target:
             by_partition[msg.partition()].append(msg)
@@ -216,12 +203,12 @@ def test_copies_exactly_and_writes_mm2_syncs_offsets_and_heartbeats(tmp_path, br
         # the last record at the first offset commit.
         expected = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
         assert expected[0] == [(0, 0), (4, 4), (8, 8), (11, 11)]
-        syncs = readers(brokers.source, setup.sync_topic).until(
+        syncs = readers(own_clusters.source, setup.sync_topic).until(
             lambda r: syncs_of(r, setup.topic) == expected, what=f"syncs {expected}")
         assert syncs_of(syncs, setup.topic) == expected
 
         # Connect offsets on the target: the last copied record's offset, not +1.
-        offsets = readers(brokers.target, setup.offsets_topic).until(
+        offsets = readers(own_clusters.target, setup.offsets_topic).until(
             lambda r: {k: v for k, v in committed_of(r, setup.src).items() if k[0] == setup.topic}
             == {(setup.topic, 0): 11, (setup.topic, 1): 6}, what="committed offsets")
         assert {k for k in committed_of(offsets, setup.src)} >= {(setup.topic, 0), (setup.topic, 1)}
@@ -235,20 +222,20 @@ def test_copies_exactly_and_writes_mm2_syncs_offsets_and_heartbeats(tmp_path, br
                 return len(mine) >= 2 and all(abs(hb.timestamp_ms - time.time() * 1000) < 60_000 for hb in mine)
             return enough
 
-        local = readers(brokers.target, "heartbeats")
+        local = readers(own_clusters.target, "heartbeats")
         local.until(beats(local, setup.src, setup.dst), what="heartbeats on the target")
-        replicated = readers(brokers.target, f"{setup.src}.heartbeats")
+        replicated = readers(own_clusters.target, f"{setup.src}.heartbeats")
         replicated.until(beats(replicated, setup.dst, setup.src), what="replicated heartbeats")
     finally:
         setup.stop(proc)
 
 
-def test_restart_resumes_from_the_committed_offset_and_copies_the_rest_again(tmp_path, brokers, readers):
-    setup = Setup(tmp_path, brokers)
-    brokers.create_topic(setup.topic, 1)
+def test_restart_resumes_from_the_committed_offset_and_copies_the_rest_again(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters)
+    own_clusters.create_topic(setup.topic, 1)
     setup.produce(0, range(10))
-    target = readers(brokers.target, setup.remote)
-    offsets = readers(brokers.target, setup.offsets_topic)
+    target = readers(own_clusters.target, setup.remote)
+    offsets = readers(own_clusters.target, setup.offsets_topic)
 
     def committed() -> int | None:
         offsets.count_after(0.3)
@@ -282,19 +269,19 @@ def test_restart_resumes_from_the_committed_offset_and_copies_the_rest_again(tmp
     assert committed() == 14
     # A fresh PartitionState syncs the first record at once: upstream 10 is now downstream 15,
     # the step back MM2 shows after a restart; 14 -> 19 is lag.max past it.
-    syncs = readers(brokers.source, setup.sync_topic).until(
+    syncs = readers(own_clusters.source, setup.sync_topic).until(
         lambda r: syncs_of(r, setup.topic).get(0, [])[-2:] == [(10, 15), (14, 19)], what="syncs after restart")
     assert syncs_of(syncs, setup.topic)[0][:3] == [(0, 0), (4, 4), (8, 8)]
 
 
-def test_rate_limit_and_pause_by_signal(tmp_path, brokers, readers):
-    setup = Setup(tmp_path, brokers)
-    brokers.create_topic(setup.topic, 1)
+def test_rate_limit_and_pause_by_signal(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters)
+    own_clusters.create_topic(setup.topic, 1)
     rate = 25
     setup.produce(0, range(50))
     proc = setup.start("--max-records-per-second", str(rate), flush_ms=1000)
     try:
-        target = readers(brokers.target, setup.remote)
+        target = readers(own_clusters.target, setup.remote)
         target.until(lambda r: len(r) >= 1, what="the first copy")
         first = time.monotonic()
         target.until(lambda r: len(r) >= 50)
@@ -303,8 +290,8 @@ def test_rate_limit_and_pause_by_signal(tmp_path, brokers, readers):
 
         proc.send_signal(signal.SIGUSR1)
         time.sleep(0.5)  # copies already in flight land
-        source_beats = readers(brokers.source, "heartbeats")
-        replicated_beats = readers(brokers.target, f"{setup.src}.heartbeats")
+        source_beats = readers(own_clusters.source, "heartbeats")
+        replicated_beats = readers(own_clusters.target, f"{setup.src}.heartbeats")
         paused_copies = target.count_after(0.2)
         beats_before = source_beats.count_after(0.3)
         replicated_before = replicated_beats.count_after(0.3)

@@ -264,9 +264,11 @@ def test_reset_beats_stalled() -> None:
 # --- STALLED and LAGGING ---
 
 
-def test_lro_not_moving_with_lag_is_stalled() -> None:
-    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 70.0)}))  # age 30.5 > 30
-    assert (r.state, r.record_lag, r.lro_age_s) == (State.STALLED, 10, 30.5)
+def test_out_of_sync_with_an_lro_not_moving_is_stalled() -> None:
+    e = engine()
+    poll(e, 60.0, {K0: 40}, {K0: lro(39, 59.0)})  # caught up at 60
+    r = row(poll(e, 100.0, {K0: 50}, {K0: lro(39, 59.0)}))  # time lag 40.5, LRO unmoved for 41.5
+    assert (r.state, r.record_lag, r.lro_age_s, r.time_lag_s) == (State.STALLED, 10, 41.5, 40.5)
 
 
 def test_lro_age_exactly_max_is_not_stalled() -> None:
@@ -274,11 +276,22 @@ def test_lro_age_exactly_max_is_not_stalled() -> None:
     assert r.state is State.IN_SYNC
 
 
-def test_stale_lro_with_lag_is_stalled() -> None:
-    # DESIGN §4: an evicted (stale) LRO stays; STALLED once the LEO has moved on.
-    r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(39, 95.0, stale=True)}))
-    assert r.state is State.STALLED
-    assert r.record_lag == 10
+def test_stale_lro_out_of_sync_is_stalled_and_a_moving_one_lagging() -> None:
+    # DESIGN §4: an evicted (stale) LRO stays; STALLED once out of sync, even if its age is
+    # under the max (the TTL, 20 s, is shorter than replication.lag.time.max.ms, 30 s).
+    for stale, expected in ((True, State.STALLED), (False, State.LAGGING)):
+        e = engine()
+        poll(e, 60.0, {K0: 31}, {K0: lro(30, 59.0)})  # caught up at 60
+        r = row(poll(e, 95.0, {K0: 50}, {K0: lro(39, 70.0, stale=stale)}))
+        assert (r.state, r.record_lag, r.time_lag_s, r.lro_age_s) == (expected, 10, 35.5, 25.5)
+
+
+def test_a_stale_idle_partition_does_not_flap_on_a_single_new_record() -> None:
+    # Caught up and idle for long (stale LRO); one record arrives just before a poll.
+    e = engine()
+    poll(e, 100.0, {K0: 50}, {K0: lro(49, 0.0, stale=True)})
+    r = row(poll(e, 115.0, {K0: 51}, {K0: lro(49, 0.0, stale=True)}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 1, 15.5)
 
 
 def test_stale_or_old_lro_of_caught_up_partition_is_in_sync() -> None:
@@ -515,6 +528,8 @@ class _Model:
         self.lcu: dict[PartitionKey, float] = {}
         self.first: dict[PartitionKey, float] = {}
         self.seen: set[PartitionKey] = set()
+        self.lro_seen: dict[PartitionKey, int] = {}  # last LRO on the current log
+        self.mark: dict[PartitionKey, int] = {}  # LRO before a rewind, until regained
 
     def rows(self, obs: PollObservation) -> list[tuple]:
         out = []
@@ -528,14 +543,15 @@ class _Model:
             went_back = prev is not None and leo < prev[0]
             if r is None:
                 if went_back:
-                    self.lcu.pop(key, None)
-                    self.first.pop(key, None)
+                    for d in (self.lcu, self.first, self.lro_seen, self.mark):
+                        d.pop(key, None)
                 self.prev[key] = (leo, t)
                 out.append((key, State.UNKNOWN, None, None))
                 continue
             lag = max(0, leo - (r.offset + 1))
             if went_back or (r.offset + 1 > leo and r.changed_at < t):
-                self.lcu.pop(key, None)
+                for d in (self.lcu, self.lro_seen, self.mark):
+                    d.pop(key, None)
                 self.first[key] = t
                 self.prev[key] = (leo, t)
                 out.append((key, State.RESET, lag, None))
@@ -549,16 +565,22 @@ class _Model:
                     self.lcu[key] = max(self.lcu.get(key, prev[1]), prev[1])
                 time_lag = now - self.lcu.get(key, self.first[key])
             self.prev[key] = (leo, t)
-            if lag > 0 and (r.stale or now - r.changed_at > MAX):
-                state = State.STALLED
-            elif time_lag > MAX:
-                state = State.LAGGING
+            if key in self.lro_seen and r.offset < self.lro_seen[key]:
+                self.mark[key] = max(self.mark.get(key, -1), self.lro_seen[key])
+            elif key in self.mark and r.offset >= self.mark[key]:
+                del self.mark[key]
+            self.lro_seen[key] = r.offset
+            if time_lag > MAX:
+                stalled = lag > 0 and (r.stale or now - r.changed_at > MAX)
+                state = State.STALLED if stalled else State.LAGGING
+            elif key in self.mark:
+                state = State.REWIND
             else:
                 state = State.IN_SYNC
             out.append((key, state, lag, time_lag))
         for key in sorted(self.seen - set(obs.leos)):
             self.seen.discard(key)
-            for d in (self.prev, self.lcu, self.first):
+            for d in (self.prev, self.lcu, self.first, self.lro_seen, self.mark):
                 d.pop(key, None)
             out.append((key, State.GONE, None, None))
         return out
@@ -650,3 +672,24 @@ def test_engine_is_deterministic(observations: list[PollObservation]) -> None:
             lros=dict(reversed(list(obs.lros.items()))),
         )
         assert a.update(obs) == b.update(shuffled)
+
+
+def test_a_step_back_is_a_rewind_until_the_old_lro_is_regained() -> None:
+    e = engine()
+    poll(e, 10.0, {K0: 100}, {K0: lro(99, 9.0)})
+    r = row(poll(e, 20.0, {K0: 100}, {K0: lro(80, 19.0)}))  # MM2 restarted from offset 80
+    assert (r.state, r.record_lag) == (State.REWIND, 19)  # the lag grows honestly
+    assert e.rewinds_total == {K0.flow: 1}
+    r = row(poll(e, 30.0, {K0: 100}, {K0: lro(90, 29.0)}))
+    assert r.state is State.REWIND
+    r = row(poll(e, 40.0, {K0: 100}, {K0: lro(99, 39.0)}))
+    assert (r.state, r.record_lag) == (State.IN_SYNC, 0)
+    assert e.rewinds_total == {K0.flow: 1}
+
+
+def test_a_rewind_that_takes_too_long_is_lagging() -> None:
+    e = engine()
+    poll(e, 10.0, {K0: 100}, {K0: lro(99, 9.0)})
+    poll(e, 20.0, {K0: 200}, {K0: lro(50, 19.0)})
+    r = row(poll(e, 50.0, {K0: 200}, {K0: lro(60, 49.0)}))
+    assert (r.state, r.time_lag_s) == (State.LAGGING, 40.5)

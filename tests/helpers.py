@@ -1,0 +1,79 @@
+"""Running mirrorlag's CLI as a user would, and reading its HTTP endpoints."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, tuple], float]
+
+
+def mirrorlag(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirrorlag", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def scrape(port: int) -> Samples:
+    """Every sample on /metrics, keyed by (name, sorted label items)."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body) for s in family.samples
+    }
+
+
+def labels(**items: str | int) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in items.items()))
+
+
+def status(port: int) -> dict[str, Any]:
+    return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5).read())
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sidecar exited"
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError("sidecar never became ready")
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20, interval: float = 0.3) -> Any:
+    """Retry `check` until it returns without an AssertionError; re-raise the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(interval)
+
+
+@contextmanager
+def running_sidecar(*configs: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`mirrorlag run` in its own process; SIGTERM on exit, which must end it cleanly."""
+    args = [a for c in configs for a in ("--config", str(c))]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", *args], stdout=out, stderr=out)
+    try:
+        wait_ready(port, proc)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    assert proc.returncode == 0, log.read_text()
