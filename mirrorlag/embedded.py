@@ -58,9 +58,14 @@ class EmbeddedBroker:
 
     def start(self, timeout_s: float = 15.0) -> "EmbeddedBroker":
         url = f"tcp://127.0.0.1:{self.port}"
+        command = [str(tansu_binary()), "broker", "--listener-url", url,
+                   "--advertised-listener-url", url, "--cluster-id", self.name, "--silent"]
+        if setpriv := shutil.which("setpriv"):
+            # Die with our process even when it is killed hard (kill -9): no orphaned brokers.
+            # PR_SET_PDEATHSIG survives exec; util-linux sets it, so no preexec_fn under threads.
+            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
         self.process = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--cluster-id", self.name, "--silent"],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -1,32 +1,34 @@
-"""The demo's live table: one row per partition, coloured by state."""
+"""The demo's live table: one row per partition from the sidecar's /status, coloured by state."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich import box
 from rich.table import Table
 
-from mirrorlag.model import Snapshot, State
-
 STATE_STYLE = {
-    State.IN_SYNC: "green", State.LAGGING: "yellow", State.STALLED: "bold red",
-    State.RESET: "magenta", State.REWIND: "cyan", State.UNKNOWN: "dim", State.GONE: "dim",
+    "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
+    "RESET": "magenta", "UNKNOWN": "dim", "GONE": "dim",
 }
 
 
-def render_table(snapshot: Snapshot | None, caption: str) -> Table:
+def render_table(status: dict[str, Any] | None, caption: str) -> Table:
     table = Table(title="mirrorlag: replication lag per source partition", caption=caption,
                   box=box.SIMPLE_HEAVY, expand=False)
-    for name in ("topic", "part", "LEO", "LRO", "lag", "min", "max", "avg", "time lag", "LRO age", "state"):
-        table.add_column(name, justify="left" if name in ("topic", "state") else "right")
-    for row in snapshot.rows if snapshot else ():
-        style = STATE_STYLE[row.state]
+    for name in ("topic", "part", "LEO", "LRO", "lag", "min", "max", "avg", "time lag", "LRO age", "feed", "state"):
+        table.add_column(name, justify="left" if name in ("topic", "feed", "state") else "right")
+    rows = (status or {}).get("partitions") or []
+    for row in rows:
+        style = STATE_STYLE.get(row["state"], "")
         table.add_row(
-            row.key.topic, str(row.key.partition), _n(row.leo), _n(row.lro), _n(row.record_lag),
-            _n(row.record_lag_min), _n(row.record_lag_max), _n(row.record_lag_avg, 1),
-            _s(row.time_lag_s), _s(row.lro_age_s), f"[{style}]{row.state.value}[/]",
+            row["topic"], str(row["partition"]), _n(row["leo"]), _n(row["lro"]), _n(row["record_lag"]),
+            _n(row["record_lag_min"]), _n(row["record_lag_max"]), _n(row["record_lag_avg"], 1),
+            _s(row["time_lag_s"]), _s(row["lro_age_s"]), row["lro_feed"] or "-",
+            f"[{style}]{row['state']}[/]",
         )
-    if snapshot is None:
-        table.add_row("waiting for the first poll...", *[""] * 10)
+    if not rows:
+        table.add_row("waiting for the sidecar's first poll...", *[""] * 11)
     return table
 
 

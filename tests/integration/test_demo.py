@@ -1,4 +1,5 @@
-"""`mirrorlag demo` as a user runs it: lag shows up on /metrics, Ctrl-C leaves no process behind."""
+"""`mirrorlag demo` as a user runs it: brokers, mirror and sidecar as separate processes; lag shows
+on /metrics; Ctrl-C leaves no process behind."""
 
 from __future__ import annotations
 
@@ -7,50 +8,55 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorlag.embedded import free_port
+from tests.helpers import scrape
 
 pytestmark = pytest.mark.integration
 
 
-def tansu_children(pid: int) -> list[int]:
-    """PIDs of tansu brokers whose parent is `pid` (the demo starts them in their own session)."""
-    out = subprocess.run(["ps", "-o", "pid=,ppid=,comm=", "-A"], capture_output=True, text=True).stdout
-    return [int(p) for p, pp, comm in (line.split(None, 2) for line in out.splitlines())
-            if int(pp) == pid and comm.strip() == "tansu"]
+def children(pid: int) -> dict[int, str]:
+    """Direct children of `pid`: {pid: command line}."""
+    out = subprocess.run(["ps", "-o", "pid=,ppid=,args=", "-A"], capture_output=True, text=True).stdout
+    rows = (line.split(None, 2) for line in out.splitlines())
+    return {int(p): args for p, pp, args in rows if int(pp) == pid}
 
 
-def test_demo_shows_lag_and_stops_cleanly_on_ctrl_c():
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c():
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--no-ui", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        lag_series = {}
-        while time.monotonic() < deadline and len(lag_series) < 9:
+        lag: dict = {}
+        while time.monotonic() < deadline and len(lag) < 9:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(1)
             try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                samples = scrape(port)
             except (urllib.error.URLError, ConnectionError):
                 continue
-            lag_series = {
-                (s.labels["topic"], s.labels["partition"]): s.value
-                for f in text_string_to_metric_families(body) if f.name == "mirrorlag_replication_record_lag"
-                for s in f.samples
-            }
-        assert len(lag_series) == 9, lag_series  # orders 3 + payments 2 + clickstream 4
-        assert all(v >= 0 for v in lag_series.values())
-        brokers = tansu_children(proc.pid)
-        assert len(brokers) == 2
+            lag = {(dict(lab)["topic"], dict(lab)["partition"]): v for (name, lab), v in samples.items()
+                   if name == "mirrorlag_replication_record_lag" and dict(lab)["topic"] != "heartbeats"}
+        assert len(lag) == 9, lag  # orders 3 + payments 2 + clickstream 4
+        assert all(v >= 0 for v in lag.values())
+        started = children(proc.pid)
+        commands = sorted(" ".join(args.split()[1:4]) for args in started.values())
+        assert sum("tansu" in args for args in started.values()) == 2, started
+        assert any("mirrorlag mirror" in args for args in commands), commands
+        assert any("mirrorlag run" in args for args in commands), commands
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        proc.wait(timeout=30)
     assert proc.returncode == 0, proc.stderr.read()
-    assert tansu_children(proc.pid) == []
-    for pid in brokers:
-        assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+    assert [pid for pid in started if alive(pid)] == []
