@@ -88,9 +88,9 @@ def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> Par
     if row.state in (State.UNKNOWN, State.RESET):
         return row
     if resolved:
-        return dataclasses.replace(row, state=State.IN_SYNC)
+        return row._replace(state=State.IN_SYNC)
     moved = row.lro != lro_at_start
-    return dataclasses.replace(row, state=State.LAGGING if moved else State.STALLED)
+    return row._replace(state=State.LAGGING if moved else State.STALLED)
 
 
 def _print_table(rows: list[PartitionRow]) -> None:

@@ -47,6 +47,8 @@ class EngineParams:
     lag_time_max_s: float = 30.0  # replication.lag.time.max.ms
     sample_window_s: float = 30.0  # metrics.sample.window.ms
     num_samples: int = 2  # metrics.num.samples
+    freshness_points: int = 60  # mirrorlag.freshness.table.points: (LEO, time) points kept per partition
+    retention_warn_s: float = 3600.0  # mirrorlag.retention.headroom.warn.ms: AT_RISK below this
 
 
 @dataclass(frozen=True)
