@@ -27,7 +27,9 @@ from mirrorlag.model import PartitionKey, PartitionRow, State
 from mirrorlag.poller import Poller
 
 RECHECK_INTERVAL_S = 1.0
-NOT_OK = {State.LAGGING, State.STALLED, State.RESET, State.UNKNOWN}
+NOT_OK = {State.LAGGING, State.STALLED, State.RESET, State.UNKNOWN, State.AT_RISK}
+# States the check's own window cannot clear: waiting does not bring deleted records back.
+FINAL = (State.UNKNOWN, State.RESET, State.AT_RISK)
 
 
 def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float) -> int:
@@ -55,8 +57,8 @@ def _observe(poller: Poller, timeout_s: float) -> list[PartitionRow]:
     first_leo = {r.key: r.leo for r in rows}
     first_lro = {r.key: r.lro for r in rows}
     resolved = {r.key for r in rows if _settled(r, None)}
-    # UNKNOWN and RESET cannot settle by waiting; everything else gets its window.
-    waiting = {r.key for r in rows if r.key not in resolved and r.state not in (State.UNKNOWN, State.RESET)}
+    # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window.
+    waiting = {r.key for r in rows if r.key not in resolved and r.state not in FINAL}
     while waiting:
         window = max(min(timeout_s, poller.settings.flow(k.flow).engine.lag_time_max_s) for k in waiting)
         if time.monotonic() - start + RECHECK_INTERVAL_S > window:
@@ -79,13 +81,13 @@ def _poll(poller: Poller) -> list[PartitionRow]:
 
 def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
     """Caught up now, or the mirror has copied everything that existed when the check began."""
-    if row.state in (State.UNKNOWN, State.RESET) or row.lro is None:
+    if row.state in FINAL or row.lro is None:
         return False
     return row.record_lag == 0 or (leo_at_start is not None and row.lro + 1 >= leo_at_start)
 
 
 def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> PartitionRow:
-    if row.state in (State.UNKNOWN, State.RESET):
+    if row.state in FINAL:
         return row
     if resolved:
         return row._replace(state=State.IN_SYNC)

@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.info("mirrorlag %s watching %s", __version__, ", ".join(str(f.id) for f in settings.flows))
     stop.wait()
     log.info("stopping")
-    if not sidecar.stop(timeout_s=4.0):
+    if not sidecar.stop(timeout_s=4.5):
         log.warning("a poll was still waiting on a broker; exiting without it")
         logging.shutdown()
         os._exit(0)  # the in-flight request thread would otherwise hold the interpreter open

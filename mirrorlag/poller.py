@@ -82,6 +82,7 @@ class PollStats:
     mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
     heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
     rewinds_total: dict[FlowId, int] = field(default_factory=dict)
+    records_lost_total: dict[FlowId, int] = field(default_factory=dict)
     feeds: list[FeedHealth] = field(default_factory=list)
 
 
@@ -115,6 +116,7 @@ class Poller:
         }
         self._topology: dict[FlowId, list[TopicPart]] = {}
         self._available: dict[str, bool] = {}
+        self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -123,12 +125,14 @@ class Poller:
         failed = False
         for source in self.sources.values():
             failed |= not self._read_source(source, leos)
+        log_starts = self._read_log_starts(leos, started)
         now = self.clock()
         by_feed: dict[str, dict[PartitionKey, int]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
             by_feed.setdefault(feed.name, {}).update(self._in_flows(feed.offsets()))
         lros = self.cache.update(by_feed, now)
-        snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros))
+        sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
+        snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
         self._forget([row.key for row in snapshot.rows if row.state is State.GONE])
         for heartbeats in self.heartbeats:
             self.stats.heartbeat_ms.update(heartbeats.newest())
@@ -140,9 +144,8 @@ class Poller:
         stats.lro_cache_size = len(self.cache)
         stats.lro_evictions_total = self.cache.evictions_total
         stats.rewinds_total = dict(self.engine.rewinds_total)
-        stats.mean_record_bytes = {
-            flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None
-        }
+        stats.records_lost_total = dict(self.engine.records_lost_total)
+        stats.mean_record_bytes = sizes
         stats.feeds = [
             FeedHealth(feed.name, feed.reader.cluster_alias, tuple(feed.reader.topics),
                        tuple(feed.reader.missing), feed.bad_records)
@@ -174,6 +177,23 @@ class Poller:
             for topic, partition in self._topology.get(flow.id, ()):
                 leos[PartitionKey(flow.source, flow.target, topic, partition)] = offsets.get((topic, partition))
         return bool(self._available[source.alias])
+
+    def _read_log_starts(self, leos: Mapping[PartitionKey, int | None], started: float) -> dict[PartitionKey, int]:
+        """Log starts of the partitions whose LEO was read, every retention poll interval."""
+        if started < self._log_starts_due:
+            return {}
+        self._log_starts_due = started + self.settings.retention_poll_interval_s
+        result: dict[PartitionKey, int] = {}
+        for alias, source in self.sources.items():
+            keys = [k for k, leo in leos.items() if k.source == alias and leo is not None]
+            try:
+                starts = source.start_offsets(sorted({(k.topic, k.partition) for k in keys}))
+            except SourceUnavailable as exc:
+                log.debug("%s; retrying at the next poll", exc)
+                self._log_starts_due = started  # try again next poll
+                continue
+            result.update({k: start for k in keys if (start := starts.get((k.topic, k.partition))) is not None})
+        return result
 
     def _in_flows(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """Only partitions a configured flow replicates may enter the cache (bounded memory)."""

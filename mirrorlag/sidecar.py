@@ -17,6 +17,7 @@ from mirrorlag.exporters.http import Exposition, ExpositionServer
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
 from mirrorlag.exporters.status import status_document
 from mirrorlag.feeds.callback import ReplicationTracker
+from mirrorlag.history import History
 from mirrorlag.model import Snapshot
 from mirrorlag.poller import HeartbeatSource, LroFeed, Poller
 
@@ -34,10 +35,13 @@ class Sidecar:
     ) -> None:
         self.settings = settings
         self.poller = Poller(settings, feeds, trackers, heartbeats)
-        self.renderer = MetricsRenderer()
+        self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full")
         self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
         self.latest: Snapshot | None = None
         self.listeners: list[Callable[[Snapshot], None]] = []
+        self.history = History.from_settings(settings.history)  # None when mirrorlag.history.dir is unset
+        if self.history is not None:
+            self.listeners.append(self.history.append)
         self._poll_lock = threading.Lock()  # a manual poll() never runs beside the scheduled one
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
@@ -72,6 +76,7 @@ class Sidecar:
         if self.server is None:
             return
         stats = self.poller.stats
+        history = self.history.stats() if self.history is not None else None
         extra = {
             "polls_total": stats.polls_total,
             "last_success_at": stats.last_success_at,
@@ -79,14 +84,17 @@ class Sidecar:
             "feeds": [dataclasses.asdict(health) for health in stats.feeds],
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
+            "history": dataclasses.asdict(history) if history is not None else None,
         }
         self.server.current = Exposition(
-            metrics=self.renderer.render(snapshot, stats),
+            metrics=self.renderer.render(snapshot, stats, history),
             status=status_document(snapshot, self.ready, extra),
             ready=self.ready,
         )
 
     def start(self) -> None:
+        if self.history is not None:
+            self.history.start()
         if self.server is not None:
             self._publish(None)  # /healthz and /metrics answer before the first poll completes
             self.server.start()
@@ -100,15 +108,21 @@ class Sidecar:
                                     next_run_time=datetime.now().astimezone(), id="poll")
         self._scheduler.start()
 
-    def stop(self, timeout_s: float = 4.0) -> bool:
-        """Stop polling and serving; False when an in-flight poll did not finish in time."""
+    def stop(self, timeout_s: float = 4.5) -> bool:
+        """Stop polling, flush the history, stop serving; False when an in-flight poll was left.
+
+        The poll gets at most 2.5 s to finish; the history's final segment gets the rest (at
+        least 1 s), since rows already taken must not be lost on a SIGTERM.
+        """
+        deadline = time.monotonic() + timeout_s
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
-        deadline = time.monotonic() + timeout_s
-        finished = self._poll_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        finished = self._poll_lock.acquire(timeout=min(2.5, timeout_s))
         if finished:
             self.poller.close()  # never under a running poll: librdkafka would free what it uses
             self._poll_lock.release()
+        if self.history is not None:
+            self.history.close(timeout_s=max(1.0, deadline - time.monotonic()))
         if self.server is not None:
             self.server.stop()
         return finished

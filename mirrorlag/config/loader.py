@@ -23,6 +23,7 @@ from mirrorlag.config.settings import (
     ClusterSettings,
     EngineParams,
     FlowSettings,
+    HistorySettings,
     Settings,
     is_secret_key,
 )
@@ -147,6 +148,55 @@ def _topic_patterns(text: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else _NOTHING
 
 
+def _optional_path(text: str) -> Path | None:
+    # Blank means unset, so a later file can turn history off by writing `mirrorlag.history.dir =`.
+    # Relative paths are relative to the working directory, as Kafka's log.dirs are; kept absolute
+    # (not resolved) so a symlinked volume stays what the operator wrote.
+    text = text.strip()
+    return Path(os.path.abspath(os.path.expanduser(text))) if text else None
+
+
+def _retention(text: str) -> float | None:
+    text = text.strip()
+    if not _JAVA_INT.fullmatch(text):
+        raise _Bad("an integer number of milliseconds")
+    if int(text) == -1:
+        return None  # as Kafka's retention.ms: -1 keeps everything
+    if int(text) <= 0:
+        raise _Bad("an integer number of milliseconds > 0, or -1 to keep segments forever")
+    return int(text) / 1000.0
+
+
+_LONG_MAX = 2**63 - 1
+
+
+def _bytes_per_second(text: str) -> int | None:
+    value = _integer(1)(text)
+    if value > _LONG_MAX:
+        raise _Bad(f"an integer from 1 to {_LONG_MAX}")
+    return None if value == _LONG_MAX else value  # Long.MAX_VALUE is Kafka's "no quota"
+
+
+def _upload_uri(text: str) -> str | None:
+    uri = text.strip()
+    if not uri:
+        return None
+    import fsspec  # only when an upload is configured
+
+    # Check every protocol of a chained URL (e.g. simplecache::s3://b/p) without instantiating a
+    # filesystem: that would need credentials and a network at config time. The URL itself is never
+    # echoed: it may carry a user and password.
+    for part in uri.split("::"):
+        protocol = fsspec.core.split_protocol(part)[0] or "file"
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except ImportError as err:
+            raise _Bad("an fsspec URL", f"the {protocol}:// filesystem is not installed ({err})") from None
+        except ValueError:
+            raise _Bad("an fsspec URL", f"unknown filesystem protocol {protocol!r} (expected e.g. file://, s3://, gs://, hdfs://)") from None
+    return uri
+
+
 _LISTENER = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>[0-9]{1,5})")
 
 
@@ -184,6 +234,21 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.leo.chunk.size": (_integer(1), "1000"),
     "mirrorlag.request.timeout.ms": (_seconds(1), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
+    "mirrorlag.freshness.table.points": (_integer(2), "60"),
+    "mirrorlag.retention.headroom.warn.ms": (_seconds(1), "3600000"),
+    "mirrorlag.retention.poll.interval.ms": (_seconds(1), "60000"),
+    "mirrorlag.metrics.detail": (_choice("full", "lag"), "full"),
+    # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
+    "mirrorlag.history.dir": (_optional_path, ""),
+    "mirrorlag.history.segment.ms": (_seconds(1), "300000"),
+    "mirrorlag.history.segment.max.rows": (_integer(1), "1000000"),
+    "mirrorlag.history.buffer.max.rows": (_integer(1), "2000000"),
+    "mirrorlag.history.retention.ms": (_retention, "604800000"),
+    "mirrorlag.history.upload.uri": (_upload_uri, ""),
+    # KIP-956's remote.log.manager.copy.* quota, same defaults and units (window size in whole seconds).
+    "mirrorlag.history.upload.max.bytes.per.second": (_bytes_per_second, str(_LONG_MAX)),
+    "mirrorlag.history.upload.quota.window.num": (_integer(1), "11"),
+    "mirrorlag.history.upload.quota.window.size.seconds": (_integer(1), "1"),
 }
 
 
@@ -208,7 +273,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
     _check_own_keys(props)
     own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
     clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
-    flows = tuple(_flow(props, s, t) for s, t in _flow_pairs(props, aliases, clusters_prop))
+    flows = tuple(_flow(props, s, t, own) for s, t in _flow_pairs(props, aliases, clusters_prop))
     host, port = own["mirrorlag.http.listener"]
     return Settings(
         files=files,
@@ -222,6 +287,9 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         leo_chunk_size=own["mirrorlag.leo.chunk.size"],
         request_timeout_s=own["mirrorlag.request.timeout.ms"],
         lro_feeds=own["mirrorlag.lro.feeds"],
+        retention_poll_interval_s=own["mirrorlag.retention.poll.interval.ms"],
+        metrics_detail=own["mirrorlag.metrics.detail"],
+        history=_history(props, own),
     )
 
 
@@ -306,7 +374,7 @@ def _flow_pairs(props: Props, aliases: list[str], clusters_prop: Prop) -> list[t
     return pairs
 
 
-def _flow(props: Props, source: str, target: str) -> FlowSettings:
+def _flow(props: Props, source: str, target: str, own: Mapping[str, Any]) -> FlowSettings:
     def prop(key: str) -> Prop | None:
         return props.get(f"{source}->{target}.{key}") or props.get(key)
 
@@ -334,9 +402,49 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
             lag_time_max_s=get("replication.lag.time.max.ms"),
             sample_window_s=get("metrics.sample.window.ms"),
             num_samples=get("metrics.num.samples"),
+            freshness_points=own["mirrorlag.freshness.table.points"],
+            retention_warn_s=own["mirrorlag.retention.headroom.warn.ms"],
         ),
         connect_offsets_topic=_connect_offsets_topic(props, source, target),
     )
+
+
+def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
+    directory: Path | None = own["mirrorlag.history.dir"]
+    upload_uri: str | None = own["mirrorlag.history.upload.uri"]
+    if directory is None:
+        if upload_uri is not None:
+            raise error_at(props["mirrorlag.history.upload.uri"],
+                           "needs mirrorlag.history.dir: segments are written locally, then uploaded")
+        return None
+    max_rows, cap = own["mirrorlag.history.segment.max.rows"], own["mirrorlag.history.buffer.max.rows"]
+    if max_rows > cap:
+        # A segment could never fill: the buffer would drop its oldest rows first.
+        prop = props.get("mirrorlag.history.segment.max.rows") or props["mirrorlag.history.buffer.max.rows"]
+        raise error_at(prop, f"mirrorlag.history.segment.max.rows ({max_rows}) must not exceed "
+                             f"mirrorlag.history.buffer.max.rows ({cap})")
+    if upload_uri is not None and _inside(upload_uri, directory):
+        # Uploaded copies would be read back as segments and uploaded again, forever.
+        raise error_at(props["mirrorlag.history.upload.uri"], "must not be inside mirrorlag.history.dir")
+    return HistorySettings(
+        dir=directory,
+        segment_s=own["mirrorlag.history.segment.ms"],
+        segment_max_rows=max_rows,
+        buffer_max_rows=cap,
+        retention_s=own["mirrorlag.history.retention.ms"],
+        upload_uri=upload_uri,
+        upload_max_bytes_per_s=own["mirrorlag.history.upload.max.bytes.per.second"],
+        upload_quota_window_num=own["mirrorlag.history.upload.quota.window.num"],
+        upload_quota_window_s=float(own["mirrorlag.history.upload.quota.window.size.seconds"]),
+    )
+
+
+def _inside(uri: str, directory: Path) -> bool:
+    protocol, path = uri.split("://", 1) if "://" in uri else ("file", uri)
+    if protocol not in ("file", "local"):
+        return False
+    target = Path(os.path.abspath(os.path.expanduser(path)))
+    return target == directory or directory in target.parents
 
 
 def _connect_offsets_topic(props: Props, source: str, target: str) -> str:

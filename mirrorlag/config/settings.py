@@ -94,6 +94,22 @@ class FlowSettings:
 
 
 @dataclass(frozen=True)
+class HistorySettings:
+    """Lag history as Parquet segments (DESIGN §7); present only when `mirrorlag.history.dir` is set."""
+
+    dir: Path  # mirrorlag.history.dir, absolute: <dir>/date=YYYY-MM-DD/part-*.parquet
+    segment_s: float = 300.0  # mirrorlag.history.segment.ms: a segment closes this long after it opened
+    segment_max_rows: int = 1_000_000  # mirrorlag.history.segment.max.rows
+    buffer_max_rows: int = 2_000_000  # mirrorlag.history.buffer.max.rows: beyond it the oldest rows are dropped
+    retention_s: float | None = 7 * 86400.0  # mirrorlag.history.retention.ms; None when -1 (keep forever)
+    upload_uri: str | None = None  # mirrorlag.history.upload.uri: fsspec URL, None = no upload
+    # mirrorlag.history.upload.max.bytes.per.second; None = unlimited (Kafka's default, Long.MAX_VALUE)
+    upload_max_bytes_per_s: int | None = None
+    upload_quota_window_num: int = 11  # mirrorlag.history.upload.quota.window.num (KIP-956)
+    upload_quota_window_s: float = 1.0  # mirrorlag.history.upload.quota.window.size.seconds (KIP-956)
+
+
+@dataclass(frozen=True)
 class Settings:
     files: tuple[Path, ...]
     clusters: Mapping[str, ClusterSettings]
@@ -108,6 +124,9 @@ class Settings:
     leo_chunk_size: int = 1000  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
     lro_feeds: tuple[str, ...] = LRO_FEEDS  # mirrorlag.lro.feeds: MM2 topics to read LROs from
+    metrics_detail: str = "full"  # mirrorlag.metrics.detail: full | lag (fewer series per partition)
+    retention_poll_interval_s: float = 60.0  # mirrorlag.retention.poll.interval.ms: log starts move slowly
+    history: HistorySettings | None = None  # mirrorlag.history.*; None when mirrorlag.history.dir is unset
 
     def flow(self, flow_id: FlowId) -> FlowSettings:
         for flow in self.flows:

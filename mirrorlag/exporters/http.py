@@ -1,28 +1,42 @@
 """The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status.
 
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
-partitions and can never slow a poll down.
+partitions and can never slow a poll down. Only GET and HEAD exist; every connection has a read
+timeout, so a slow or silent client holds one thread for a bounded time and never blocks others.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)
 
+CLIENT_TIMEOUT_S = 10.0
+GZIP_MIN_BYTES = 1024
 
-@dataclass(frozen=True)
+
+@dataclass(eq=False)
 class Exposition:
     """Everything the endpoints serve, replaced as a whole after each poll."""
 
     metrics: bytes = b""
     status: bytes = b"{}"
     ready: bool = False
+    _gzipped: bytes | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def metrics_gzip(self) -> bytes:
+        """The metrics compressed once per poll, on the first scrape that asks for it."""
+        with self._lock:
+            if self._gzipped is None:
+                self._gzipped = gzip.compress(self.metrics, compresslevel=1)
+            return self._gzipped
 
 
 class ExpositionServer:
@@ -33,6 +47,8 @@ class ExpositionServer:
         class Handler(BaseHTTPRequestHandler):
             server_version = "mirrorlag"
             protocol_version = "HTTP/1.1"
+            default_request_version = "HTTP/1.0"  # errors on garbage still get a status line
+            timeout = CLIENT_TIMEOUT_S  # socket timeout: a slowloris client is dropped
 
             def do_GET(self) -> None:
                 self._respond(send_body=True)
@@ -40,11 +56,25 @@ class ExpositionServer:
             def do_HEAD(self) -> None:
                 self._respond(send_body=False)
 
+            def _not_allowed(self) -> None:
+                self.send_response(405)
+                self.send_header("Allow", "GET, HEAD")
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+
+            do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+
             def _respond(self, send_body: bool) -> None:
                 exp = server.current  # one read: all parts come from the same poll
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._send(200, CONTENT_TYPE_LATEST, exp.metrics, send_body)
+                    accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
+                    if accepts_gzip and len(exp.metrics) >= GZIP_MIN_BYTES:
+                        self._send(200, CONTENT_TYPE_LATEST, exp.metrics_gzip(), send_body, encoding="gzip")
+                    else:
+                        self._send(200, CONTENT_TYPE_LATEST, exp.metrics, send_body)
                 elif path == "/healthz":
                     self._send(200, "text/plain", b"ok\n", send_body)
                 elif path == "/readyz":
@@ -55,9 +85,11 @@ class ExpositionServer:
                 else:
                     self._send(404, "text/plain", b"not found\n", send_body)
 
-            def _send(self, code: int, ctype: str, body: bytes, send_body: bool) -> None:
+            def _send(self, code: int, ctype: str, body: bytes, send_body: bool, encoding: str = "") -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
+                if encoding:
+                    self.send_header("Content-Encoding", encoding)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if send_body:
@@ -68,7 +100,8 @@ class ExpositionServer:
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="mirrorlag-http", daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="mirrorlag-http", daemon=True)
 
     @property
     def port(self) -> int:

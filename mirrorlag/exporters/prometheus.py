@@ -1,30 +1,133 @@
 """Prometheus exposition, rendered once per poll so a scrape only copies bytes.
 
-A custom collector turns the current snapshot into metric families; `render()` runs it once after
-each poll and the HTTP server hands out the cached text. Partitions whose lag is unknown have no
-lag series (unknown is never 0); a GONE partition shows once in `mirrorlag_partition_state` and its
-label sets then disappear.
+Per-partition series are written directly from the snapshot rows in one pass (label strings are
+cached per partition across polls): prometheus_client's per-sample objects cost ~13 µs each, which
+at 100k partitions and a dozen series each would outlast the poll interval. The small per-flow and
+self metrics go through a prometheus_client collector. Unknown values have no series (unknown is
+never 0); a GONE partition shows once in `mirrorlag_partition_state` and its label sets then go.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
-from mirrorlag.model import FlowId, Snapshot, State
+from mirrorlag.history import HistoryStats
+from mirrorlag.model import FlowId, PartitionKey, PartitionRow, Snapshot, State
 from mirrorlag.poller import PollStats
-
-PARTITION_LABELS = ["source", "target", "topic", "partition"]
 
 RECORD_LAG_HELP = (
     "Records the mirror still has to copy: source log-end offset - (last replicated offset + 1), "
     "0 when caught up (KIP-971 replication-record-lag, which reads 1 when caught up). An offset "
     "distance: transaction markers and compaction gaps make it an upper bound on records."
 )
+
+# Distribution buckets across a flow's partitions (KAFKA-8833's histograms, for a mirror).
+RECORD_LAG_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    help: str
+    value: Callable[[PartitionRow], float | int | None]
+    detail: bool = False  # only with mirrorlag.metrics.detail = full
+    extra: Callable[[PartitionRow], str] | None = None  # extra label text, e.g. feed="x"
+
+
+def _feed(row: PartitionRow) -> str:
+    return f',feed="{_escape(row.lro_feed or "")}"'
+
+
+def _positive(value: int | None) -> int | None:
+    return value if value else None
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("mirrorlag_replication_record_lag", RECORD_LAG_HELP, lambda r: r.record_lag),
+    Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", lambda r: r.record_lag_min),
+    Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", lambda r: r.record_lag_max),
+    Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", lambda r: r.record_lag_avg),
+    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up).", lambda r: r.time_lag_s),
+    Family("mirrorlag_replication_freshness_lag_seconds", "Age of the newest record the mirror has not copied yet, i.e. how stale the copy is (0 when caught up; see _lower_bound).", lambda r: r.freshness_lag_s),
+    Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", lambda r: 1 if r.freshness_lower_bound else None),
+    Family("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", lambda r: r.byte_lag_estimate),
+    Family("mirrorlag_retention_headroom_seconds", "Estimated seconds until the source's retention deletes records the mirror has not copied (only where deletion is in sight).", lambda r: r.retention_headroom_s),
+    Family("mirrorlag_partition_records_lost", "Records the source deleted before the mirror copied them (present only when > 0).", lambda r: _positive(r.records_lost)),
+    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.", lambda r: r.leo, detail=True),
+    Family("mirrorlag_source_log_start_offset", "Source partition log-start offset (ListOffsets earliest), last read.", lambda r: r.log_start, detail=True),
+    Family("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", lambda r: r.lro, detail=True, extra=_feed),
+    Family("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", lambda r: r.lro_age_s, detail=True, extra=_feed),
+    Family("mirrorlag_source_append_records_per_second", "Source append rate over the sample windows.", lambda r: r.append_rate, detail=True),
+    Family("mirrorlag_mirror_copy_records_per_second", "Mirror copy rate over the sample windows.", lambda r: r.copy_rate, detail=True),
+    Family("mirrorlag_catch_up_estimate_seconds", "Estimated seconds until caught up, while the mirror copies faster than the source appends.", lambda r: r.catch_up_s, detail=True),
+    Family("mirrorlag_retention_headroom_records", "Copied records still ahead of the source's log start: how far retention can advance before it deletes uncopied records.", lambda r: r.retention_headroom_records, detail=True),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _number(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+class PartitionBlock:
+    """Writes the per-partition families as exposition text, one pass over the rows."""
+
+    def __init__(self, detail: bool = True) -> None:
+        self.families = [f for f in FAMILIES if detail or not f.detail]
+        self._labels: dict[PartitionKey, str] = {}
+
+    def _label_text(self, key: PartitionKey) -> str:
+        text = self._labels.get(key)
+        if text is None:
+            text = self._labels[key] = (
+                f'source="{_escape(key.source)}",target="{_escape(key.target)}",'
+                f'topic="{_escape(key.topic)}",partition="{key.partition}"'
+            )
+        return text
+
+    def render(self, rows: tuple[PartitionRow, ...]) -> str:
+        families = self.families
+        lines: list[list[str]] = [[] for _ in families]
+        states: list[str] = []
+        label_text = self._label_text
+        GONE = State.GONE
+        for row in rows:
+            labels = label_text(row.key)
+            states.append(f'mirrorlag_partition_state{{{labels},state="{row.state.value}"}} 1\n')
+            if row.state is GONE:
+                self._labels.pop(row.key, None)  # its label sets disappear after this poll
+                continue
+            for family, out in zip(families, lines):
+                value = family.value(row)
+                if value is not None:
+                    extra = family.extra(row) if family.extra else ""
+                    out.append(f"{family.name}{{{labels}{extra}}} {_number(value)}\n")
+        parts: list[str] = []
+        for family, out in zip(families, lines):
+            parts.append(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n")
+            parts.extend(out)
+        parts.append("# HELP mirrorlag_partition_state 1 for the partition's current state "
+                     "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
+                     "# TYPE mirrorlag_partition_state gauge\n")
+        parts.extend(states)
+        return "".join(parts)
 
 
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
@@ -34,54 +137,38 @@ def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
     return {flow: max(0.0, stats.last_poll_at - ms / 1000) for flow, ms in stats.heartbeat_ms.items()}
 
 
-class SnapshotCollector(Collector):
+class FlowCollector(Collector):
+    """Per-flow aggregates and the sidecar's own health: small, so prometheus_client renders them."""
+
     def __init__(self) -> None:
         self.snapshot: Snapshot | None = None
         self.stats = PollStats()
+        self.history: HistoryStats | None = None
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._partition_metrics()
+        yield from self._flow_metrics()
         yield from self._self_metrics()
+        if self.history is not None:
+            yield from self._history_metrics(self.history)
 
-    def _partition_metrics(self) -> Iterator[Metric]:
-        def gauge(name: str, doc: str, extra: list[str] | None = None) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=PARTITION_LABELS + (extra or []))
-
-        lag = gauge("mirrorlag_replication_record_lag", RECORD_LAG_HELP)
-        lag_min = gauge("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).")
-        lag_max = gauge("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.")
-        lag_avg = gauge("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.")
-        time_lag = gauge("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (0 when caught up).")
-        leo = gauge("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.")
-        lro = gauge("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", ["feed"])
-        lro_age = gauge("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", ["feed"])
-        state = gauge("mirrorlag_partition_state", "1 for the partition's current state (UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, RESET, GONE).", ["state"])
+    def _flow_metrics(self) -> Iterator[Metric]:
         per_state: dict[tuple[str, str, str], int] = {}
-
+        record_lags: dict[FlowId, list[int]] = {}
+        time_lags: dict[FlowId, list[float]] = {}
         for row in self.snapshot.rows if self.snapshot else ():
-            labels = [row.key.source, row.key.target, row.key.topic, str(row.key.partition)]
-            state.add_metric(labels + [row.state.value], 1)
-            flow_state = (row.key.source, row.key.target, row.state.value)
-            per_state[flow_state] = per_state.get(flow_state, 0) + 1
-            if row.state is State.GONE:
-                continue
-            if row.record_lag is not None:
-                lag.add_metric(labels, row.record_lag)
-            for family, value in ((lag_min, row.record_lag_min), (lag_max, row.record_lag_max),
-                                  (lag_avg, row.record_lag_avg), (time_lag, row.time_lag_s),
-                                  (leo, row.leo)):
-                if value is not None:
-                    family.add_metric(labels, value)
-            if row.lro is not None:
-                lro.add_metric(labels + [row.lro_feed or ""], row.lro)
-                if row.lro_age_s is not None:
-                    lro_age.add_metric(labels + [row.lro_feed or ""], row.lro_age_s)
-        yield from (lag, lag_min, lag_max, lag_avg, time_lag, leo, lro, lro_age, state)
+            flow = row.key.flow
+            per_state[(flow.source, flow.target, row.state.value)] = per_state.get((flow.source, flow.target, row.state.value), 0) + 1
+            if row.record_lag is not None and row.state is not State.GONE:
+                record_lags.setdefault(flow, []).append(row.record_lag)
+            if row.time_lag_s is not None:
+                time_lags.setdefault(flow, []).append(row.time_lag_s)
 
         partitions = GaugeMetricFamily("mirrorlag_flow_partitions", "Partitions of each flow by state.", labels=["source", "target", "state"])
         for (source, target, state_name), count in sorted(per_state.items()):
             partitions.add_metric([source, target, state_name], count)
         yield partitions
+        yield _distribution("mirrorlag_flow_record_lag_partitions", "Partitions of the flow by record lag, at the last poll (a gauge histogram).", record_lags, RECORD_LAG_BUCKETS)
+        yield _distribution("mirrorlag_flow_time_lag_seconds_partitions", "Partitions of the flow by time lag in seconds, at the last poll (a gauge histogram).", time_lags, TIME_LAG_BUCKETS)
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self.stats
@@ -98,11 +185,9 @@ class SnapshotCollector(Collector):
             yield GaugeMetricFamily("mirrorlag_last_successful_poll_timestamp_seconds", "Unix time of the last poll that read every source cluster.", value=s.last_success_at)
         yield GaugeMetricFamily("mirrorlag_lro_cache_partitions", "Partitions with a known last replicated offset.", value=s.lro_cache_size)
         yield CounterMetricFamily("mirrorlag_lro_cache_evictions", "Last replicated offsets whose TTL expired without a newer value (kept as stale, never forgotten).", value=s.lro_evictions_total)
+        yield _per_flow_counter("mirrorlag_lro_rewinds", "Times a partition's last replicated offset stepped back (MM2 resumed from an older commit and copies those records again).", s.rewinds_total)
+        yield _per_flow_counter("mirrorlag_records_lost", "Records the source deleted before the mirror copied them (retention outran the mirror).", s.records_lost_total)
 
-        rewinds = CounterMetricFamily("mirrorlag_lro_rewinds", "Times a partition's last replicated offset stepped back (MM2 resumed from an older commit and copies those records again).", labels=["source", "target"])
-        for flow, count in sorted(s.rewinds_total.items()):
-            rewinds.add_metric([flow.source, flow.target], count)
-        yield rewinds
         heartbeat = GaugeMetricFamily("mirrorlag_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat replicated to the target (absent while none was seen): a dead flow keeps growing, an idle healthy one stays near 1 s.", labels=["source", "target"])
         for flow, age in sorted(heartbeat_ages(s).items()):
             heartbeat.add_metric([flow.source, flow.target], age)
@@ -117,14 +202,50 @@ class SnapshotCollector(Collector):
         yield bad
 
 
-class MetricsRenderer:
-    """Owns the registry; `render()` is called once per poll, never per scrape."""
+    @staticmethod
+    def _history_metrics(h: HistoryStats) -> Iterator[Metric]:
+        for name, doc, value in (
+            ("rows_written", "History rows in segments renamed into place.", h.rows_written_total),
+            ("segments_written", "History segments written.", h.segments_written_total),
+            ("dropped_rows", "History rows dropped: over mirrorlag.history.buffer.max.rows, or unwritten at shutdown.", h.dropped_rows_total),
+            ("write_errors", "Failed history segment writes (disk full, unwritable directory); writing resumes on its own.", h.write_errors_total),
+            ("upload_bytes", "History bytes uploaded to mirrorlag.history.upload.uri.", h.upload_bytes_total),
+            ("upload_throttle_seconds", "Seconds the upload quota held the uploader back.", h.upload_throttle_seconds_total),
+            ("upload_failures", "Failed history segment uploads (retried with backoff).", h.upload_failures_total),
+            ("expired_segments", "Local history segments deleted after mirrorlag.history.retention.ms.", h.expired_segments_total),
+        ):
+            yield CounterMetricFamily(f"mirrorlag_history_{name}", doc, value=value)
+        yield GaugeMetricFamily("mirrorlag_history_buffered_rows", "History rows in memory, not yet in a segment on disk.", value=h.buffered_rows)
+        yield GaugeMetricFamily("mirrorlag_history_pending_upload_bytes", "Local segments not uploaded yet (never expired): alert when this keeps growing.", value=h.pending_upload_bytes)
+        yield GaugeMetricFamily("mirrorlag_history_healthy", "1 when history writing, upload and expiry all succeed at their latest attempt.", value=1 if h.healthy else 0)
 
-    def __init__(self) -> None:
-        self.collector = SnapshotCollector()
+
+def _per_flow_counter(name: str, doc: str, counts: dict[FlowId, int]) -> CounterMetricFamily:
+    counter = CounterMetricFamily(name, doc, labels=["source", "target"])
+    for flow, count in sorted(counts.items()):
+        counter.add_metric([flow.source, flow.target], count)
+    return counter
+
+
+def _distribution(name: str, doc: str, values: dict[FlowId, list], bounds: tuple) -> GaugeHistogramMetricFamily:
+    family = GaugeHistogramMetricFamily(name, doc, labels=["source", "target"])
+    for flow, flow_values in sorted(values.items()):
+        buckets = [(_number(float(b)), sum(1 for v in flow_values if v <= b)) for b in bounds]
+        buckets.append(("+Inf", len(flow_values)))
+        family.add_metric([flow.source, flow.target], buckets, gsum_value=float(sum(flow_values)))
+    return family
+
+
+class MetricsRenderer:
+    """Renders the whole exposition once per poll, never per scrape."""
+
+    def __init__(self, detail: bool = True) -> None:
+        self.partitions = PartitionBlock(detail)
+        self.collector = FlowCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
 
-    def render(self, snapshot: Snapshot | None, stats: PollStats) -> bytes:
-        self.collector.snapshot, self.collector.stats = snapshot, stats
-        return generate_latest(self.registry)
+    def render(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None = None) -> bytes:
+        self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
+        block = self.partitions.render(snapshot.rows) if snapshot else ""
+        return block.encode() + generate_latest(self.registry)

@@ -26,6 +26,16 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "record_lag_max": row.record_lag_max,
         "record_lag_avg": row.record_lag_avg,
         "time_lag_s": _round(row.time_lag_s),
+        "freshness_lag_s": _round(row.freshness_lag_s),
+        "freshness_lower_bound": row.freshness_lower_bound,
+        "byte_lag_estimate": row.byte_lag_estimate,
+        "append_rate": _round(row.append_rate),
+        "copy_rate": _round(row.copy_rate),
+        "catch_up_s": _round(row.catch_up_s),
+        "log_start": row.log_start,
+        "retention_headroom_records": row.retention_headroom_records,
+        "retention_headroom_s": _round(row.retention_headroom_s),
+        "records_lost": row.records_lost,
     }
 
 

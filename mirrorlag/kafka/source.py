@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -58,7 +58,16 @@ class SourceCluster:
         }
 
     def end_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
-        """ListOffsets `latest` in concurrent chunks; a partition that fails maps to None.
+        """ListOffsets `latest`: the offset the next record will get (the LEO, or the LSO)."""
+        return self.list_offsets(partitions, OffsetSpec.latest, "end offsets")
+
+    def start_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
+        """ListOffsets `earliest`: the log start, which retention moves forward."""
+        return self.list_offsets(partitions, OffsetSpec.earliest, "log-start offsets")
+
+    def list_offsets(self, partitions: Iterable[TopicPart], spec: Callable[[], OffsetSpec],
+                     what: str) -> dict[TopicPart, int | None]:
+        """ListOffsets in concurrent chunks; a partition that fails maps to None.
 
         Many smaller requests in flight beat one huge one (one call over 10k partitions was ~5x
         slower than ten calls of 1k). Raises SourceUnavailable when nothing at all came back.
@@ -69,10 +78,7 @@ class SourceCluster:
         futures: dict[concurrent.futures.Future, TopicPart] = {}
         timeout_ms = int(self.timeout_s * 1000)
         for start in range(0, len(partitions), self.chunk_size):
-            request = {
-                TopicPartition(t, p): OffsetSpec.latest()
-                for t, p in partitions[start:start + self.chunk_size]
-            }
+            request = {TopicPartition(t, p): spec() for t, p in partitions[start:start + self.chunk_size]}
             result = self.admin.list_offsets(
                 request, isolation_level=self.isolation, request_timeout=self.timeout_s
             )
@@ -87,7 +93,7 @@ class SourceCluster:
                 first_error = exc
         if all(v is None for v in offsets.values()):
             reason = first_error or f"no answer within {timeout_ms} ms"
-            raise SourceUnavailable(f"end offsets from cluster {self.alias}: {reason}")
+            raise SourceUnavailable(f"{what} from cluster {self.alias}: {reason}")
         return offsets
 
 

@@ -530,6 +530,19 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.leo.chunk.size",
         "mirrorlag.request.timeout.ms",
         "mirrorlag.lro.feeds",
+        "mirrorlag.freshness.table.points",
+        "mirrorlag.retention.headroom.warn.ms",
+        "mirrorlag.retention.poll.interval.ms",
+        "mirrorlag.metrics.detail",
+        "mirrorlag.history.dir",
+        "mirrorlag.history.segment.ms",
+        "mirrorlag.history.segment.max.rows",
+        "mirrorlag.history.buffer.max.rows",
+        "mirrorlag.history.retention.ms",
+        "mirrorlag.history.upload.uri",
+        "mirrorlag.history.upload.max.bytes.per.second",
+        "mirrorlag.history.upload.quota.window.num",
+        "mirrorlag.history.upload.quota.window.size.seconds",
     }
 
 
@@ -854,3 +867,14 @@ def test_connect_offsets_topic_follows_mm2_worker_config(tmp_path):
     assert load_settings([config]).flows[0].connect_offsets_topic == "b-offsets"
     config.write_text(FEEDS_BASE + "B.offset.storage.topic = b-offsets\noffset.storage.topic = all-offsets\n")
     assert load_settings([config]).flows[0].connect_offsets_topic == "all-offsets"
+
+
+def test_issue4_keys_reach_every_flow(tmp_path):
+    from mirrorlag.config import load_settings
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE + "mirrorlag.freshness.table.points = 120\n"
+                      "mirrorlag.retention.headroom.warn.ms = 600000\nmirrorlag.retention.poll.interval.ms = 5000\n")
+    settings = load_settings([config])
+    assert (settings.flows[0].engine.freshness_points, settings.flows[0].engine.retention_warn_s) == (120, 600.0)
+    assert settings.retention_poll_interval_s == 5.0

@@ -74,7 +74,8 @@ def test_no_lro_is_unknown_never_zero() -> None:
 
 def test_caught_up_is_zero() -> None:
     r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(49, 99.0)}))
-    assert r == PartitionRow(K0, State.IN_SYNC, 50, 49, "callback", 1.5, 0, 0.0, 0.0, 0.0, 0.0)
+    assert r == PartitionRow(K0, State.IN_SYNC, 50, 49, "callback", 1.5, 0, 0.0, 0.0, 0.0, 0.0,
+                             freshness_lag_s=0.0, catch_up_s=0.0)
 
 
 def test_record_lag_is_leo_minus_lro_plus_one() -> None:

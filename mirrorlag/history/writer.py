@@ -1,0 +1,410 @@
+"""Buffer snapshots and write them as Parquet segments, off the poll thread.
+
+Three stages, each with its own owner:
+
+- `append` (poll thread) queues a reference to the snapshot's rows: O(1), no copy, no lock held
+  for long. A Snapshot is immutable, so holding its tuple is safe, and transposing 100k rows to
+  columns costs 40-70 ms here that the poll thread should not pay.
+- the encoder thread turns queued snapshots, one at a time, into Arrow record batches (~115
+  bytes a row, against ~700 for a PartitionRow and what it references) and decides segment
+  boundaries: a new UTC date, rows `segment_s` newer than the segment's first, `max_rows`, or
+  `segment_s` of wall clock since the segment opened (so an idle sidecar still closes it).
+- the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name, fsync
+  the file, rename, fsync the directory. A failing write (disk full, read-only) keeps the segment
+  buffered and retries with backoff; a hung disk stalls only this thread.
+
+Everything held in memory (queued, being encoded, open, closed but unwritten) counts against
+`buffer_max_rows`; over it the oldest rows are dropped and counted, never the poll thread blocked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mirrorlag.history.health import FailureState
+from mirrorlag.history.layout import fsync_dir, make_dirs, remove_tmp_files, segment_name, tmp_path, utc_date
+from mirrorlag.history.schema import SCHEMA, encode
+from mirrorlag.model import PartitionRow, Snapshot
+
+log = logging.getLogger("mirrorlag.history")
+
+SegmentCallback = Callable[[Path, int], None]  # (closed segment path, size in bytes)
+
+
+@dataclass(eq=False)
+class _Segment:
+    date: str  # UTC date of every row in it
+    first_ts_ms: int
+    opened_at: float  # clock() when its first row arrived
+    batches: deque[tuple[int, pa.RecordBatch]] = field(default_factory=deque)  # (ts ms, rows)
+    rows: int = 0
+
+    def trim(self, n: int) -> int:
+        """Drop up to `n` of the oldest rows; return how many went."""
+        dropped = 0
+        while self.batches and dropped < n:
+            ts, batch = self.batches[0]
+            if batch.num_rows <= n - dropped:
+                self.batches.popleft()
+                dropped += batch.num_rows
+            else:
+                cut = n - dropped
+                self.batches[0] = (ts, batch.slice(cut))
+                dropped += cut
+        self.rows -= dropped
+        return dropped
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    rows_written_total: int
+    segments_written_total: int
+    dropped_rows_total: int
+    write_errors_total: int
+    buffered_rows: int
+    failing: bool
+    last_error: str
+
+
+class SegmentWriter:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        segment_s: float = 300.0,
+        max_rows: int = 1_000_000,
+        buffer_max_rows: int = 2_000_000,
+        clock: Callable[[], float] = time.time,
+        on_segment: SegmentCallback | None = None,
+        retry_initial_s: float = 0.5,
+        retry_max_s: float = 30.0,
+    ) -> None:
+        if max_rows < 1 or buffer_max_rows < 1 or not segment_s > 0:
+            raise ValueError("segment_s, max_rows and buffer_max_rows must be positive")
+        self.root = Path(root)
+        self.segment_s = float(segment_s)
+        self.max_rows = int(max_rows)
+        self.buffer_max_rows = int(buffer_max_rows)
+        self._segment_ms = round(self.segment_s * 1000)
+        self._clock = clock
+        self._on_segment = on_segment
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._health = FailureState(log, f"writing segments under {self.root}")
+
+        self._lock = threading.Lock()
+        self._encoder_wake = threading.Condition(self._lock)
+        self._writer_wake = threading.Condition(self._lock)
+        self._pending: deque[tuple[int, Sequence[PartitionRow]]] = deque()
+        self._pending_rows = 0
+        self._encoding_rows = 0
+        self._open: _Segment | None = None
+        self._sealed: deque[_Segment] = deque()
+        self._sealed_rows = 0
+        self._inflight: _Segment | None = None  # sealed[0] while the writer writes it: never trimmed
+        self._accepting = True
+        self._closing = False
+        self._encoder_done = False
+        self._abandon = False
+        self._retry_at = 0.0  # time.monotonic() before which the writer does not retry
+        self._backoff = retry_initial_s
+        self._dropping = False
+        self._threads: list[threading.Thread] = []
+
+        self._rows_written = 0
+        self._segments_written = 0
+        self._dropped = 0
+        self._write_errors = 0
+
+        # A process killed mid-write left its .tmp behind; nobody will finish it. Never raises:
+        # an unwritable or missing dir shows up as write errors, not as a sidecar that won't start.
+        remove_tmp_files(self.root)
+
+    # --- poll thread ---------------------------------------------------------------------------
+
+    def append(self, snapshot: Snapshot) -> None:
+        """Queue one snapshot's rows. Constant time; never blocks on disk; never raises."""
+        rows = snapshot.rows
+        if not rows:
+            return
+        ts_ms = round(snapshot.taken_at * 1000)
+        with self._lock:
+            if not self._accepting:  # after close(): nobody would write them
+                self._dropped += len(rows)
+                return
+            self._pending.append((ts_ms, rows))
+            self._pending_rows += len(rows)
+            if self._buffered() > self.buffer_max_rows:
+                self._enforce_cap()
+            self._encoder_wake.notify()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._threads:
+                return
+            self._threads = [
+                threading.Thread(target=self._encode_loop, name="mirrorlag-history-encoder", daemon=True),
+                threading.Thread(target=self._write_loop, name="mirrorlag-history-writer", daemon=True),
+            ]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self, timeout_s: float = 4.0) -> bool:
+        """Write everything buffered, the open segment as a final one; False if the deadline won.
+
+        Rows still unwritten at the deadline (disk full, hung disk) are counted as dropped.
+        """
+        deadline = time.monotonic() + timeout_s
+        self.start()  # never started: the same threads drain it
+        with self._lock:
+            if self._abandon:  # closed before, and gave up then
+                return False
+            self._accepting = False
+            self._closing = True
+            self._retry_at = 0.0  # one more attempt now, whatever the backoff said
+            self._encoder_wake.notify_all()
+            self._writer_wake.notify_all()
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(t.is_alive() for t in self._threads):
+            return True
+        with self._lock:
+            self._abandon = True
+            lost = self._buffered()
+            self._dropped += lost
+            self._writer_wake.notify_all()
+        log.error("history: %d buffered row(s) not written by the shutdown deadline (%s)",
+                  lost, self._health.last_error or "writer busy")
+        return False
+
+    def stats(self) -> WriterStats:
+        with self._lock:
+            return WriterStats(
+                rows_written_total=self._rows_written,
+                segments_written_total=self._segments_written,
+                dropped_rows_total=self._dropped,
+                write_errors_total=self._write_errors,
+                buffered_rows=self._buffered(),
+                failing=self._health.failing,
+                last_error=self._health.last_error,
+            )
+
+    def poke(self) -> None:
+        """Re-check the wall-clock roll now (for an injected clock that just moved)."""
+        with self._lock:
+            self._encoder_wake.notify_all()
+
+    # --- buffer bookkeeping (lock held) ----------------------------------------------------------
+
+    def _buffered(self) -> int:
+        open_rows = self._open.rows if self._open is not None else 0
+        return self._pending_rows + self._encoding_rows + open_rows + self._sealed_rows
+
+    def _enforce_cap(self) -> None:
+        # Oldest first: closed-but-unwritten segments, then the open one, then raw snapshots. The
+        # segment being written and the snapshots being encoded are not touched (bounded: one
+        # segment, one batch of snapshots).
+        excess = self._buffered() - self.buffer_max_rows
+        if excess <= 0:
+            return
+        dropped = 0
+        for seg in list(self._sealed):
+            if dropped >= excess:
+                break
+            if seg is self._inflight:
+                continue
+            n = seg.trim(excess - dropped)
+            self._sealed_rows -= n
+            dropped += n
+            if seg.rows == 0:
+                self._sealed.remove(seg)
+        if dropped < excess and self._open is not None:
+            dropped += self._open.trim(excess - dropped)
+            if self._open.rows == 0:
+                self._open = None
+        while dropped < excess and self._pending:
+            ts_ms, rows = self._pending[0]
+            cut = min(len(rows), excess - dropped)
+            if cut == len(rows):
+                self._pending.popleft()
+            else:
+                self._pending[0] = (ts_ms, rows[cut:])
+            self._pending_rows -= cut
+            dropped += cut
+        self._dropped += dropped
+        if dropped and not self._dropping:
+            self._dropping = True
+            log.warning("history: over mirrorlag.history.buffer.max.rows (%d): dropping the oldest rows "
+                        "until segments can be written (%s)", self.buffer_max_rows,
+                        self._health.last_error or "writer behind")
+
+    def _route(self, ts_ms: int, batch: pa.RecordBatch) -> None:
+        date = utc_date(ts_ms)
+        offset, n = 0, batch.num_rows
+        while offset < n:
+            seg = self._open
+            if seg is not None and (seg.date != date or ts_ms - seg.first_ts_ms >= self._segment_ms):
+                self._seal_open()
+                seg = None
+            if seg is None:
+                seg = self._open = _Segment(date, ts_ms, self._clock())
+            take = min(n - offset, self.max_rows - seg.rows)
+            seg.batches.append((ts_ms, batch if take == n else batch.slice(offset, take)))
+            seg.rows += take
+            offset += take
+            if seg.rows >= self.max_rows:
+                self._seal_open()
+
+    def _seal_open(self) -> None:
+        seg, self._open = self._open, None
+        if seg is not None and seg.rows:
+            self._sealed.append(seg)
+            self._sealed_rows += seg.rows
+            self._writer_wake.notify()
+
+    def _roll_due_in(self) -> float | None:
+        """Seconds until the open segment is due by wall clock; None when nothing is open."""
+        if self._open is None:
+            return None
+        return self._open.opened_at + self.segment_s - self._clock()
+
+    # --- encoder thread ----------------------------------------------------------------------------
+
+    def _encode_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._closing:
+                    due = self._roll_due_in()
+                    if due is not None and due <= 0:
+                        break
+                    # Capped so an injected clock that jumps is noticed without a poke.
+                    self._encoder_wake.wait(1.0 if due is None else min(due, 1.0))
+                # One snapshot at a time: rows being encoded cannot be dropped, so keep them few.
+                chunk = self._pending.popleft() if self._pending else None
+                if chunk is not None:
+                    self._encoding_rows = len(chunk[1])
+                    self._pending_rows -= self._encoding_rows
+                closing = self._closing
+            routed: tuple[int, pa.RecordBatch] | None = None
+            if chunk is not None:
+                ts_ms, rows = chunk
+                try:
+                    routed = (ts_ms, encode(ts_ms, rows))
+                except Exception:  # a bug, not the disk: lose this snapshot, keep the thread
+                    log.exception("history: cannot encode a snapshot of %d rows; skipped", len(rows))
+            with self._lock:
+                if chunk is not None and routed is None:
+                    self._dropped += self._encoding_rows
+                self._encoding_rows = 0
+                if routed is not None:
+                    self._route(*routed)
+                due = self._roll_due_in()
+                if due is not None and due <= 0:
+                    self._seal_open()
+                if closing and not self._pending:
+                    self._seal_open()  # the final segment
+                    self._encoder_done = True
+                    self._writer_wake.notify_all()
+                    return
+                self._enforce_cap()
+
+    # --- writer thread -----------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._lock:
+                while True:
+                    if self._abandon:
+                        return
+                    if self._sealed:
+                        wait_s = self._retry_at - time.monotonic()
+                        if wait_s <= 0:
+                            break
+                        self._writer_wake.wait(wait_s)
+                    elif self._encoder_done:
+                        return
+                    else:
+                        self._writer_wake.wait()
+                seg = self._inflight = self._sealed[0]
+                batches = [batch for _, batch in seg.batches]
+                first_ts_ms = seg.batches[0][0]
+                rows = seg.rows
+            try:
+                path, size = self._write(seg.date, first_ts_ms, batches)
+            except Exception as err:  # OSError above all, but nothing may kill this thread
+                with self._lock:
+                    self._inflight = None
+                    self._write_errors += 1
+                    self._retry_at = time.monotonic() + self._backoff
+                    self._backoff = min(self._backoff * 2, self._retry_max_s)
+                    buffered = self._buffered()
+                self._health.failed(err, f" ({buffered} rows buffered, cap {self.buffer_max_rows})")
+                continue
+            with self._lock:
+                if self._abandon:  # close() gave up on us and counted these rows as dropped
+                    return
+                self._inflight = None
+                self._sealed.popleft()  # still `seg`: the cap never trims or removes the in-flight one
+                self._sealed_rows -= rows
+                self._rows_written += rows
+                self._segments_written += 1
+                self._backoff = self._retry_initial_s
+                self._retry_at = 0.0
+                if self._dropping and self._buffered() < self.buffer_max_rows:
+                    self._dropping = False
+            self._health.succeeded()
+            if self._on_segment is not None:
+                try:
+                    self._on_segment(path, size)
+                except Exception:
+                    log.exception("history: segment callback failed for %s", path)
+
+    def _write(self, date: str, first_ts_ms: int, batches: list[pa.RecordBatch]) -> tuple[Path, int]:
+        directory = self.root / f"date={date}"
+        make_dirs(directory)  # again on every attempt: the dir may be back, or gone
+        final = directory / segment_name(first_ts_ms)
+        tmp = tmp_path(final)
+        table = pa.Table.from_batches(batches, SCHEMA)
+        try:
+            write_parquet(table, tmp)
+            size = os.stat(tmp).st_size
+            os.rename(tmp, final)  # a fresh uuid name: never replaces anything
+        except BaseException:
+            try:
+                os.unlink(tmp)  # free the space a partial file holds (ENOSPC) and leave no litter
+            except OSError:
+                pass
+            raise
+        try:
+            fsync_dir(directory)
+        except OSError as err:
+            # The segment is complete and in place; writing it again would duplicate its rows.
+            log.warning("history: cannot fsync %s after adding %s: %s", directory, final.name, err)
+        return final, size
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """zstd Parquet at `path`, on disk when this returns.
+
+    Written natively by Arrow (no Python file object: the GIL is released while it compresses),
+    then fsynced through a second descriptor: fsync applies to the file, not to the descriptor.
+    """
+    with pa.OSFile(str(path), "wb") as sink:
+        pq.write_table(table, sink, compression="zstd")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

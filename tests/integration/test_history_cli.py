@@ -1,0 +1,136 @@
+"""Lag history written by the real `mirrorlag run`: SIGTERM flushes it, kill -9 loses at most the
+open buffer and never leaves a half-written file, an unwritable directory never stops the metrics."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from mirrorlag.embedded import free_port
+from mirrorlag.formats import OffsetSync
+from tests.conftest import Clusters
+from tests.helpers import eventually, scrape, status, wait_ready
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = ["ts", "source", "target", "topic", "partition", "leo", "lro", "lro_feed", "record_lag",
+           "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate", "state"]
+
+
+def setup(tmp_path: Path, clusters: Clusters, history_dir: Path) -> tuple[Path, int, str]:
+    tag = uuid.uuid4().hex[:8]
+    src, dst, topic = f"s{tag}", f"d{tag}", f"t-{tag}"
+    clusters.create_topic(topic, 2)
+    clusters.produce(topic, {0: 10, 1: 5})
+    sync_topic = f"mm2-offset-syncs.{dst}.internal"
+    clusters.create_topic(sync_topic, 1)
+    clusters.write_offset_syncs(sync_topic, [OffsetSync(topic, 0, 6, 6)])
+    port = free_port()
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {clusters.source}\n"
+        f"{dst}.bootstrap.servers = {clusters.target}\n{src}->{dst}.enabled = true\n"
+        f"{src}->{dst}.topics = {topic}\nmirrorlag.lro.feeds = offset-syncs\n"
+        f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
+        "replication.record.lag.metric.refresh.interval = 300\n"
+        f"mirrorlag.history.dir = {history_dir}\nmirrorlag.history.segment.ms = 600000\n"
+    )
+    return config, port, topic
+
+
+def start(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config)],
+                                stdout=out, stderr=out)
+
+
+def read_history(history_dir: Path) -> pa.Table:
+    return ds.dataset(history_dir, format="parquet", partitioning="hive").to_table()
+
+
+def test_sigterm_flushes_the_open_buffer_with_the_exact_schema(tmp_path, clusters):
+    history_dir = tmp_path / "history"
+    config, port, topic = setup(tmp_path, clusters, history_dir)
+    proc = start(config, tmp_path / "sidecar.log")
+    wait_ready(port, proc)
+    eventually(lambda: _polls_at_least(port, 5))
+    assert not list(history_dir.rglob("*.parquet"))  # nothing rolled yet: all in the open buffer
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+
+    table = read_history(history_dir)
+    assert table.schema.names == COLUMNS + ["date"]
+    file_schema = ds.dataset(history_dir, format="parquet").schema
+    assert file_schema.field("ts").type == pa.timestamp("ms", tz="UTC")
+    assert file_schema.field("partition").type == pa.int32()
+    for name in ("leo", "lro", "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate"):
+        assert file_schema.field(name).type == pa.int64(), name
+    rows = table.to_pylist()
+    p0 = [r for r in rows if r["topic"] == topic and r["partition"] == 0]
+    p1 = [r for r in rows if r["topic"] == topic and r["partition"] == 1]
+    assert len(p0) >= 5 and len(p0) == len(p1)
+    assert {(r["leo"], r["lro"], r["record_lag"], r["lro_feed"]) for r in p0} == {(10, 6, 3, "offset-syncs")}
+    assert {(r["leo"], r["lro"], r["record_lag"], r["state"]) for r in p1} == {(5, None, None, "UNKNOWN")}
+
+
+def test_kill_9_leaves_only_whole_segments_and_a_restart_cleans_up(tmp_path, clusters):
+    history_dir = tmp_path / "history"
+    config, port, _ = setup(tmp_path, clusters, history_dir)
+    config.write_text(config.read_text().replace("segment.ms = 600000", "segment.ms = 200"))
+    proc = start(config, tmp_path / "sidecar.log")
+    wait_ready(port, proc)
+    eventually(lambda: _assert(len(list(history_dir.rglob("*.parquet"))) >= 3), timeout=20)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=5)
+    (history_dir / "date=2026-01-01").mkdir(exist_ok=True)
+    (history_dir / "date=2026-01-01" / ".part-dead.parquet.tmp").write_bytes(b"PAR1 half a file")
+    for segment in history_dir.rglob("*.parquet"):  # every visible segment is whole
+        ds.dataset(segment, format="parquet").to_table()
+
+    proc = start(config, tmp_path / "sidecar2.log")
+    try:
+        wait_ready(port, proc)
+        assert not list(history_dir.rglob("*.tmp"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+    assert len(read_history(history_dir)) > 0
+
+
+def test_an_unwritable_history_dir_never_stops_the_metrics(tmp_path, clusters):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a regular file where the history directory's parent should be")
+    config, port, topic = setup(tmp_path, clusters, blocker / "history")
+    config.write_text(config.read_text().replace("segment.ms = 600000", "segment.ms = 200"))
+    proc = start(config, tmp_path / "sidecar.log")
+    try:
+        wait_ready(port, proc)
+
+        def failing_but_serving() -> None:
+            samples = scrape(port)
+            assert samples[("mirrorlag_history_write_errors_total", ())] >= 1
+            assert samples[("mirrorlag_history_healthy", ())] == 0
+            assert status(port)["history"]["healthy"] is False
+            assert any(name == "mirrorlag_replication_record_lag" for name, _ in samples)
+        eventually(failing_but_serving, timeout=20)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    assert proc.returncode == 0
+    log = (tmp_path / "sidecar.log").read_text()
+    assert "Traceback" not in log
+
+
+def _polls_at_least(port: int, n: int) -> None:
+    assert status(port)["polls_total"] >= n
+
+
+def _assert(condition: bool) -> None:
+    assert condition
