@@ -69,9 +69,8 @@ retention    log_start is the last value read; retention_headroom_records == max
              log start closes in on a stalled mirror at a known rate (derivation at the test).
 
 rates        never negative; exactly 0 once nothing was appended / copied for 2W + 3Δ, where
-             W = num_samples x sample_window (an estimator that interpolates between checkpoints
-             may remember up to two windows; the stricter "over the last W" contract is pinned in
-             test_scenarios, xfail: the engine's copy rate remembers older copies);
+             W = num_samples x sample_window (like Kafka's Rate, the estimator's span runs from
+             W/2 up to W plus one poll gap; test_scenarios pins the copy rate over one window);
              catch_up_s == record_lag / (copy_rate - append_rate) when the mirror gains, None
              when it does not gain (0 or None when caught up).
 """
