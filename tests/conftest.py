@@ -74,6 +74,19 @@ def own_clusters() -> Iterator[Clusters]:
     yield from _clusters("module")
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run: a JVM takes ~20 s to start on this machine."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("mirrorlag-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
 @pytest.fixture
 def topic_name() -> str:
     """A fresh topic name per test, so tests share brokers without sharing state."""

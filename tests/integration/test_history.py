@@ -103,10 +103,7 @@ def test_parquet_round_trip_read_back_with_hive_partitioning(tmp_path: Path) -> 
     assert h.stats().rows_written_total == 5 and h.stats().healthy
 
 
-@pytest.mark.skipif(not os.environ.get("MIRRORLAG_TEST_SPARK"), reason="set MIRRORLAG_TEST_SPARK=1 (starts a JVM, ~15 s)")
-def test_spark_reads_segments_and_skips_temporary_files(tmp_path: Path) -> None:
-    from pyspark.sql import SparkSession
-
+def test_spark_reads_segments_and_skips_temporary_files(tmp_path: Path, spark) -> None:
     root = tmp_path / "h"
     h = History(settings(root))
     h.append(snap(MIDNIGHT - 1.5, n=3))
@@ -114,15 +111,11 @@ def test_spark_reads_segments_and_skips_temporary_files(tmp_path: Path) -> None:
     h.close(timeout_s=10)
     (root / "date=2026-03-02" / ".part-9999999999999-deadbeef.parquet.tmp").write_bytes(b"PAR1 half a file")
     marker_path(list_segments(root)[0]).touch()
-    spark = SparkSession.builder.master("local[1]").appName("mirrorlag-history-test").getOrCreate()
-    try:
-        df = spark.read.parquet(str(root))
-        assert df.count() == 6
-        assert df.columns == [f.name for f in SCHEMA] + ["date"]
-        assert {r["date"].isoformat() for r in df.select("date").distinct().collect()} == {"2026-03-01", "2026-03-02"}
-        assert df.where("state = 'LAGGING' AND time_lag_ms = 42000").count() == 6
-    finally:
-        spark.stop()
+    df = spark.read.parquet(str(root))
+    assert df.count() == 6
+    assert df.columns == [f.name for f in SCHEMA] + ["date"]
+    assert {r["date"].isoformat() for r in df.select("date").distinct().collect()} == {"2026-03-01", "2026-03-02"}
+    assert df.where("state = 'LAGGING' AND time_lag_ms = 42000").count() == 6
 
 
 # --- upload ----------------------------------------------------------------------------------------

@@ -80,6 +80,29 @@ def test_sigterm_flushes_the_open_buffer_with_the_exact_schema(tmp_path, cluster
     assert {(r["leo"], r["lro"], r["record_lag"], r["state"]) for r in p1} == {(5, None, None, "UNKNOWN")}
 
 
+def test_spark_reads_what_a_running_sidecar_wrote_with_the_exact_types(tmp_path, clusters, spark):
+    from pyspark.sql import types as T
+
+    history_dir = tmp_path / "history"
+    config, port, topic = setup(tmp_path, clusters, history_dir)
+    proc = start(config, tmp_path / "sidecar.log")
+    wait_ready(port, proc)
+    eventually(lambda: _polls_at_least(port, 3))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+
+    df = spark.read.parquet(str(history_dir))
+    assert [(f.name, f.dataType) for f in df.schema.fields] == [
+        ("ts", T.TimestampType()), ("source", T.StringType()), ("target", T.StringType()),
+        ("topic", T.StringType()), ("partition", T.IntegerType()), ("leo", T.LongType()),
+        ("lro", T.LongType()), ("lro_feed", T.StringType()), ("record_lag", T.LongType()),
+        ("time_lag_ms", T.LongType()), ("freshness_lag_ms", T.LongType()),
+        ("byte_lag_estimate", T.LongType()), ("state", T.StringType()), ("date", T.DateType()),
+    ]
+    lagging = df.where(f"topic = '{topic}' AND partition = 0").select("record_lag", "lro").distinct().collect()
+    assert [(r["record_lag"], r["lro"]) for r in lagging] == [(3, 6)]
+
+
 def test_kill_9_leaves_only_whole_segments_and_a_restart_cleans_up(tmp_path, clusters):
     history_dir = tmp_path / "history"
     config, port, _ = setup(tmp_path, clusters, history_dir)
