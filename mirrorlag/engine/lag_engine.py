@@ -35,7 +35,7 @@ class _Flow:
 
     __slots__ = (
         "flow", "gen", "max_s", "window_s", "num_samples", "rate_half_s", "points", "warn_s",
-        "log_start_window_s", "mean_bytes",
+        "log_start_half_s", "mean_bytes",
     )
 
     def __init__(self, flow: FlowId) -> None:
@@ -47,7 +47,7 @@ class _Flow:
         self.rate_half_s = 0.0
         self.points = 2
         self.warn_s = 0.0
-        self.log_start_window_s = 0.0
+        self.log_start_half_s = 0.0
         self.mean_bytes: float | None = None
 
     def refresh(self, params: Callable[[FlowId], EngineParams], gen: int, sizes: Mapping[FlowId, float]) -> None:
@@ -62,7 +62,7 @@ class _Flow:
         self.warn_s = p.retention_warn_s
         # Retention deletes whole segments, so the log start jumps: average its rate over a span
         # at least as long as the horizon AT_RISK forecasts, or one deletion would make it flap.
-        self.log_start_window_s = max(p.sample_window_s * p.num_samples, p.retention_warn_s)
+        self.log_start_half_s = max(p.sample_window_s * p.num_samples, p.retention_warn_s) * 0.5
         self.mean_bytes = sizes.get(self.flow)
         self.gen = gen
 
@@ -191,18 +191,31 @@ class LagEngine:
             self._order_parts = [parts[key] for key in order_keys]
 
         # Log starts come for a subset of partitions (read less often): walk only those.
+        parts_get = parts.get
         for key, value in log_starts.items():
-            part = parts.get(key)
+            part = parts_get(key)
             if part is None:
                 continue  # not in the flows
             ls = part.log_start
             if ls is None:
                 part.log_start = LogStart(value, t)
+            elif value == ls.value:
+                # Unchanged (retention deletes whole segments, rarely): LogStart.observe inlined.
+                fl = part.fl
+                if fl.gen != gen:
+                    fl.refresh(params, gen, sizes)
+                if t - ls.b_t >= fl.log_start_half_s:
+                    ls.a_x = ls.b_x
+                    ls.a_t = ls.b_t
+                    ls.b_x = value
+                    ls.b_t = t
+                span = t - ls.a_t
+                ls.rate = (value - ls.a_x) / span if span > 0.0 else None
             else:
                 fl = part.fl
                 if fl.gen != gen:
                     fl.refresh(params, gen, sizes)
-                ls.observe(value, t, fl.log_start_window_s)
+                ls.observe(value, t, fl.log_start_half_s * 2.0)
 
         rows: list[PartitionRow] = []
         append = rows.append
@@ -281,8 +294,20 @@ class LagEngine:
                 continue
 
             max_s = fl.max_s
-            # The table's newest point is (prev_leo, prev_t) until this one is added.
-            part.table.add(leo, t, fl.points)
+            # Until this point is added, the table's newest point is (prev_leo, prev_t).
+            table = part.table
+            if leo != prev_leo:
+                # FreshnessTable.add's common case, inlined: a new point, the oldest dropped.
+                offsets = table.offsets
+                offsets.append(leo)
+                times = table.times
+                times.append(t)
+                drop = len(offsets) - fl.points
+                if drop > 0:
+                    del offsets[:drop]
+                    del times[:drop]
+            else:
+                table.add(leo, t, fl.points)  # idle: extends the flat segment
 
             if nxt >= leo:
                 # Caught up with the LEO as of t. (nxt > leo with a fresh LRO: records were
@@ -305,7 +330,7 @@ class LagEngine:
                         fresh = 0.0
                     lower = False
                 else:
-                    fresh, lower = part.table.lag(nxt, now)
+                    fresh, lower = table.lag(nxt, now)
                 if lcu is not None:
                     time_lag = now - lcu
                 else:
@@ -377,10 +402,12 @@ class LagEngine:
                 at_risk = False
             else:
                 log_start = ls.value
-                # A log start read beyond the LEO read just before it loses no more than the lag.
-                lost = (log_start if log_start < leo else leo) - nxt
+                lost = log_start - nxt
                 if lost > 0:
-                    # Records already lost are counted, never hidden.
+                    # Records already lost are counted, never hidden. (A log start read beyond
+                    # the LEO read just before it loses no more than the record lag.)
+                    if log_start > leo:
+                        lost = lag
                     room = 0
                     room_s = 0.0
                     at_risk = True
