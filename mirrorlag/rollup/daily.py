@@ -1,0 +1,125 @@
+"""The daily tables: partition, topic and flow level, from the day's three passes.
+
+- intervals (samples.interval_summary): time in each state, stall episodes, hours;
+- record-lag and time-lag histograms (histograms.lag_histogram): counts, min/avg/max, percentiles.
+
+Topic and flow figures are built from their partitions' passes, never from the partition
+table's figures: percentiles come from the merged histograms (a percentile of percentiles is
+not a percentile), seconds are partition-seconds summed.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from mirrorlag.rollup import histograms
+from mirrorlag.rollup.samples import partition_id
+from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
+
+DAY_SECONDS = 86_400.0
+HOURS = 24
+
+# Column order of the tables after date, flow and the level's key (documented in __init__.py).
+MEASURES = [
+    "samples", "coverage",
+    "record_lag_min", "record_lag_avg", "record_lag_max", "record_lag_p50", "record_lag_p95", "record_lag_p99",
+    "time_lag_min_s", "time_lag_avg_s", "time_lag_max_s", "time_lag_p50_s", "time_lag_p95_s", "time_lag_p99_s",
+    "freshness_lag_max_s", "byte_lag_max",
+    "covered_seconds", "out_of_sync_seconds", "at_risk_seconds", "stalled_seconds",
+    "stall_episodes", "longest_stall_seconds",
+    "unknown_state_samples", "null_record_lag_samples", "null_time_lag_samples",
+    "first_ts", "last_ts", "out_of_sync_seconds_by_hour",
+]
+_SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", "stall_starts", "unknown_state_samples"]
+
+
+def partition_intervals(intervals: DataFrame, key: list[str]) -> DataFrame:
+    """Per partition: the interval pass summed over hours and episodes, the hour array and the
+    longest stall episode (its samples' intervals added up)."""
+    per = intervals.groupBy(*key).agg(
+        *[F.sum(c).alias(c) for c in _SUMS],
+        F.min("first_ms").alias("first_ms"),
+        F.max("last_ms").alias("last_ms"),
+        F.array(*[F.coalesce(F.sum(F.when(F.col("hour") == h, F.col("out_of_sync_ms"))), F.lit(0)) for h in range(HOURS)]).alias("hours_ms"),
+    )
+    longest = (
+        intervals.where(F.col("stall_episode") >= 0)
+        .groupBy(*key, "stall_episode").agg(F.sum("stalled_ms").alias("_episode_ms"))
+        .groupBy(*key).agg(F.max("_episode_ms").alias("longest_stall_ms"))
+    )
+    joined = per.join(longest, key, "left")
+    return joined.withColumn("longest_stall_ms", F.coalesce("longest_stall_ms", F.lit(0)))
+
+
+def name_partitions(per_partition: DataFrame, lag_hist: DataFrame, key: list[str]) -> DataFrame:
+    """Give the interval pass's rows their partition key back (it ran on a hash of it)."""
+    if key == PARTITION_KEY:
+        return per_partition
+    names = lag_hist.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY))
+    return names.join(per_partition, "pid", "inner").drop("pid")
+
+
+def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
+    """Left join on keys that may be null (a row without a topic still finds its partner)."""
+    r = right.select(*[F.col(k).alias(f"_r_{k}") for k in keys], *[c for c in right.columns if c not in keys])
+    cond: Column | None = None
+    for k in keys:
+        c = left[k].eqNullSafe(r[f"_r_{k}"])
+        cond = c if cond is None else cond & c
+    return left.join(r, cond, "left").drop(*[f"_r_{k}" for k in keys])
+
+
+def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, keys: list[str], day: date) -> DataFrame:
+    """One daily table. `parts`: named per-partition interval rows (partition_intervals)."""
+    extra: list[str] = []
+    if keys == PARTITION_KEY:
+        w = parts
+    else:
+        counts = [F.count(F.lit(1)).alias("partitions")]
+        if keys == FLOW_KEY:
+            counts.insert(0, F.countDistinct("topic").alias("topics"))
+        extra = [c for c in ("topics", "partitions") if keys == FLOW_KEY or c == "partitions"]
+        w = parts.groupBy(*keys).agg(
+            *counts,
+            *[F.sum(c).alias(c) for c in _SUMS],
+            F.min("first_ms").alias("first_ms"),
+            F.max("last_ms").alias("last_ms"),
+            F.max("longest_stall_ms").alias("longest_stall_ms"),
+            F.array(*[F.sum(F.col("hours_ms")[h]) for h in range(HOURS)]).alias("hours_ms"),
+        )
+    lag_extra = [F.max("freshness_max").alias("freshness_max"), F.max("byte_max").alias("byte_max")]
+    lag = histograms.stats(histograms.merge(lag_hist, keys, lag_extra), keys, "record_lag", extra=lag_extra)
+    tl = histograms.stats(histograms.merge(time_hist, keys), keys, "time_lag", scale=1000.0)
+    tl = tl.select(*keys, *[F.col(c).alias(f"{c}_s") if c.startswith("time_lag") else F.col(c) for c in tl.columns if c not in keys])
+    df = _null_safe_join(_null_safe_join(w, lag, keys), tl, keys)
+    members = F.col("partitions") if keys != PARTITION_KEY else F.lit(1)
+    seconds = {
+        "covered_seconds": "covered_ms", "out_of_sync_seconds": "out_of_sync_ms", "at_risk_seconds": "at_risk_ms",
+        "stalled_seconds": "stalled_ms", "longest_stall_seconds": "longest_stall_ms",
+    }
+    df = df.select(
+        "*",
+        *[(F.col(ms) / 1000.0).alias(s) for s, ms in seconds.items()],
+        (F.col("covered_ms") / 1000.0 / (members * DAY_SECONDS)).alias("coverage"),
+        F.col("stall_starts").alias("stall_episodes"),
+        (F.col("freshness_max") / 1000.0).alias("freshness_lag_max_s"),
+        F.col("byte_max").alias("byte_lag_max"),
+        F.timestamp_millis("first_ms").alias("first_ts"),
+        F.timestamp_millis("last_ms").alias("last_ts"),
+        F.transform("hours_ms", lambda ms: ms / 1000.0).alias("out_of_sync_seconds_by_hour"),
+    )
+    return df.select(
+        F.lit(day.isoformat()).alias("date"),
+        F.concat_ws("->", "source", "target").alias("flow"),
+        *keys, *extra, *MEASURES,
+    )
+
+
+def tables(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, day: date) -> dict[str, DataFrame]:
+    return {
+        level: level_table(parts, lag_hist, time_hist, keys, day)
+        for level, keys in (("partition", PARTITION_KEY), ("topic", TOPIC_KEY), ("flow", FLOW_KEY))
+    }

@@ -1,0 +1,85 @@
+"""Lag distributions as mergeable histograms, and their percentiles.
+
+A partition's samples are counted into buckets: exact below 100, above that log-spaced 1 % wide
+(the largest and smallest value of a bucket differ by less than 1 %). Counting needs no order,
+so it runs straight off the scan with partial aggregation, and topic and flow histograms are
+sums of their partitions' ones: every level's percentiles come from one pass over the day.
+
+Percentile q is the nearest-rank one (the ceil(q * n)-th smallest sample, numpy's
+method="inverted_cdf"), reported as the largest sample of the bucket that holds it: a real
+sample, never below the exact percentile, at most 1 % above it, exact when it is below 100.
+Each bucket also keeps its count, min, max and sum, so min, max and mean are exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from mirrorlag.rollup.schema import PARTITION_KEY
+
+EXACT_BELOW = 100
+GAMMA = 1.01
+PERCENTILES = {"p50": 500, "p95": 950, "p99": 990}  # per mille: ranks in integer arithmetic
+
+
+def bucket(v: Column) -> Column:
+    """null stays null (counted apart); negative values (never written) stay exact."""
+    log_bucket = EXACT_BELOW + F.floor(F.log(v.cast("double") / EXACT_BELOW) / math.log(GAMMA))
+    return F.when(v < EXACT_BELOW, v).otherwise(log_bucket).cast("long")
+
+
+def lag_histogram(raw: DataFrame, column: str, extra: list[Column] | None = None) -> DataFrame:
+    """Per partition and bucket: n, vmin, vmax, vsum (a double: a day of huge lags must not
+    overflow a long), plus `extra` aggregates that also add up over buckets."""
+    v = F.col(column)
+    return raw.groupBy(*PARTITION_KEY, bucket(v).alias("bucket")).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min(v).alias("vmin"),
+        F.max(v).alias("vmax"),
+        F.sum(v.cast("double")).alias("vsum"),
+        *(extra or []),
+    )
+
+
+def merge(hist: DataFrame, keys: list[str], extra: list[Column] | None = None) -> DataFrame:
+    """The histogram of a topic or flow: its partitions' buckets added up."""
+    if keys == PARTITION_KEY:
+        return hist
+    return hist.groupBy(*keys, "bucket").agg(
+        F.sum("n").alias("n"), F.min("vmin").alias("vmin"), F.max("vmax").alias("vmax"),
+        F.sum("vsum").alias("vsum"), *(extra or []),
+    )
+
+
+def stats(hist: DataFrame, keys: list[str], prefix: str, scale: float = 1.0, extra: list[Column] | None = None) -> DataFrame:
+    """Per key: {prefix}_min/_avg/_max/_p50/_p95/_p99 (divided by `scale`), null_{prefix}_samples,
+    and `extra` aggregates over the buckets."""
+    known = F.col("bucket").isNotNull()
+    n_known = F.when(known, F.col("n")).otherwise(F.lit(0))
+    ordered = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    h = hist.select(
+        "*",
+        F.sum(n_known).over(ordered).alias("_cum"),
+        F.sum(n_known).over(Window.partitionBy(*keys)).alias("_total"),
+    )
+    def scaled(c: Column) -> Column:  # scale 1 keeps the values' own type (records stay integers)
+        return c / scale if scale != 1.0 else c
+
+    quantiles = []
+    for name, per_mille in PERCENTILES.items():
+        rank = F.greatest(F.lit(1), F.expr(f"(_total * {per_mille} + 999) div 1000"))
+        # vmax grows with the bucket, so the smallest vmax past the rank is that of its bucket.
+        value = F.min(F.when(known & (F.col("_cum") >= rank), F.col("vmax")))
+        quantiles.append(scaled(value).alias(f"{prefix}_{name}"))
+    total = F.sum(F.when(known, F.col("n")))
+    return h.groupBy(*keys).agg(
+        scaled(F.min("vmin")).alias(f"{prefix}_min"),
+        (F.sum("vsum") / total / scale).alias(f"{prefix}_avg"),
+        scaled(F.max("vmax")).alias(f"{prefix}_max"),
+        *quantiles,
+        F.coalesce(F.sum(F.when(~known, F.col("n"))), F.lit(0)).alias(f"null_{prefix}_samples"),
+        *(extra or []),
+    )

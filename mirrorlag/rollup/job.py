@@ -1,0 +1,185 @@
+"""One day end to end, and a run over several days.
+
+Per day the history is scanned three times, which is cheaper than caching it (measured: see
+tests/bench/bench_rollup.py): two histogram passes that aggregate straight off the scan, and the
+one pass in time order (samples.py), the day's only full shuffle. Their outputs are small (per
+partition and bucket, per partition and hour) and are the only frames cached. The report's line
+charts read the worst partitions' rows with a fourth, filtered scan. Trends read the daily tables
+back (dates <= the day), so a backfill, which runs days in order, sees every day it wrote before.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Callable, Sequence
+
+from pyspark import StorageLevel
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from py4j.protocol import Py4JJavaError
+
+from mirrorlag.rollup import daily, histograms, trends
+from mirrorlag.rollup.errors import RollupError
+from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, report_path, table_path, trends_path, write_text
+from mirrorlag.rollup.samples import DayWindow, interval_summary, partition_id, read_day
+from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
+
+
+@dataclass(frozen=True)
+class RollupOptions:
+    history: str  # directory or URL holding date=YYYY-MM-DD/*.parquet
+    out: str  # directory or URL for the tables and reports
+    days: Sequence[date]
+    max_gap_seconds: float = 60.0  # longest interval one sample may account for
+    worst: int = 10  # rows per measure in the report's tables
+    report: bool = True
+    # Size spark.sql.shuffle.partitions to each day's input (off when the user set it).
+    auto_partitions: bool = True
+
+
+@dataclass
+class DayResult:
+    day: date
+    status: DayStatus
+    seconds: float = 0.0
+    samples: int = 0
+    flows: int = 0
+    topics: int = 0
+    partitions: int = 0
+    covered_seconds: float = 0.0  # partition-seconds with samples
+    out_of_sync_seconds: float = 0.0  # partition-seconds
+    stall_episodes: int = 0
+    growing: int = 0  # partitions, topics and flows flagged growing
+    unknown_state_samples: int = 0
+    null_record_lag_samples: int = 0
+    report: str | None = None
+    tables: dict[str, str] = field(default_factory=dict)
+
+
+def write_table(df: DataFrame, path: str, sort_keys: Sequence[str]) -> None:
+    """Replace the day's partition of the table and nothing else (dynamic partition overwrite).
+
+    One sorted file per day: the tables are small, and a reader gets them in key order.
+    """
+    (df.repartition(1).sortWithinPartitions(*sort_keys)
+       .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+       .partitionBy("date").parquet(path))
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+BYTES_PER_PARTITION = 32 << 20  # of compressed history: about 1.5 M samples per task
+
+
+def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
+    """Enough tasks for the day's one big shuffle, and no more: every later stage (small frames
+    per partition and bucket) runs with as many tasks, and Spark's default of 200 costs a
+    small day more in task overhead than in work."""
+    return max(spark.sparkContext.defaultParallelism, -(-input_bytes // BYTES_PER_PARTITION))
+
+
+def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
+    t0 = time.perf_counter()
+    found = day_input(opts.history, day, spark)
+    assert found is not None
+    if found.status is not DayStatus.PRESENT:
+        return DayResult(day, found.status, seconds=time.perf_counter() - t0)
+    window = DayWindow(day)
+    held: list[DataFrame] = []  # small frames read more than once, released at the end
+    saved_partitions = spark.conf.get(SHUFFLE_PARTITIONS)
+    if opts.auto_partitions:
+        spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(spark, found.bytes)))
+
+    def hold(df: DataFrame) -> DataFrame:
+        held.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return df
+
+    try:
+        raw = read_day(spark, day_dir(opts.history, day))
+        # Two histogram passes (no order needed: partial aggregation on the scan) ...
+        lag_hist = hold(histograms.lag_histogram(raw, "record_lag", [
+            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
+        ]))
+        time_hist = hold(histograms.lag_histogram(raw, "time_lag_ms"))
+        names = lag_hist.select(*PARTITION_KEY).distinct()
+        counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(partition_id(*PARTITION_KEY)).alias("ids")).first()
+        if counts["n"] == 0:
+            return DayResult(day, DayStatus.EMPTY, seconds=time.perf_counter() - t0)
+        # ... and the one pass in time order, keyed by a hash unless two keys share one.
+        key = ["pid"] if counts["ids"] == counts["n"] else PARTITION_KEY
+        intervals = hold(interval_summary(raw, window, opts.max_gap_seconds, key))
+        parts = hold(daily.name_partitions(daily.partition_intervals(intervals, key), lag_hist, key))
+        sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
+        for level, df in daily.tables(parts, lag_hist, time_hist, day).items():
+            write_table(df, table_path(opts.out, level), sort_keys[level])
+        trend_df = hold(trends.compute_trends(spark, opts.out, day))
+        write_table(trend_df, trends_path(opts.out), ["level", *PARTITION_KEY])
+        flows = [r.asDict() for r in read_level(spark, opts.out, "flow", day).orderBy(*FLOW_KEY).collect()]
+        result = _result(day, flows, trend_df)
+        if opts.report:
+            from mirrorlag.rollup.report import render
+            from mirrorlag.rollup.report_data import gather
+
+            data = gather(spark, raw, flows, trend_df, window, opts)
+            result.report = report_path(opts.out, day)
+            write_text(result.report, render(data), spark)
+    except (Py4JJavaError, PySparkException) as exc:
+        raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
+    finally:
+        for df in held:
+            df.unpersist()
+        spark.conf.set(SHUFFLE_PARTITIONS, saved_partitions)
+    result.tables = {level: table_path(opts.out, level) for level in ("partition", "topic", "flow")}
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def read_level(spark: SparkSession, out: str, level: str, day: date) -> DataFrame:
+    """One day of a daily table as written."""
+    return spark.read.parquet(table_path(out, level)).where(F.col("date") == F.lit(day))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return type(exc).__name__
+
+
+def _result(day: date, flows: list[dict], trend_df: DataFrame) -> DayResult:
+    growing = trend_df.where(F.col("growing")).count()
+    return DayResult(
+        day, DayStatus.PRESENT,
+        samples=sum(f["samples"] for f in flows),
+        flows=len(flows),
+        topics=sum(f["topics"] for f in flows),
+        partitions=sum(f["partitions"] for f in flows),
+        covered_seconds=sum(f["covered_seconds"] for f in flows),
+        out_of_sync_seconds=sum(f["out_of_sync_seconds"] for f in flows),
+        stall_episodes=sum(f["stall_episodes"] for f in flows),
+        growing=growing,
+        unknown_state_samples=sum(f["unknown_state_samples"] for f in flows),
+        null_record_lag_samples=sum(f["null_record_lag_samples"] for f in flows),
+    )
+
+
+def run_days(
+    spark: SparkSession,
+    opts: RollupOptions,
+    on_start: Callable[[date], None] | None = None,
+    on_done: Callable[[DayResult], None] | None = None,
+) -> list[DayResult]:
+    """Roll up each day in order; a day without history is reported, not fatal, so a backfill
+    writes every day it can (the caller turns missing days into exit status 3)."""
+    results = []
+    for day in sorted(set(opts.days)):
+        if on_start:
+            on_start(day)
+        result = rollup_day(spark, opts, day)
+        results.append(result)
+        if on_done:
+            on_done(result)
+    return results

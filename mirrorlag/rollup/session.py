@@ -1,0 +1,64 @@
+"""The SparkSession the rollup runs in: our defaults, the user's --conf on top, Spark kept quiet."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+# Set unless the user (or spark-submit) already did.
+DEFAULTS: dict[str, str] = {
+    "spark.app.name": "mirrorlag-rollup",
+    # Day boundaries are UTC; so is every timestamp Spark prints or partitions on.
+    "spark.sql.session.timeZone": "UTC",
+    # The job prints its own progress; Spark's stage bar would tear through it.
+    "spark.ui.showConsoleProgress": "false",
+    # The per-sample frame arrives sorted by partition: aggregate it by streaming, not by a hash
+    # map that spills to a sort after 128 keys (percentile_approx is an object aggregate).
+    "spark.sql.execution.replaceHashWithSortAgg": "true",
+}
+
+_LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log4j2_file(level: str) -> Path:
+    path = Path(tempfile.gettempdir()) / f"mirrorlag-rollup-log4j2-{level.lower()}.properties"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(_LOG4J2.format(level=level.lower()))
+        os.replace(tmp, path)
+    return path
+
+
+def build_session(master: str | None, confs: Mapping[str, str], log_level: str = "ERROR"):
+    """Start (or join) the SparkSession. `master` None leaves it to spark-submit (default local[*])."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf()  # under spark-submit this already holds spark-submit's own settings
+    for key, value in DEFAULTS.items():
+        if not conf.contains(key):
+            conf.set(key, value)
+    for key, value in confs.items():
+        conf.set(key, value)
+    if master:
+        conf.setMaster(master)
+    launched_by_us = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started the JVM
+    if launched_by_us:
+        # Quiet from the first line: setLogLevel only takes effect after Spark's startup chatter.
+        opts = conf.get("spark.driver.extraJavaOptions", "") or ""
+        if "log4j2.configurationFile" not in opts:
+            conf.set("spark.driver.extraJavaOptions",
+                     f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(log_level)}".strip())
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark

@@ -1,0 +1,125 @@
+"""Trends per partition, topic and flow, from the daily tables written so far (dates <= the day).
+
+- day-over-day and week-over-week change of p95 record lag and of out-of-sync seconds (null when
+  the earlier day has no row);
+- least-squares slope of daily p95 record lag (records per day) over the last 7 and 28 days,
+  with its t-statistic (slope / standard error, n - 2 degrees of freedom);
+- `growing`: the slope over either window is significantly positive. "Significant" is a
+  screening rule, not a formal test: at least 4 days and t > 2. With n = 4 (2 degrees of freedom)
+  t > 2 is p < 0.1 one-sided; from about 10 days on it is close to p < 0.05. A perfect straight
+  rising line (zero residual) has t = +inf and counts.
+
+Only entities with a row on the day itself get a trend row. The sums are centred on each
+entity's means, so a flat series has a slope of exactly 0, not a rounding error that some t
+statistic would blow up.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from mirrorlag.rollup.paths import table_path
+from mirrorlag.rollup.schema import LEVEL_KEYS, PARTITION_KEY
+
+WINDOWS = (7, 28)
+MIN_DAYS = 4
+MIN_T = 2.0
+# Measures the report ranks, largest (worst) first.
+RANKED = ["record_lag_p95_dod", "record_lag_p95_wow", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
+          "slope_7d", "slope_28d"]
+
+COLUMNS = [
+    "date", "level", "flow", *PARTITION_KEY,
+    "record_lag_p95", "record_lag_p95_dod", "record_lag_p95_wow",
+    "out_of_sync_seconds", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
+    "slope_7d", "slope_7d_t", "days_7d", "slope_28d", "slope_28d_t", "days_28d", "growing",
+]
+
+
+def _on(x: Column, offset: int, value: Column) -> Column:
+    return F.max(F.when(x == offset, value))
+
+
+def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
+    keys = LEVEL_KEYS[level]
+    first = day - timedelta(days=max(WINDOWS) - 1)
+    d = daily.where(F.col("date").between(F.lit(first), F.lit(day))).select(
+        *keys,
+        F.datediff(F.col("date"), F.lit(day)).alias("x"),  # -27 .. 0: days before the day
+        F.col("record_lag_p95").cast("double").alias("y"),
+        F.col("out_of_sync_seconds").alias("oos"),
+    )
+    entity = Window.partitionBy(*keys)
+    for n in WINDOWS:
+        inside = (F.col("x") > -n) & F.col("y").isNotNull()
+        d = d.withColumn(f"_mx{n}", F.avg(F.when(inside, F.col("x"))).over(entity))
+        d = d.withColumn(f"_my{n}", F.avg(F.when(inside, F.col("y"))).over(entity))
+    x, y, oos = F.col("x"), F.col("y"), F.col("oos")
+    aggs = [
+        F.max(F.when(x == 0, F.lit(True))).alias("_today"),
+        _on(x, 0, y).alias("record_lag_p95"),
+        (_on(x, 0, y) - _on(x, -1, y)).alias("record_lag_p95_dod"),
+        (_on(x, 0, y) - _on(x, -7, y)).alias("record_lag_p95_wow"),
+        _on(x, 0, oos).alias("out_of_sync_seconds"),
+        (_on(x, 0, oos) - _on(x, -1, oos)).alias("out_of_sync_seconds_dod"),
+        (_on(x, 0, oos) - _on(x, -7, oos)).alias("out_of_sync_seconds_wow"),
+    ]
+    for n in WINDOWS:
+        inside = (x > -n) & y.isNotNull()
+        dx, dy = x - F.col(f"_mx{n}"), y - F.col(f"_my{n}")
+        aggs += [
+            F.count(F.when(inside, F.lit(1))).alias(f"days_{n}d"),
+            F.sum(F.when(inside, dx * dx)).alias(f"_sxx{n}"),
+            F.sum(F.when(inside, dx * dy)).alias(f"_sxy{n}"),
+            F.sum(F.when(inside, dy * dy)).alias(f"_syy{n}"),
+        ]
+    g = d.groupBy(*keys).agg(*aggs).where(F.col("_today"))
+    for n in WINDOWS:
+        g = _slope(g, n)
+    growing = F.lit(False)
+    for n in WINDOWS:
+        growing = growing | F.coalesce((F.col(f"days_{n}d") >= MIN_DAYS) & (F.col(f"slope_{n}d_t") > MIN_T), F.lit(False))
+    g = g.withColumn("growing", growing)
+    out = [
+        F.lit(day.isoformat()).alias("date"),
+        F.lit(level).alias("level"),
+        F.concat_ws("->", "source", "target").alias("flow"),
+    ]
+    for k in PARTITION_KEY:
+        out.append(F.col(k) if k in keys else F.lit(None).cast("int" if k == "partition" else "string").alias(k))
+    return g.select(*out, *COLUMNS[3 + len(PARTITION_KEY):])
+
+
+def _slope(g: DataFrame, n: int) -> DataFrame:
+    days, sxx, sxy, syy = F.col(f"days_{n}d"), F.col(f"_sxx{n}"), F.col(f"_sxy{n}"), F.col(f"_syy{n}")
+    slope = F.when((days >= 2) & (sxx > 0), F.try_divide(sxy, sxx))
+    g = g.withColumn(f"slope_{n}d", slope)
+    s = F.col(f"slope_{n}d")
+    sse = F.greatest(syy - s * sxy, F.lit(0.0))
+    se = F.sqrt(F.try_divide(F.try_divide(sse, days - 2), sxx))
+    t = (F.when(days < 3, F.lit(None))
+         .when(se > 0, F.try_divide(s, se))
+         .when(s > 0, F.lit(float("inf")))
+         .when(s < 0, F.lit(float("-inf"))))
+    return g.withColumn(f"slope_{n}d_t", t.cast("double"))
+
+
+def compute_trends(spark: SparkSession, out: str, day: date) -> DataFrame:
+    frames = [level_trends(spark.read.parquet(table_path(out, level)), level, day) for level in LEVEL_KEYS]
+    result = frames[0]
+    for f in frames[1:]:
+        result = result.unionByName(f)
+    return result
+
+
+def worst(trend_df: DataFrame, n: int, levels: tuple[str, ...] = ("topic", "partition")) -> DataFrame:
+    """The n largest positive values of each ranked measure (topics and partitions ranked
+    together): one row per (measure, rank)."""
+    long = (trend_df.where(F.col("level").isin(*levels))
+            .unpivot(["level", "flow", *PARTITION_KEY], RANKED, "measure", "value")
+            .where(F.col("value") > 0))
+    rank = F.row_number().over(Window.partitionBy("measure").orderBy(F.desc("value"), *PARTITION_KEY))
+    return long.withColumn("rank", rank).where(F.col("rank") <= n)

@@ -1,0 +1,164 @@
+"""End-to-end cost of the nightly rollup against a bare Parquet scan. Run by hand, never in the suite:
+
+    .venv/bin/python -m tests.bench.bench_rollup --partitions 10000 --interval 15 [--data /tmp/rollup-bench]
+
+Generates one UTC day of history (10,000 partitions every 15 s = 57.6 M rows, in chunks of 30 min
+with pyarrow; reused when already there), then in one local SparkSession (`--master`, default
+local[2]) times, side by side:
+  - floor: spark.read.parquet(day).agg(count(*), sum(record_lag)), the scan no rollup can beat;
+  - rollup: the whole `mirrorlag rollup` for that day (daily tables, trends, HTML report).
+Prints both and the ratio. Target: rollup <= 3 min and <= 4x the floor on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA = pa.schema([
+    pa.field("ts", pa.timestamp("ms", tz="UTC"), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("target", pa.string(), nullable=False),
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("leo", pa.int64()),
+    pa.field("lro", pa.int64()),
+    pa.field("lro_feed", pa.string()),
+    pa.field("record_lag", pa.int64()),
+    pa.field("time_lag_ms", pa.int64()),
+    pa.field("freshness_lag_ms", pa.int64()),
+    pa.field("byte_lag_estimate", pa.int64()),
+    pa.field("state", pa.string(), nullable=False),
+])
+STATES = np.array(["IN_SYNC", "LAGGING", "STALLED", "AT_RISK", "UNKNOWN"])
+
+
+def generate(root: Path, day: date, partitions: int, interval_s: int, chunk_polls: int = 120, seed: int = 7) -> int:
+    """Write one day of history under root/date=DAY/; returns the row count.
+
+    Realistic shape: two flows, topics of 100 partitions, per-partition append rates spread over
+    three orders of magnitude, mostly IN_SYNC with a few lagging, stalled and at-risk episodes
+    per partition and day during which record and time lag grow, the odd UNKNOWN poll.
+    """
+    rng = np.random.default_rng(seed)
+    day_dir = root / f"date={day.isoformat()}"
+    day_dir.mkdir(parents=True, exist_ok=True)
+    polls = 86_400 // interval_s
+    start_ms = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
+
+    flows = np.where(np.arange(partitions) < partitions // 2, "eu-west", "ap-south")
+    topic_ids = (np.arange(partitions) % (partitions // 2 or 1)) // 100
+    topic_names = np.array([f"orders-{t:03d}" for t in range(max(1, topic_ids.max() + 1))])[topic_ids]
+    part_no = (np.arange(partitions) % 100).astype(np.int32)
+    rate = rng.lognormal(mean=2.0, sigma=1.5, size=partitions)  # records/s
+    base_leo = rng.integers(10**6, 10**9, size=partitions)
+    sizes = rng.integers(100, 2000, size=partitions)
+    # Up to 3 episodes per partition: (start poll, length in polls, state code 1..3).
+    n_ep = 3
+    ep_start = rng.integers(0, polls, size=(partitions, n_ep))
+    ep_len = np.where(rng.random((partitions, n_ep)) < 0.15, rng.integers(4, 240, size=(partitions, n_ep)), 0)
+    ep_kind = rng.choice([1, 2, 3], p=[0.6, 0.3, 0.1], size=(partitions, n_ep))
+
+    rows = 0
+    for chunk, first in enumerate(range(0, polls, chunk_polls)):
+        idx = np.arange(first, min(polls, first + chunk_polls))
+        k = len(idx)
+        i = idx[:, None, None]
+        inside = (i >= ep_start[None]) & (i < ep_start[None] + ep_len[None])  # (k, P, E)
+        kind = np.where(inside, ep_kind[None], 0).max(axis=2)  # (k, P)
+        since = np.where(inside, i - ep_start[None], 0).max(axis=2) * interval_s  # seconds into episode
+        unknown = rng.random((k, partitions)) < 0.0005
+        state = np.where(unknown, 4, kind)
+        t_s = (idx * interval_s)[:, None]
+        leo = base_leo[None] + (rate[None] * t_s).astype(np.int64)
+        noise = rng.poisson(np.maximum(rate * 2, 0.1), size=(k, partitions))
+        lag = np.where(kind == 0, noise, noise + (rate[None] * (since + 30)).astype(np.int64))
+        # In sync, a busy partition reads about one poll interval (it catches up to the previous
+        # LEO snapshot, KIP-16), an idle one 0; in an episode the time lag grows with it.
+        busy = rate[None] > 1.0
+        jitter = rng.integers(-300, 300, size=(k, partitions))
+        time_lag = np.where(kind == 0, np.where(busy, interval_s * 1000 + jitter, 0), (since + 30) * 1000)
+        fresh = np.where(kind == 0, np.minimum(time_lag, (noise / rate[None] * 1000).astype(np.int64)), time_lag - 500)
+        n = k * partitions
+        lag_arr = pa.array(lag.ravel(), pa.int64(), mask=unknown.ravel())
+        ts = np.repeat(start_ms + idx * interval_s * 1000 + rng.integers(0, 40, size=k), partitions)
+        table = pa.Table.from_arrays([
+            pa.array(ts, pa.timestamp("ms", tz="UTC")),
+            pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), ["us-east"]).cast(pa.string()),
+            pa.array(np.tile(flows, k)),
+            pa.array(np.tile(topic_names, k)),
+            pa.array(np.tile(part_no, k), pa.int32()),
+            pa.array(leo.ravel(), pa.int64()),
+            pa.array((leo - lag - 1).ravel(), pa.int64(), mask=unknown.ravel()),
+            pa.array(np.where(np.tile(part_no, k) % 2 == 0, "offset-syncs", "connect-offsets")),
+            lag_arr,
+            pa.array(time_lag.ravel(), pa.int64(), mask=unknown.ravel()),
+            pa.array(np.maximum(fresh, 0).ravel(), pa.int64(), mask=unknown.ravel()),
+            pa.array((lag * sizes[None]).ravel(), pa.int64(), mask=unknown.ravel()),
+            pa.array(STATES[state.ravel()]),
+        ], schema=SCHEMA)
+        pq.write_table(table, day_dir / f"part-{int(ts[0]):013d}-{chunk:08x}.parquet")
+        rows += n
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--interval", type=int, default=15, help="seconds between polls")
+    parser.add_argument("--day", default="2026-11-20")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "mirrorlag-rollup-bench",
+                        help="history root; generated when the day is not there yet")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="12g")
+    parser.add_argument("--conf", action="append", default=[], metavar="K=V")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from mirrorlag.rollup.job import RollupOptions, run_days
+    from mirrorlag.rollup.session import build_session
+
+    day = date.fromisoformat(args.day)
+    history = args.data / f"history-{args.partitions}-{args.interval}"
+    day_dir = history / f"date={day.isoformat()}"
+    if not day_dir.exists() or not any(day_dir.glob("*.parquet")):
+        t0 = time.perf_counter()
+        shutil.rmtree(day_dir, ignore_errors=True)
+        rows = generate(history, day, args.partitions, args.interval)
+        print(f"generated {rows:,} rows in {time.perf_counter() - t0:.0f} s under {day_dir}")
+    size = sum(f.stat().st_size for f in day_dir.glob("*.parquet"))
+    print(f"history: {day_dir} ({size / 1e6:,.0f} MB)")
+
+    confs = dict(kv.split("=", 1) for kv in args.conf)
+    confs.setdefault("spark.driver.memory", args.driver_memory)
+    t0 = time.perf_counter()
+    spark = build_session(args.master, confs)
+    print(f"SparkSession up in {time.perf_counter() - t0:.1f} s ({spark.sparkContext.defaultParallelism} cores)")
+
+    t0 = time.perf_counter()
+    floor_rows = spark.read.parquet(str(day_dir)).agg(F.count(F.lit(1)), F.sum("record_lag")).collect()[0][0]
+    floor = time.perf_counter() - t0
+    print(f"floor (scan, count, sum(record_lag)) : {floor:7.1f} s  ({floor_rows:,} rows)")
+
+    out = args.data / f"out-{args.partitions}-{args.interval}"
+    shutil.rmtree(out, ignore_errors=True)
+    opts = RollupOptions(history=str(history), out=str(out), days=[day])
+    t0 = time.perf_counter()
+    run_days(spark, opts)
+    rollup = time.perf_counter() - t0
+    print(f"rollup (daily tables, trends, report) : {rollup:7.1f} s")
+    print(f"ratio rollup / floor                  : {rollup / floor:7.2f}  (target <= 4; <= 180 s)")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
