@@ -16,7 +16,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import histograms
-from mirrorlag.rollup.samples import partition_id
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 DAY_SECONDS = 86_400.0
@@ -33,33 +32,33 @@ MEASURES = [
     "unknown_state_samples", "null_record_lag_samples", "null_time_lag_samples",
     "first_ts", "last_ts", "out_of_sync_seconds_by_hour",
 ]
-_SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", "stall_starts", "unknown_state_samples"]
+_SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", "unknown_state_samples"]
 
 
 def partition_intervals(intervals: DataFrame, key: list[str]) -> DataFrame:
-    """Per partition: the interval pass summed over hours and episodes, the hour array and the
-    longest stall episode (its samples' intervals added up)."""
+    """Per partition: the interval pass summed over hours and episodes, the hour array, the
+    number of stall episodes and the longest (its samples' intervals added up)."""
     per = intervals.groupBy(*key).agg(
         *[F.sum(c).alias(c) for c in _SUMS],
         F.min("first_ms").alias("first_ms"),
         F.max("last_ms").alias("last_ms"),
         F.array(*[F.coalesce(F.sum(F.when(F.col("hour") == h, F.col("out_of_sync_ms"))), F.lit(0)) for h in range(HOURS)]).alias("hours_ms"),
     )
-    longest = (
+    episodes = (
         intervals.where(F.col("stall_episode") >= 0)
         .groupBy(*key, "stall_episode").agg(F.sum("stalled_ms").alias("_episode_ms"))
-        .groupBy(*key).agg(F.max("_episode_ms").alias("longest_stall_ms"))
+        .groupBy(*key).agg(F.count(F.lit(1)).alias("stall_episodes"), F.max("_episode_ms").alias("longest_stall_ms"))
     )
-    joined = per.join(longest, key, "left")
-    return joined.withColumn("longest_stall_ms", F.coalesce("longest_stall_ms", F.lit(0)))
+    joined = per.join(episodes, key, "left")
+    return joined.fillna(0, ["stall_episodes", "longest_stall_ms"])
 
 
-def name_partitions(per_partition: DataFrame, lag_hist: DataFrame, key: list[str]) -> DataFrame:
-    """Give the interval pass's rows their partition key back (it ran on a hash of it)."""
+def named(df: DataFrame, names: DataFrame, key: list[str]) -> DataFrame:
+    """Give rows keyed by the partition hash their partition key back (`names`: the day's
+    distinct keys with their `pid`, a few thousand rows, so the join is a broadcast)."""
     if key == PARTITION_KEY:
-        return per_partition
-    names = lag_hist.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY))
-    return names.join(per_partition, "pid", "inner").drop("pid")
+        return df
+    return df.join(F.broadcast(names), "pid", "inner").drop("pid")
 
 
 def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
@@ -87,6 +86,7 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
             *[F.sum(c).alias(c) for c in _SUMS],
             F.min("first_ms").alias("first_ms"),
             F.max("last_ms").alias("last_ms"),
+            F.sum("stall_episodes").alias("stall_episodes"),
             F.max("longest_stall_ms").alias("longest_stall_ms"),
             F.array(*[F.sum(F.col("hours_ms")[h]) for h in range(HOURS)]).alias("hours_ms"),
         )
@@ -104,7 +104,6 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
         "*",
         *[(F.col(ms) / 1000.0).alias(s) for s, ms in seconds.items()],
         (F.col("covered_ms") / 1000.0 / (members * DAY_SECONDS)).alias("coverage"),
-        F.col("stall_starts").alias("stall_episodes"),
         (F.col("freshness_max") / 1000.0).alias("freshness_lag_max_s"),
         F.col("byte_max").alias("byte_lag_max"),
         F.timestamp_millis("first_ms").alias("first_ts"),

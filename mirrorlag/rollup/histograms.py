@@ -31,11 +31,11 @@ def bucket(v: Column) -> Column:
     return F.when(v < EXACT_BELOW, v).otherwise(log_bucket).cast("long")
 
 
-def lag_histogram(raw: DataFrame, column: str, extra: list[Column] | None = None) -> DataFrame:
-    """Per partition and bucket: n, vmin, vmax, vsum (a double: a day of huge lags must not
-    overflow a long), plus `extra` aggregates that also add up over buckets."""
+def lag_histogram(raw: DataFrame, column: str, key: list[Column], extra: list[Column] | None = None) -> DataFrame:
+    """Per partition (`key`) and bucket: n, vmin, vmax, vsum (a double: a day of huge lags must
+    not overflow a long), plus `extra` aggregates that also add up over buckets."""
     v = F.col(column)
-    return raw.groupBy(*PARTITION_KEY, bucket(v).alias("bucket")).agg(
+    return raw.groupBy(*key, bucket(v).alias("bucket")).agg(
         F.count(F.lit(1)).alias("n"),
         F.min(v).alias("vmin"),
         F.max(v).alias("vmax"),

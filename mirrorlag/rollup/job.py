@@ -24,7 +24,7 @@ from py4j.protocol import Py4JJavaError
 from mirrorlag.rollup import daily, histograms, trends
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, report_path, table_path, trends_path, write_text
-from mirrorlag.rollup.samples import DayWindow, interval_summary, partition_id, read_day
+from mirrorlag.rollup.samples import DayWindow, interval_summary, key_columns, partition_id, read_day
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 
@@ -98,19 +98,21 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult
 
     try:
         raw = read_day(spark, day_dir(opts.history, day))
-        # Two histogram passes (no order needed: partial aggregation on the scan) ...
-        lag_hist = hold(histograms.lag_histogram(raw, "record_lag", [
-            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
-        ]))
-        time_hist = hold(histograms.lag_histogram(raw, "time_lag_ms"))
-        names = lag_hist.select(*PARTITION_KEY).distinct()
-        counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(partition_id(*PARTITION_KEY)).alias("ids")).first()
+        # Two histogram passes, no order needed: partial aggregation straight off the scan. The
+        # time-lag one is keyed by the partition's own columns and so also names the partitions ...
+        time_hist = hold(histograms.lag_histogram(raw, "time_lag_ms", [F.col(k) for k in PARTITION_KEY]))
+        names = hold(time_hist.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY)))
+        counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("ids")).first()
         if counts["n"] == 0:
             return DayResult(day, DayStatus.EMPTY, seconds=time.perf_counter() - t0)
-        # ... and the one pass in time order, keyed by a hash unless two keys share one.
+        # ... the others run on a 64-bit hash of it, unless two of the day's keys share one.
         key = ["pid"] if counts["ids"] == counts["n"] else PARTITION_KEY
+        lag_hist = hold(daily.named(histograms.lag_histogram(raw, "record_lag", key_columns(key), [
+            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
+        ]), names, key))
+        # ... and the one pass in time order.
         intervals = hold(interval_summary(raw, window, opts.max_gap_seconds, key))
-        parts = hold(daily.name_partitions(daily.partition_intervals(intervals, key), lag_hist, key))
+        parts = hold(daily.named(daily.partition_intervals(intervals, key), names, key))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         for level, df in daily.tables(parts, lag_hist, time_hist, day).items():
             write_table(df, table_path(opts.out, level), sort_keys[level])

@@ -52,6 +52,11 @@ def partition_id(*cols: str | Column) -> Column:
     return F.xxhash64(*cols)
 
 
+def key_columns(key: list[str]) -> list[Column]:
+    """The partition key as grouping columns: ["pid"] is the hash, else the key's own columns."""
+    return [partition_id(*PARTITION_KEY).alias("pid")] if key == ["pid"] else [F.col(k) for k in key]
+
+
 def state_code(state: Column) -> Column:
     (first, first_code), *rest = STATE_CODES.items()
     expr = F.when(state == first, F.lit(first_code))
@@ -61,17 +66,17 @@ def state_code(state: Column) -> Column:
 
 
 def per_sample(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[str]) -> DataFrame:
-    """Columns: `key`, ts_ms, code, interval_ms, stall_start, episode.
+    """Columns: `key`, ts_ms, code, interval_ms, episode.
 
     interval_ms: time to the partition's next sample, capped at max_gap_s so a hole in the
     history is not counted as time in any state; the day's last sample runs to the end of the
     day (capped too). A GONE sample marks the partition leaving the flow: it covers no time.
-    stall_start: the first sample of a run of consecutive STALLED samples (an episode; one that
-    began yesterday counts again today). episode: equal for the samples of one run.
+    episode: equal for the samples of one run of consecutive STALLED samples (a stall episode;
+    one that began yesterday counts again today) and different between runs.
     """
     cap_ms = int(max_gap_s * 1000)
     narrow = raw.select(
-        *([partition_id(*PARTITION_KEY).alias("pid")] if key == ["pid"] else [F.col(k) for k in key]),
+        *key_columns(key),
         F.unix_millis("ts").alias("ts_ms"),
         state_code(F.col("state")).alias("code"),
     )
@@ -81,7 +86,6 @@ def per_sample(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[st
     windowed = narrow.select(
         "*",
         F.lead("ts_ms").over(w).alias("_next_ts"),
-        F.lag("code").over(w).alias("_prev_code"),
         # Samples so far that are not STALLED: constant within a run of STALLED samples and
         # different between runs, so it names the episode without a second window.
         F.sum(F.when(stalled, 0).otherwise(1)).over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("episode"),
@@ -91,7 +95,6 @@ def per_sample(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[st
     return windowed.select(
         *key, "ts_ms", "code",
         interval.cast("long").alias("interval_ms"),
-        (stalled & ~F.coalesce(F.col("_prev_code") == STALLED, F.lit(False))).alias("stall_start"),
         "episode",
     )
 
@@ -102,7 +105,8 @@ def _ms_where(cond: Column) -> Column:
 
 def interval_summary(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[str]) -> DataFrame:
     """Per (key, hour, stall episode or -1): samples, covered/out-of-sync/at-risk/stalled ms,
-    stall starts, unrecognized states, first and last ts. All of it adds up over hours."""
+    unrecognized states, first and last ts. All of it adds up over hours; the stall episodes of
+    a partition are its distinct stall_episode values >= 0."""
     s = per_sample(raw, window, max_gap_s, key)
     code = F.col("code")
     hour = F.least(F.lit(23), F.greatest(F.lit(0), F.floor((F.col("ts_ms") - window.start_ms) / HOUR_MS))).cast("int")
@@ -115,7 +119,6 @@ def interval_summary(raw: DataFrame, window: DayWindow, max_gap_s: float, key: l
         _ms_where((code != IN_SYNC) & (code != GONE)).alias("out_of_sync_ms"),
         _ms_where(code == AT_RISK).alias("at_risk_ms"),
         _ms_where(code == STALLED).alias("stalled_ms"),
-        F.count(F.when(F.col("stall_start"), F.lit(1))).alias("stall_starts"),
         F.count(F.when(code == UNRECOGNIZED, F.lit(1))).alias("unknown_state_samples"),
         F.min("ts_ms").alias("first_ms"),
         F.max("ts_ms").alias("last_ms"),

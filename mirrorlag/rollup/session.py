@@ -19,8 +19,12 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.execution.replaceHashWithSortAgg": "true",
 }
 
+# When Python drives Spark, Spark filters its console at the level of the class that started it
+# (WARN unless that logger is configured) and says so on stderr: configure it, and it does neither.
 _LOG4J2 = """\
 rootLogger.level = {level}
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
 rootLogger.appenderRef.stderr.ref = stderr
 appender.stderr.type = Console
 appender.stderr.name = stderr
@@ -31,7 +35,7 @@ appender.stderr.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
 
 
 def _log4j2_file(level: str) -> Path:
-    path = Path(tempfile.gettempdir()) / f"mirrorlag-rollup-log4j2-{level.lower()}.properties"
+    path = Path(tempfile.gettempdir()) / f"mirrorlag-rollup-log4j2-v3-{level.lower()}.properties"
     if not path.exists():
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_text(_LOG4J2.format(level=level.lower()))

@@ -1,0 +1,42 @@
+"""The nightly rollup of the lag history (DESIGN §7): a PySpark job.
+
+    mirrorlag rollup --history DIR_OR_URL --out DIR_OR_URL [--date YYYY-MM-DD | --from D [--to D]]
+                     [--master local[*]] [--conf k=v ...] [--max-gap-seconds 60] [--worst 10]
+    spark-submit [--master yarn|k8s://...] mirrorlag/rollup/__main__.py --history ... --out ...
+
+Exit status 0, 2 on bad arguments or a failed Spark job, 3 when a day has no history (a backfill
+still writes every day that has some). Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per
+partition per poll (mirrorlag.history's columns; extra columns are ignored, missing ones read
+as null; files starting with `.` or `_` are skipped).
+
+Output, Parquet partitioned by `date` (re-running a day replaces that day only):
+
+`<out>/partition_daily`, `<out>/topic_daily`, `<out>/flow_daily`; key columns `flow` ("A->B"),
+`source`, `target`, then `topic` and `partition` as the level has them; topic rows add
+`partitions`, flow rows `topics` and `partitions`. Then, per day:
+  samples                     rows in the history (all of them: unknown states and null lags too)
+  coverage                    share of the level's partition-time with samples (0..1)
+  record_lag_min/_avg/_max    records, over samples with a record lag
+  record_lag_p50/_p95/_p99    nearest-rank percentiles from 1 % buckets: a real sample, never below
+                              the exact percentile, at most 1 % above, exact below 100 (histograms.py)
+  time_lag_{min,avg,max,p50,p95,p99}_s       the same for time lag, in seconds
+  freshness_lag_max_s, byte_lag_max
+  covered_seconds             partition-seconds with samples
+  out_of_sync_seconds         partition-seconds not IN_SYNC: each sample accounts for the time to the
+                              partition's next sample, at most --max-gap-seconds (the day's last one
+                              to midnight, at most that too), so a gap in the history is not counted
+  at_risk_seconds, stalled_seconds           partition-seconds AT_RISK, STALLED
+  stall_episodes              runs of consecutive STALLED samples (summed over partitions)
+  longest_stall_seconds       the longest run, its samples' intervals added up
+  unknown_state_samples       samples whose state is null or not a State (counted as out of sync)
+  null_record_lag_samples, null_time_lag_samples
+  first_ts, last_ts           first and last sample (UTC)
+  out_of_sync_seconds_by_hour 24 partition-second sums, by the hour (UTC) a sample's interval starts
+
+`<out>/trends`: per day, one row per partition, topic and flow present that day (`level`):
+record_lag_p95 and out_of_sync_seconds with their day-over-day (`_dod`) and week-over-week
+(`_wow`) changes, `slope_7d`/`slope_28d` (least squares of daily p95 record lag, records/day),
+their t-statistics (`_t`) and day counts (`days_7d`, `days_28d`), and `growing` (trends.py).
+
+`<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file.
+"""

@@ -1,0 +1,27 @@
+"""Entry point for spark-submit (YARN, Kubernetes, local) and `python -m mirrorlag.rollup`:
+
+    spark-submit [--master yarn --py-files mirrorlag.zip ...] mirrorlag/rollup/__main__.py \
+        --history hdfs:///mirrorlag/history --out hdfs:///mirrorlag/rollup [--date YYYY-MM-DD]
+
+Only the driver runs Python (the job is Spark SQL), so executors need no mirrorlag; the driver
+needs mirrorlag importable (installed, on --py-files, or this checkout) with pyarrow, matplotlib
+and rich.
+"""
+
+import os
+import sys
+
+if __package__ in (None, ""):  # run as a file by spark-submit, not as a module
+    _here = os.path.dirname(os.path.abspath(__file__))
+    # The script's own directory is sys.path[0]: its job.py, report.py ... would shadow any
+    # top-level module of those names. The checkout root serves when mirrorlag is not installed.
+    if sys.path and os.path.abspath(sys.path[0] or os.getcwd()) == _here:
+        sys.path.pop(0)
+    try:
+        import mirrorlag  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
+
+from mirrorlag.rollup.cli import main  # noqa: E402
+
+raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""The report's charts: matplotlib (Agg, no display) to PNG bytes."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display, no GUI toolkit
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
+
+from mirrorlag.rollup.report_data import Series  # noqa: E402
+
+DPI = 100
+WIDTH_IN = 12.8  # 1280 px: fills a laptop-width page without scaling
+plt.rcParams.update({
+    "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10, "ytick.labelsize": 10,
+    "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": DPI,
+})
+LAG_COLOR = "#1f5fa8"
+TIME_COLOR = "#d9822b"
+STATE_COLORS = {"STALLED": "#d62728", "AT_RISK": "#9467bd"}  # any other state not IN_SYNC: OTHER
+OTHER_COLOR = "#f2b134"
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _count(x: float, _pos: object = None) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}" if x == int(x) else f"{x:.2g}"
+
+
+def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
+    """Per flow: share of partition-time out of sync, and record-lag percentiles."""
+    names = [f["flow"] for f in flows][::-1]
+    height = max(2.2, 0.55 * len(flows) + 1.3)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH_IN, height), sharey=True)
+    share = [100.0 * f["out_of_sync_seconds"] / max(1.0, f["partitions"] * 86_400.0) for f in flows][::-1]
+    bars = left.barh(names, share, color="#d62728", alpha=0.8)
+    left.bar_label(bars, labels=[f"{s:.2f} %" for s in share], padding=3, fontsize=10)
+    left.set_xlabel("out of sync (% of partition-time)")
+    left.set_xlim(0, max(1.0, max(share, default=0) * 1.25))
+    left.set_title("Time out of sync")
+    y = range(len(names))
+    for q, color, offset in (("record_lag_p50", "#9ecae1", -0.25), ("record_lag_p95", "#3182bd", 0.0), ("record_lag_p99", "#08519c", 0.25)):
+        vals = [max(0.5, f[q] or 0) for f in flows][::-1]
+        right.barh([i + offset for i in y], vals, height=0.25, color=color, label=q.split("_")[-1])
+    right.set_xscale("log")
+    right.xaxis.set_major_formatter(FuncFormatter(_count))
+    right.set_xlabel("record lag (records, log scale)")
+    right.set_title("Record lag percentiles")
+    right.legend(loc="lower right", bbox_to_anchor=(1.0, 1.06), ncol=3, fontsize=9, frameon=False)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _spans(series: Series) -> list[tuple[float, float, str]]:
+    """Runs of samples not IN_SYNC as (start hour, end hour, color); a run ends at the next sample."""
+    spans: list[tuple[float, float, str]] = []
+    hours, states = series.hours, series.states
+    for i, state in enumerate(states):
+        if state == "IN_SYNC" or state == "GONE":
+            continue
+        color = STATE_COLORS.get(state or "", OTHER_COLOR)
+        end = hours[i + 1] if i + 1 < len(hours) else min(24.0, hours[i] + 1 / 60)
+        if spans and spans[-1][2] == color and abs(spans[-1][1] - hours[i]) < 1e-9:
+            spans[-1] = (spans[-1][0], end, color)
+        else:
+            spans.append((hours[i], end, color))
+    return spans
+
+
+def series_chart(series: Sequence[Series]) -> bytes:
+    """Small multiples: each worst partition's record lag (left axis) and time lag (right axis)
+    over the day, with its time out of sync shaded."""
+    cols = 2 if len(series) > 1 else 1
+    rows = math.ceil(len(series) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 2.6 * rows + 0.6), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, series):
+        for start, end, color in _spans(s):
+            ax.axvspan(start, end, color=color, alpha=0.18, linewidth=0)
+        ax.plot(s.hours, [float("nan") if v is None else v for v in s.record_lag], color=LAG_COLOR, linewidth=1.2)
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(_count))
+        ax.set_ylabel("records", color=LAG_COLOR)
+        ax.set_xlim(0, 24)
+        ax.xaxis.set_major_locator(MultipleLocator(3))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{int(x):02d}:00"))
+        ax.set_title(s.label, loc="left", fontsize=11)
+        ax.grid(axis="y", alpha=0.3)
+        twin = ax.twinx()
+        twin.spines["right"].set_visible(True)
+        twin.plot(s.hours, [float("nan") if v is None else v for v in s.time_lag_s], color=TIME_COLOR,
+                  linewidth=1.0, linestyle="--")
+        twin.set_ylim(bottom=0)
+        twin.set_ylabel("time lag (s)", color=TIME_COLOR)
+    fig.legend(handles=[
+        plt.Line2D([], [], color=LAG_COLOR, label="record lag (records)"),
+        plt.Line2D([], [], color=TIME_COLOR, linestyle="--", label="time lag (s)"),
+        Patch(color=STATE_COLORS["STALLED"], alpha=0.3, label="STALLED"),
+        Patch(color=STATE_COLORS["AT_RISK"], alpha=0.3, label="AT_RISK"),
+        Patch(color=OTHER_COLOR, alpha=0.3, label="other out of sync (LAGGING, REWIND, RESET, UNKNOWN)"),
+    ], loc="upper center", ncol=5, fontsize=9.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    for ax in axes[-1]:
+        ax.set_xlabel("hour of the day (UTC)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (2.6 * rows + 0.6)))
+    return _png(fig)
+
+
+def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> bytes:
+    """Topics x hours: the share of each topic's partition-time out of sync."""
+    height = max(2.5, 0.36 * len(labels) + 1.6)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
+    data = [[100.0 * v for v in row] for row in share]
+    # Scale to the worst cell (at least 5 %): a good day's 1 % must still show.
+    top = max(5.0, math.ceil(max((v for row in data for v in row), default=0.0) / 5.0) * 5.0)
+    image = ax.imshow(data, aspect="auto", cmap="YlOrRd", vmin=0, vmax=top, interpolation="nearest")
+    ax.set_xticks(range(24), [f"{h:02d}" for h in range(24)])
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("hour of the day (UTC)")
+    for i, row in enumerate(data):
+        for j, v in enumerate(row):
+            if v >= 0.5:
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=8, color="white" if v > 0.6 * top else "#333333")
+    bar = fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    bar.set_label("out of sync (% of the topic's partition-time)")
+    ax.spines[:].set_visible(False)
+    fig.tight_layout()
+    return _png(fig)

@@ -1,0 +1,104 @@
+"""`mirrorlag rollup` and `spark-submit mirrorlag/rollup/__main__.py`: the same arguments.
+
+Light at import (argparse only): `mirrorlag --help` must not load Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date, datetime, timedelta, timezone
+from typing import Sequence
+
+from mirrorlag.errors import MirrorlagError
+from mirrorlag.rollup.errors import MissingHistoryError, RollupError
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE: {text!r}")
+    return key.strip(), value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", required=True, metavar="DIR_OR_URL",
+                   help="the sidecar's history: DIR_OR_URL/date=YYYY-MM-DD/*.parquet (local, hdfs://, s3a://, ...)")
+    p.add_argument("--out", required=True, metavar="DIR_OR_URL",
+                   help="where the tables (partition_daily, topic_daily, flow_daily, trends) and reports/ go")
+    p.add_argument("--date", type=_day, metavar="YYYY-MM-DD", help="the UTC day to roll up (default: yesterday, UTC)")
+    p.add_argument("--from", dest="date_from", type=_day, metavar="YYYY-MM-DD",
+                   help="backfill from this day (inclusive) ...")
+    p.add_argument("--to", dest="date_to", type=_day, metavar="YYYY-MM-DD",
+                   help="... to this day (inclusive; default: yesterday)")
+    p.add_argument("--master", default=None, metavar="URL",
+                   help="Spark master (default local[*]; under spark-submit, the one it was given)")
+    p.add_argument("--conf", action="append", type=_conf, default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.driver.memory=8g; repeat for more")
+    p.add_argument("--max-gap-seconds", type=float, default=60.0, metavar="S",
+                   help="longest interval one sample accounts for; longer gaps in the history count as no data (default 60)")
+    p.add_argument("--worst", type=int, default=10, metavar="N", help="rows per measure in the report (default 10)")
+    p.add_argument("--no-report", action="store_true", help="write the tables only")
+    p.add_argument("--spark-log-level", default="ERROR", choices=["ERROR", "WARN", "INFO", "DEBUG"],
+                   help="Spark's own log level (default ERROR: the job's progress, not Spark's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mirrorlag-rollup",
+        description="Nightly rollup of mirrorlag's lag history: daily tables per partition, topic and flow, "
+                    "trends, and an HTML report per day. Also: spark-submit mirrorlag/rollup/__main__.py ARGS.",
+    )
+    add_arguments(p)
+    return p
+
+
+def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[date]:
+    yesterday = (today or datetime.now(timezone.utc).date()) - timedelta(days=1)
+    if args.date is not None and (args.date_from or args.date_to):
+        raise RollupError("--date and --from/--to exclude each other")
+    if args.date_to is not None and args.date_from is None:
+        raise RollupError("--to needs --from")
+    if args.date_from is None:
+        return [args.date or yesterday]
+    last = args.date_to or yesterday
+    if last < args.date_from:
+        raise RollupError(f"--from {args.date_from} is after --to {last}")
+    return [args.date_from + timedelta(days=i) for i in range((last - args.date_from).days + 1)]
+
+
+def cmd_rollup(args: argparse.Namespace) -> int:
+    from mirrorlag.rollup.job import RollupOptions
+    from mirrorlag.rollup.runner import run
+
+    if args.worst < 1:
+        raise RollupError("--worst must be at least 1")
+    if args.max_gap_seconds <= 0:
+        raise RollupError("--max-gap-seconds must be positive")
+    confs = dict(args.conf)
+    opts = RollupOptions(
+        history=args.history, out=args.out, days=days_from_args(args),
+        max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
+        auto_partitions="spark.sql.shuffle.partitions" not in confs,
+    )
+    return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The spark-submit entry point: the same one-line errors and exit statuses as `mirrorlag`."""
+    args = build_parser().parse_args(argv)
+    try:
+        return cmd_rollup(args)
+    except MirrorlagError as exc:
+        print(f"mirrorlag: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130

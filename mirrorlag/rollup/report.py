@@ -1,0 +1,266 @@
+"""The daily report: one self-contained HTML file (CSS inline, charts as base64 PNG data URIs)."""
+
+from __future__ import annotations
+
+import base64
+import math
+from html import escape
+from typing import Any, Callable, Sequence
+
+from mirrorlag.rollup import charts
+from mirrorlag.rollup.report_data import ReportData, partition_label
+
+SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]
+
+CSS = """
+body { font: 15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #222;
+       margin: 0 auto; max-width: 1320px; padding: 24px 28px 60px; background: #fff; }
+h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 34px 0 6px; border-bottom: 2px solid #e4e4e4; padding-bottom: 4px; }
+.sub, .note { color: #666; font-size: 13.5px; } .note { margin: 4px 0 10px; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 18px 0 6px; }
+.card { border: 1px solid #ddd; border-radius: 8px; padding: 10px 16px; min-width: 150px; }
+.card .v { font-size: 22px; font-weight: 600; } .card .k { color: #666; font-size: 12.5px; }
+.card.bad .v { color: #c0392b; } .card.ok .v { color: #2e7d32; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 8px 0 14px; }
+th, td { padding: 5px 6px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align: bottom; }
+th.l, td.l { text-align: left; } tr:hover td { background: #fafafa; }
+td.worst { font-weight: 700; color: #b03a2e; } .tag { display: inline-block; padding: 1px 7px; border-radius: 10px;
+  font-size: 12px; font-weight: 600; } .tag.grow { background: #fde2e1; color: #b03a2e; } .tag.flat { background: #eef5ee; color: #2e7d32; }
+img { max-width: 100%; display: block; margin: 6px 0; }
+dl { font-size: 13.5px; color: #444; } dt { font-weight: 600; margin-top: 6px; } dd { margin-left: 18px; }
+"""
+
+
+# --- formatting -------------------------------------------------------------------------------
+
+def n(v: Any) -> str:
+    """A count or record lag: thousands separators; '–' for none."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:,.1f}"
+
+
+def dur(seconds: Any) -> str:
+    """A duration for people: 0 s, 42 s, 12.5 min, 3.2 h, 2.1 d."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "–"
+    s = float(seconds)
+    sign = "−" if s < 0 else ""
+    s = abs(s)
+    if s < 0.05:
+        return "0 s"
+    if s < 60:
+        return f"{sign}{s:.1f} s" if s < 10 else f"{sign}{s:.0f} s"
+    if s < 3600:
+        return f"{sign}{s / 60:.1f} min"
+    if s < 86_400 * 2:
+        return f"{sign}{s / 3600:.1f} h"
+    return f"{sign}{s / 86_400:.1f} d"
+
+
+def pct(v: Any, digits: int = 1) -> str:
+    return "–" if v is None else f"{100.0 * v:.{digits}f} %"
+
+
+def signed(v: Any, fmt: Callable[[Any], str] = n) -> str:
+    if v is None:
+        return "–"
+    return ("+" if v > 0 else "") + fmt(v) if v >= 0 else "−" + fmt(-v)
+
+
+def tstat(v: Any) -> str:
+    if v is None:
+        return ""
+    return " (t=∞)" if math.isinf(v) and v > 0 else f" (t={v:.1f})"
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(headers: Sequence[tuple[str, bool]], rows: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """headers: (title, left-aligned); rows: cells of (html, css class)."""
+    head = "".join(f'<th class="{"l" if left else ""}">{title}</th>' for title, left in headers)
+    body = "".join("<tr>" + "".join(f'<td class="{cls}">{html}</td>' for html, cls in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _card(value: str, key: str, tone: str = "") -> str:
+    return f'<div class="card {tone}"><div class="v">{value}</div><div class="k">{escape(key)}</div></div>'
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+def _summary(d: ReportData) -> str:
+    f = d.flows
+    partitions = sum(x["partitions"] for x in f)
+    oos = sum(x["out_of_sync_seconds"] for x in f)
+    share = oos / max(1.0, partitions * 86_400.0)
+    episodes = sum(x["stall_episodes"] for x in f)
+    longest = max((x["longest_stall_seconds"] for x in f), default=0.0)
+    growing = d.growing
+    return "<div class='cards'>" + "".join([
+        _card(n(len(f)), "flows"),
+        _card(n(sum(x["topics"] for x in f)), "topics"),
+        _card(n(partitions), "partitions"),
+        _card(n(sum(x["samples"] for x in f)), "samples"),
+        _card(dur(oos), "out of sync (partition-time)", "bad" if oos > 0 else "ok"),
+        _card(pct(share, 2), "of all partition-time out of sync", "bad" if share > 0.01 else "ok"),
+        _card(n(episodes), "stall episodes", "bad" if episodes else "ok"),
+        _card(dur(longest), "longest stall", "bad" if longest else "ok"),
+        _card(n(sum(growing.values())), "growing: " + (", ".join(f"{v} {k}s" for k, v in sorted(growing.items())) or "none"),
+              "bad" if growing else "ok"),
+    ]) + "</div>"
+
+
+def _flows(d: ReportData) -> str:
+    rows = []
+    for f in d.flows:
+        t = d.flow_trends.get(f["flow"], {})
+        grow = t.get("growing")
+        rows.append([
+            (escape(f["flow"]), "l"), (n(f["topics"]), ""), (n(f["partitions"]), ""), (pct(f["coverage"]), ""),
+            (n(f["record_lag_p50"]), ""), (n(f["record_lag_p95"]), ""), (n(f["record_lag_p99"]), ""), (n(f["record_lag_max"]), ""),
+            (dur(f["time_lag_p95_s"]), ""), (dur(f["time_lag_max_s"]), ""),
+            (dur(f["out_of_sync_seconds"]), ""), (pct(f["out_of_sync_seconds"] / max(1.0, f["partitions"] * 86_400.0), 2), ""),
+            (dur(f["at_risk_seconds"]), ""), (n(f["stall_episodes"]), ""), (dur(f["longest_stall_seconds"]), ""),
+            (signed(t.get("record_lag_p95_dod")), ""), (signed(t.get("record_lag_p95_wow")), ""),
+            (signed(t.get("slope_28d")) + tstat(t.get("slope_28d_t")), ""),
+            ('<span class="tag grow">growing</span>' if grow else ('<span class="tag flat">no</span>' if t else "–"), ""),
+        ])
+    headers = [("flow", True), ("topics", False), ("partitions", False), ("coverage", False),
+               ("lag p50", False), ("lag p95", False), ("lag p99", False), ("lag max", False),
+               ("time lag p95", False), ("time lag max", False), ("out of sync", False), ("share", False),
+               ("at risk", False), ("stalls", False), ("longest stall", False),
+               ("p95 Δ day", False), ("p95 Δ week", False), ("p95 slope 28 d /day", False), ("growing", False)]
+    return (
+        '<section id="flows"><h2>Flows at a glance</h2>'
+        '<p class="note">Record lag in records (percentiles over all samples of the flow\'s partitions), time lag '
+        'and out-of-sync time as durations; out of sync and at risk are partition-time (a flow of 100 partitions '
+        'has 100 partition-days a day). Δ compares this day\'s p95 record lag with the day before and a week before.</p>'
+        + _table(headers, rows) + _img(charts.flows_chart(d.flows), "out-of-sync share and record-lag percentiles per flow")
+        + "</section>"
+    )
+
+
+def _worst(d: ReportData) -> str:
+    if not d.worst_partitions:
+        return '<section id="worst-partitions"><h2>Worst partitions</h2><p>No partitions.</p></section>'
+    rows = []
+    for i, p in enumerate(d.worst_partitions, 1):
+        rows.append([
+            (str(i), ""), (escape(partition_label(p)), "l"),
+            (dur(p["out_of_sync_seconds"]), ""), (pct(p["out_of_sync_seconds"] / 86_400.0), ""),
+            (dur(p["stalled_seconds"]), ""), (n(p["stall_episodes"]), ""), (dur(p["longest_stall_seconds"]), ""),
+            (dur(p["at_risk_seconds"]), ""),
+            (n(p["record_lag_p95"]), ""), (n(p["record_lag_p99"]), ""), (n(p["record_lag_max"]), ""),
+            (dur(p["time_lag_p95_s"]), ""), (dur(p["time_lag_max_s"]), ""), (pct(p["coverage"]), ""),
+        ])
+    headers = [("#", False), ("partition", True), ("out of sync", False), ("of the day", False), ("stalled", False),
+               ("stalls", False), ("longest", False), ("at risk", False), ("lag p95", False), ("lag p99", False),
+               ("lag max", False), ("time lag p95", False), ("time lag max", False), ("coverage", False)]
+    chart = _img(charts.series_chart(d.series), "record lag and time lag over the day of the worst partitions") if d.series else ""
+    return (
+        '<section id="worst-partitions"><h2>Worst partitions</h2>'
+        f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '
+        'record lag). Below, each one\'s record lag (solid, left axis) and time lag (dashed, right axis) over the day '
+        'from the history, with the time it was not in sync shaded.</p>'
+        + _table(headers, rows) + chart + "</section>"
+    )
+
+
+def _heatmap(d: ReportData) -> str:
+    head = '<section id="heatmap"><h2>Out-of-sync time by hour and topic</h2>'
+    if not d.heat_labels:
+        return head + "<p>No topics.</p></section>"
+    shown = len(d.heat_labels)
+    which = f"all {shown} topics" if shown == d.heat_topics_total else f"the {shown} of {d.heat_topics_total} topics with the most"
+    return (
+        head + f'<p class="note">Rows: {which} out-of-sync time. Cells: the share of the topic\'s partition-time in '
+        'that hour (UTC) that was out of sync, in percent (a sample\'s interval counts in the hour it starts); '
+        'the colour scale ends at the worst cell.</p>'
+        + _img(charts.heatmap_chart(d.heat_labels, d.heat_share), "heat map of out-of-sync time by hour and topic")
+        + "</section>"
+    )
+
+
+def _trends(d: ReportData) -> str:
+    head = '<section id="trends"><h2>Trends</h2>'
+    note = (
+        f'<p class="note">Topics and partitions among the {d.worst_n} worst by at least one measure (largest increase; '
+        'bold: the measures that put the row here). Slopes are least-squares fits of the daily p95 record lag over '
+        'the last 7 and 28 days, in records per day, with their t-statistic; <b>growing</b> means a slope with at '
+        'least 4 days of data and t &gt; 2.</p>'
+    )
+    if not d.trend_rows:
+        return head + note + "<p>Nothing grew: no positive change or slope on this day.</p></section>"
+    rows = []
+    for r in d.trend_rows:
+        worst = set(r["worst_by"])
+
+        def cell(measure: str, html: str) -> tuple[str, str]:
+            return html, "worst" if measure in worst else ""
+
+        name = partition_label(r) if r["level"] == "partition" else f"{r['flow']} {r['topic']}"
+        rows.append([
+            (r["level"], "l"), (escape(name), "l"),
+            (n(r["record_lag_p95"]), ""),
+            cell("record_lag_p95_dod", signed(r["record_lag_p95_dod"])),
+            cell("record_lag_p95_wow", signed(r["record_lag_p95_wow"])),
+            (dur(r["out_of_sync_seconds"]), ""),
+            cell("out_of_sync_seconds_dod", signed(r["out_of_sync_seconds_dod"], dur)),
+            cell("out_of_sync_seconds_wow", signed(r["out_of_sync_seconds_wow"], dur)),
+            cell("slope_7d", signed(r["slope_7d"]) + tstat(r["slope_7d_t"])),
+            cell("slope_28d", signed(r["slope_28d"]) + tstat(r["slope_28d_t"])),
+            (f'{r["days_7d"]} / {r["days_28d"]}', ""),
+            ('<span class="tag grow">growing</span>' if r["growing"] else "", ""),
+        ])
+    headers = [("level", True), ("name", True), ("lag p95", False), ("Δ day", False), ("Δ week", False),
+               ("out of sync", False), ("Δ day", False), ("Δ week", False), ("slope 7 d", False),
+               ("slope 28 d", False), ("days 7/28", False), ("", False)]
+    return head + note + _table(headers, rows) + "</section>"
+
+
+def _quality(d: ReportData) -> str:
+    rows = [[
+        (escape(f["flow"]), "l"), (n(f["samples"]), ""), (pct(f["coverage"], 2), ""),
+        (n(f["unknown_state_samples"]), "worst" if f["unknown_state_samples"] else ""),
+        (n(f["null_record_lag_samples"]), ""), (n(f["null_time_lag_samples"]), ""),
+        (str(f["first_ts"])[:19], ""), (str(f["last_ts"])[:19], ""),
+    ] for f in d.flows]
+    headers = [("flow", True), ("samples", False), ("coverage", False), ("unrecognized states", False),
+               ("no record lag", False), ("no time lag", False), ("first sample (UTC)", False), ("last sample (UTC)", False)]
+    return (
+        '<section id="data-quality"><h2>Data quality</h2>'
+        f'<p class="note">Coverage: the share of partition-time with samples; a sample accounts for the time to the '
+        f'partition\'s next sample, at most {d.max_gap_seconds:g} s, so gaps in the history lower the coverage and '
+        'are not counted as out of sync. Unrecognized states (not one the sidecar knows) count as out of sync; '
+        'samples without a lag (UNKNOWN, GONE) count in every sample total but not in the percentiles.</p>'
+        + _table(headers, rows) + "</section>"
+    )
+
+
+def _definitions(d: ReportData) -> str:
+    return (
+        "<dl><dt>record lag</dt><dd>records the mirror still has to copy (LEO − LRO − 1), an upper bound when the LRO comes "
+        "from MM2's own topics.</dd><dt>time lag</dt><dd>seconds since the mirror last had every record.</dd>"
+        "<dt>out of sync</dt><dd>time in any state but IN_SYNC (LAGGING, STALLED, REWIND, AT_RISK, RESET, UNKNOWN).</dd>"
+        "<dt>stall</dt><dd>a run of consecutive STALLED samples; its length is the sum of its samples' intervals.</dd>"
+        "<dt>percentiles</dt><dd>nearest-rank percentiles over the samples, from 1 % log buckets: the value shown is a "
+        "real sample at most 1 % above the exact percentile, exact below 100.</dd></dl>"
+    )
+
+
+def render(d: ReportData) -> str:
+    title = f"mirrorlag — replication lag on {d.day.isoformat()}"
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head><body>'
+        f"<header><h1>{escape(title)}</h1>"
+        f'<div class="sub">UTC day {d.day.isoformat()} · history {escape(d.history)} · generated '
+        f'{d.generated_at.strftime("%Y-%m-%d %H:%M UTC")} by mirrorlag rollup</div></header>'
+        + _summary(d) + _flows(d) + _worst(d) + _heatmap(d) + _trends(d) + _quality(d)
+        + "<footer><h2>How to read this</h2>" + _definitions(d) + "</footer></body></html>"
+    )
