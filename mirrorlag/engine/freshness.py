@@ -17,13 +17,18 @@ the first time the LEO had that value and the last time it was seen with it. The
 idle but uncopied partition age correctly (not "now - last sample"); the last puts the records
 that end the idle stretch after it, not spread back over it.
 
-The table is bounded: beyond `cap` points the oldest are dropped. A record older than the oldest
-point was appended at or before that point's time, so the answer is then that point's age,
-flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
+The table is bounded: it answers from its newest `cap` points only. A record older than the
+oldest of them was appended at or before that point's time, so the answer is then that point's
+age, flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
 
-Compact: 100k partitions each keep up to 60 points, so the points live in two typed arrays
-(8 bytes per LEO, 8 per time) rather than lists of boxed ints, and arrays are not objects the
-garbage collector has to traverse.
+Compact: 100k partitions each keep up to 60 points, so a table is two typed arrays (8 bytes per
+LEO, 8 per time) rather than lists of boxed ints; arrays are not objects the garbage collector
+traverses, and the engine keeps the two in its own per-partition slots rather than in a table
+object (one object fewer per partition). Points beyond `cap` are dropped in bulk, once
+`slack(cap)` more have gathered: dropping one per poll would move the whole table in memory at
+every poll of every busy partition.
+
+The functions take the two arrays; `new_table()` makes an empty pair.
 """
 
 from __future__ import annotations
@@ -32,74 +37,82 @@ from array import array
 from bisect import bisect_right
 
 
-class FreshnessTable:
-    """One partition's (LEO, time) points, oldest first: LEOs non-decreasing, a LEO that goes
-    backwards (a new log) clears the table first."""
+def new_table() -> tuple[array, array]:
+    """An empty table: (LEOs, times), oldest first. LEOs never decrease within a table."""
+    return array("q"), array("d")
 
-    __slots__ = ("offsets", "times")
 
-    def __init__(self) -> None:
-        self.offsets = array("q")  # LEO of each point
-        self.times = array("d")  # when the poller saw it (seconds, the observation's leo_at)
+def slack(cap: int) -> int:
+    """How many points beyond `cap` a table may hold before the oldest are dropped."""
+    return cap // 8 + 1
 
-    def __len__(self) -> int:
-        return len(self.offsets)
 
-    def __repr__(self) -> str:
-        return f"FreshnessTable({list(zip(self.offsets, self.times))!r})"
+def points(offsets: array, times: array, cap: int) -> list[tuple[int, float]]:
+    """The points the table answers from, oldest first."""
+    lo = max(0, len(offsets) - cap)
+    return list(zip(offsets[lo:], times[lo:]))
 
-    def clear(self) -> None:
-        del self.offsets[:]
-        del self.times[:]
 
-    def add(self, leo: int, t: float, cap: int) -> None:
-        """Record that the LEO was `leo` at `t`; keep at most `cap` (>= 2) points."""
-        offsets = self.offsets
-        n = len(offsets)
-        if n:
-            last = offsets[-1]
-            if leo == last:
-                if n >= 2 and offsets[-2] == leo:
-                    # Still idle: move the end of the flat segment, keep its start.
-                    self.times[-1] = t
-                    return
-            elif leo < last:
-                self.clear()  # the log went backwards: its history says nothing about the new one
-                n = 0
-        offsets.append(leo)
-        times = self.times
-        times.append(t)
-        if n >= cap:
-            del offsets[: n + 1 - cap]
-            del times[: n + 1 - cap]
+def clear(offsets: array, times: array) -> None:
+    del offsets[:]
+    del times[:]
 
-    def appended_at(self, offset: int) -> tuple[float, bool] | None:
-        """When record `offset` was appended: (time, is_lower_bound).
 
-        `is_lower_bound` means the record is older than the table: it was appended at or before
-        the returned time (the oldest point's). None when it had not been appended as of the
-        newest point, or the table is empty.
-        """
-        offsets = self.offsets
-        i = bisect_right(offsets, offset)  # the first point with LEO > offset
-        if i == len(offsets):
-            return None
-        times = self.times
-        if i == 0:
-            return (times[0], True)
-        l0 = offsets[i - 1]
-        t0 = times[i - 1]
-        # l0 <= offset < offsets[i]: never a division by zero, a flat segment is never chosen.
-        return (t0 + (offset + 1 - l0) * (times[i] - t0) / (offsets[i] - l0), False)
+def trim(offsets: array, times: array, cap: int) -> None:
+    """Drop the points beyond the newest `cap`."""
+    drop = len(offsets) - cap
+    if drop > 0:
+        del offsets[:drop]
+        del times[:drop]
 
-    def lag(self, next_offset: int, now: float) -> tuple[float, bool]:
-        """Freshness lag at `now` of a mirror whose next record to copy is `next_offset`
-        (LRO + 1): (seconds, is_lower_bound). 0 when that record had not been appended as of the
-        newest point (caught up)."""
-        found = self.appended_at(next_offset)
-        if found is None:
-            return (0.0, False)
-        at, lower = found
-        lag = now - at
-        # A clock that stepped back could make it negative; a lag is never below 0.
-        return (lag if lag > 0.0 else 0.0, lower)
+
+def add(offsets: array, times: array, leo: int, t: float, cap: int) -> None:
+    """Record that the LEO was `leo` at `t`. A LEO below the newest one is a new log: the old
+    log's history says nothing about it, so the table restarts."""
+    n = len(offsets)
+    if n:
+        last = offsets[n - 1]
+        if leo == last:
+            if n >= 2 and offsets[n - 2] == leo:
+                # Still idle: move the end of the flat segment, keep its start.
+                times[n - 1] = t
+                return
+        elif leo < last:
+            clear(offsets, times)
+    offsets.append(leo)
+    times.append(t)
+    if len(offsets) > cap + slack(cap):
+        trim(offsets, times, cap)
+
+
+def appended_at(offsets: array, times: array, offset: int, cap: int) -> tuple[float, bool] | None:
+    """When record `offset` was appended: (time, is_lower_bound).
+
+    `is_lower_bound` means the record is older than the table: it was appended at or before the
+    returned time (the oldest point's). None when it had not been appended as of the newest
+    point, or the table is empty.
+    """
+    n = len(offsets)
+    lo = n - cap if n > cap else 0
+    i = bisect_right(offsets, offset, lo)  # the first point with LEO > offset
+    if i == n:
+        return None
+    if i == lo:
+        return (times[lo], True)
+    l0 = offsets[i - 1]
+    t0 = times[i - 1]
+    # l0 <= offset < offsets[i]: never a division by zero, a flat segment is never chosen.
+    return (t0 + (offset + 1 - l0) * (times[i] - t0) / (offsets[i] - l0), False)
+
+
+def lag(offsets: array, times: array, next_offset: int, now: float, cap: int) -> tuple[float, bool]:
+    """Freshness lag at `now` of a mirror whose next record to copy is `next_offset` (LRO + 1):
+    (seconds, is_lower_bound). 0 when that record had not been appended as of the newest point
+    (caught up)."""
+    found = appended_at(offsets, times, next_offset, cap)
+    if found is None:
+        return (0.0, False)
+    at, lower = found
+    lag_s = now - at
+    # A clock that stepped back could make it negative; a lag is never below 0.
+    return (lag_s if lag_s > 0.0 else 0.0, lower)

@@ -6,8 +6,15 @@ machine is testable without a broker. It is not thread-safe; one poller calls `u
 Per partition it remembers only what §3 needs across polls: the previous LEO snapshot
 (L_prev, t_prev), the last time it was seen caught up, the first poll that had both an LEO and
 an LRO (the lower bound for a partition never seen caught up), the last LRO reading (for the
-GONE row), the windowed record-lag stat, the (LEO, time) table behind freshness lag and the
-append rate, two LRO checkpoints for the copy rate, and the last known log start.
+GONE row), the windowed record-lag stat, the (LEO, time) table behind freshness lag, two
+checkpoints of the LEO and the LRO for the append and copy rates, and the last known log start
+with two checkpoints for its rate and how far lost records were counted.
+
+It runs over 100k partitions per poll, so the hot loop is written for it: per-partition state
+lives in one slotted object (no per-partition sub-objects for the collector to traverse), the
+common cases of the freshness table and of the rate trackers are inlined (the modules keep the
+reference code, and property tests check the engine agrees with it), and rows are built as
+tuples directly.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from mirrorlag.config.settings import EngineParams
-from mirrorlag.engine.freshness import FreshnessTable
-from mirrorlag.engine.retention import LogStart
+from mirrorlag.engine import freshness
+from mirrorlag.engine.retention import log_start_window_s
 from mirrorlag.engine.sampled_stat import WindowedLagStat
 from mirrorlag.model import (
     FlowId,
@@ -34,8 +41,8 @@ class _Flow:
     flow that left the config, with no partitions left, is never asked for). A handful exist."""
 
     __slots__ = (
-        "flow", "gen", "max_s", "window_s", "num_samples", "rate_half_s", "points", "warn_s",
-        "log_start_half_s", "mean_bytes",
+        "flow", "gen", "max_s", "window_s", "num_samples", "shape", "rate_half_s", "points",
+        "points_limit", "warn_s", "log_start_half_s", "mean_bytes",
     )
 
     def __init__(self, flow: FlowId) -> None:
@@ -44,42 +51,53 @@ class _Flow:
         self.max_s = 0.0
         self.window_s = 0.0
         self.num_samples = 0
+        # (window_s, num_samples), a new object only when they change: one identity test per
+        # partition tells whether its window must restart.
+        self.shape: tuple[float, int] = (0.0, 0)
         self.rate_half_s = 0.0
         self.points = 2
+        self.points_limit = 3
         self.warn_s = 0.0
         self.log_start_half_s = 0.0
         self.mean_bytes: float | None = None
 
-    def refresh(self, params: Callable[[FlowId], EngineParams], gen: int, sizes: Mapping[FlowId, float]) -> None:
+    def refresh(
+        self, params: Callable[[FlowId], EngineParams], gen: int, sizes: Mapping[FlowId, float]
+    ) -> None:
         p = params(self.flow)
         self.max_s = p.lag_time_max_s
         self.window_s = p.sample_window_s
         self.num_samples = p.num_samples
-        # Rates cover about the span of the window stats, metrics.num.samples x sample.window.ms:
-        # the base checkpoint moves every half of it (rates.WindowRate).
-        self.rate_half_s = p.sample_window_s * p.num_samples * 0.5
+        if self.shape != (p.sample_window_s, p.num_samples):
+            self.shape = (p.sample_window_s, p.num_samples)
+        # Rates span about the window stats' metrics.num.samples x sample.window.ms; their base
+        # checkpoint moves every half of it (rates.WindowRate).
+        rate_window_s = p.sample_window_s * p.num_samples
+        self.rate_half_s = rate_window_s * 0.5
         self.points = max(2, p.freshness_points)  # interpolation needs two points
+        self.points_limit = self.points + freshness.slack(self.points)
         self.warn_s = p.retention_warn_s
-        # Retention deletes whole segments, so the log start jumps: average its rate over a span
-        # at least as long as the horizon AT_RISK forecasts, or one deletion would make it flap.
-        self.log_start_half_s = max(p.sample_window_s * p.num_samples, p.retention_warn_s) * 0.5
+        self.log_start_half_s = log_start_window_s(rate_window_s, p.retention_warn_s) * 0.5
         self.mean_bytes = sizes.get(self.flow)
         self.gen = gen
 
 
 class _Partition(WindowedLagStat):
     """What the engine remembers of one partition between polls: its record-lag window (it *is*
-    the WindowedLagStat, which saves an object and a pointer hop per partition) plus the time-lag
-    state of DESIGN §3."""
+    the WindowedLagStat, which saves an object and a pointer hop per partition) plus the state of
+    DESIGN §3: time lag, freshness table, rates and retention."""
 
     __slots__ = (
-        "fl", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro", "lro_seen", "rewind_mark",
-        "table", "la_x", "la_t", "lb_x", "lb_t", "ca_x", "ca_t", "cb_x", "cb_t", "log_start",
+        "fl", "shape", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro",
+        "lro_seen", "rewind_mark", "f_leos", "f_times",
+        "la_x", "la_t", "lb_x", "lb_t", "ca_x", "ca_t", "cb_x", "cb_t",
+        "log_start", "ls_rate", "sa_x", "sa_t", "sb_x", "sb_t", "lost_through",
     )
 
     def __init__(self, fl: _Flow) -> None:
         WindowedLagStat.__init__(self, fl.window_s, fl.num_samples)
         self.fl = fl  # shared by the flow's partitions: no per-row FlowId build or dict lookup
+        self.shape = fl.shape  # the window shape the stat was built with
         self.prev_leo: int | None = None
         self.prev_t: float = 0.0  # meaningful only while prev_leo is not None
         self.last_caught_up: float | None = None
@@ -87,40 +105,54 @@ class _Partition(WindowedLagStat):
         self.last_lro: LroReading | None = None
         self.lro_seen: int | None = None  # the last LRO seen on this log (a RESET starts a new log)
         self.rewind_mark: int | None = None  # the LRO before a step back, until it is regained
-        self.table = FreshnessTable()  # (LEO, time) points: freshness lag
-        # Two checkpoints each of the LEO (at leo_at) and the LRO (at now): the append and copy
-        # rates, as rates.WindowRate computes them (inlined: no object, no call per partition).
-        # lb_t / cb_t None: no sample on this log yet.
+        # The freshness table (see `freshness`). Its newest point is always (prev_leo, prev_t).
+        self.f_leos, self.f_times = freshness.new_table()
+        # The append and copy rates: rates.RatePair's checkpoints, the LEO's (at leo_at) and the
+        # LRO's (at now). lb_t None: no poll with both on this log yet.
         self.la_x = self.lb_x = self.ca_x = self.cb_x = 0
-        self.la_t = self.ca_t = 0.0
+        self.la_t = self.ca_t = self.cb_t = 0.0
         self.lb_t: float | None = None
-        self.cb_t: float | None = None
-        self.log_start: LogStart | None = None  # None until ListOffsets earliest was read
+        # Retention: the last known log start (None until read on this log), its rate
+        # (rates.WindowRate's checkpoints sa/sb), and the end of the lost offsets counted so far.
+        self.log_start: int | None = None
+        self.ls_rate: float | None = None
+        self.sa_x = self.sb_x = 0
+        self.sa_t = self.sb_t = 0.0
+        self.lost_through = 0
 
-    def new_log(self, key: PartitionKey, log_starts: Mapping[PartitionKey, int]) -> None:
-        """The LEO went backwards or an old LRO lies beyond it: forget what belonged to the old log
-        (its LEO history, copy progress, log start and lost count) but not a log start read now."""
-        self.table.clear()
-        self.lb_t = self.cb_t = None
-        ls = self.log_start
-        if ls is not None:
-            if key in log_starts:
-                ls.lost_through = 0
-            else:
-                self.log_start = None
+    def observe_log_start(self, value: int, t: float, half_s: float) -> None:
+        """A ListOffsets earliest reading taken at about `t` (rates.WindowRate.update, inlined)."""
+        known = self.log_start
+        self.log_start = value
+        if known is None or value < known:
+            # First reading on this log, or the log start went back: a new log, whose offsets
+            # restart, so neither the rate history nor the lost count carries over.
+            if known is not None:
+                self.lost_through = 0
+            self.sa_x = self.sb_x = value
+            self.sa_t = self.sb_t = t
+            self.ls_rate = None
+            return
+        if t - self.sb_t >= half_s:
+            self.sa_x = self.sb_x
+            self.sa_t = self.sb_t
+            self.sb_x = value
+            self.sb_t = t
+        span = t - self.sa_t
+        self.ls_rate = (value - self.sa_x) / span if span > 0.0 else None
 
-
-def _track_leo(part: _Partition, leo: int, t: float, half_s: float) -> None:
-    """The append-rate checkpoints of the main loop, for the rare rows that show no rate."""
-    b_t = part.lb_t
-    if b_t is None:
-        part.la_x = part.lb_x = leo
-        part.la_t = part.lb_t = t
-    elif t - b_t >= half_s:
-        part.la_x = part.lb_x
-        part.la_t = b_t
-        part.lb_x = leo
-        part.lb_t = t
+    def new_log(self, read_now: bool, t: float) -> None:
+        """The LEO went backwards or an old LRO lies beyond it: forget what belonged to the old
+        log (LEO history, rates, lost count, log start), keeping a log start read this poll."""
+        freshness.clear(self.f_leos, self.f_times)
+        self.lb_t = None
+        self.lost_through = 0
+        self.ls_rate = None
+        if read_now:
+            self.sa_x = self.sb_x = self.log_start
+            self.sa_t = self.sb_t = t
+        else:
+            self.log_start = None
 
 
 class LagEngine:
@@ -144,7 +176,7 @@ class LagEngine:
         self._order_parts: list[_Partition] = []
         self._gen = 0
         self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow (like Burrow's REWIND)
-        # Records the source deleted before the mirror copied them, per flow, each counted once.
+        # Offsets the source deleted before the mirror copied them, per flow, each counted once.
         self.records_lost_total: dict[FlowId, int] = {}
 
     def __len__(self) -> int:
@@ -172,6 +204,11 @@ class LagEngine:
         rewinds = self.rewinds_total
         lost_total = self.records_lost_total
         Row = PartitionRow
+        # Rows are built with tuple.__new__, as PartitionRow(...) does, minus its Python-level
+        # argument handling, which costs as much as the rest of a row. Every row names all 21
+        # fields (a test checks the length).
+        new_row = tuple.__new__
+        table_add = freshness.add
 
         gone: list[tuple[PartitionKey, _Partition]] = []
         if leos.keys() != parts.keys():
@@ -190,38 +227,18 @@ class LagEngine:
             order_keys = self._order_keys = sorted(parts)
             self._order_parts = [parts[key] for key in order_keys]
 
-        # Log starts come for a subset of partitions (read less often): walk only those.
+        # Log starts come for some partitions only (they are read less often): walk just those.
         parts_get = parts.get
         for key, value in log_starts.items():
             part = parts_get(key)
-            if part is None:
-                continue  # not in the flows
-            ls = part.log_start
-            if ls is None:
-                part.log_start = LogStart(value, t)
-            elif value == ls.value:
-                # Unchanged (retention deletes whole segments, rarely): LogStart.observe inlined.
+            if part is not None:  # else not in the flows
                 fl = part.fl
                 if fl.gen != gen:
                     fl.refresh(params, gen, sizes)
-                if t - ls.b_t >= fl.log_start_half_s:
-                    ls.a_x = ls.b_x
-                    ls.a_t = ls.b_t
-                    ls.b_x = value
-                    ls.b_t = t
-                span = t - ls.a_t
-                ls.rate = (value - ls.a_x) / span if span > 0.0 else None
-            else:
-                fl = part.fl
-                if fl.gen != gen:
-                    fl.refresh(params, gen, sizes)
-                ls.observe(value, t, fl.log_start_half_s * 2.0)
+                part.observe_log_start(value, t, fl.log_start_half_s)
 
         rows: list[PartitionRow] = []
         append = rows.append
-        # Rows are built with tuple.__new__, as PartitionRow(...) itself does, minus its Python-level
-        # argument handling: that halves the cost of a 21-field row. Every row names every field.
-        new_row = tuple.__new__
         for key, part in zip(self._order_keys, self._order_parts):
             leo = leos[key]
             r = lros_get(key)
@@ -231,16 +248,14 @@ class LagEngine:
             if leo is None:
                 # LEO unreadable: unknown, and the time-lag state must not learn from a gap.
                 mn, mx, av = part.measure(now)
-                ls = part.log_start
-                log_start = None if ls is None else ls.value
                 if r is None:
-                    append(Row(key, UNKNOWN, None, None, None, None, None, mn, mx, av, None,
-                               None, False, None, None, None, None, log_start))
+                    append(new_row(Row, (key, UNKNOWN, None, None, None, None, None, mn, mx, av, None,
+                                         None, False, None, None, None, None, part.log_start,
+                                         None, None, None)))
                 else:
-                    append(
-                        Row(key, UNKNOWN, None, r.offset, r.feed, now - r.changed_at,
-                            None, mn, mx, av, None, None, False, None, None, None, None, log_start)
-                    )
+                    append(new_row(Row, (key, UNKNOWN, None, r.offset, r.feed, now - r.changed_at,
+                                         None, mn, mx, av, None, None, False, None, None, None,
+                                         None, part.log_start, None, None, None)))
                 continue
 
             fl = part.fl
@@ -255,17 +270,15 @@ class LagEngine:
                     part.last_caught_up = None
                     part.first_seen_t = None
                     part.lro_seen = part.rewind_mark = None
-                    part.new_log(key, log_starts)
+                    part.new_log(key in log_starts, t)
                 part.prev_leo = leo
                 part.prev_t = t
-                # The LEO history still grows: freshness and the append rate need it once an
-                # LRO arrives.
-                part.table.add(leo, t, fl.points)
-                _track_leo(part, leo, t, fl.rate_half_s)
+                # The LEO history still grows: freshness needs it once an LRO arrives.
+                table_add(part.f_leos, part.f_times, leo, t, fl.points)
                 mn, mx, av = part.measure(now)
-                ls = part.log_start
-                append(Row(key, UNKNOWN, leo, None, None, None, None, mn, mx, av, None,
-                           None, False, None, None, None, None, None if ls is None else ls.value))
+                append(new_row(Row, (key, UNKNOWN, leo, None, None, None, None, mn, mx, av, None,
+                                     None, False, None, None, None, None, part.log_start,
+                                     None, None, None)))
                 continue
 
             off = r.offset
@@ -284,30 +297,25 @@ class LagEngine:
                 part.prev_leo = leo
                 part.prev_t = t
                 part.lro_seen = part.rewind_mark = None  # stepping back onto a new log is no rewind
-                part.new_log(key, log_starts)
-                part.table.add(leo, t, fl.points)
-                _track_leo(part, leo, t, fl.rate_half_s)
+                part.new_log(key in log_starts, t)
+                table_add(part.f_leos, part.f_times, leo, t, fl.points)
                 mn, mx, av = part.measure(now)
-                ls = part.log_start
-                append(Row(key, RESET, leo, off, r.feed, age, lag, mn, mx, av, None,
-                           None, False, None, None, None, None, None if ls is None else ls.value))
+                append(new_row(Row, (key, RESET, leo, off, r.feed, age, lag, mn, mx, av, None,
+                                     None, False, None, None, None, None, part.log_start,
+                                     None, None, None)))
                 continue
 
             max_s = fl.max_s
-            # Until this point is added, the table's newest point is (prev_leo, prev_t).
-            table = part.table
+            # The freshness table; until this point is added its newest is (prev_leo, prev_t).
+            f_leos = part.f_leos
             if leo != prev_leo:
-                # FreshnessTable.add's common case, inlined: a new point, the oldest dropped.
-                offsets = table.offsets
-                offsets.append(leo)
-                times = table.times
-                times.append(t)
-                drop = len(offsets) - fl.points
-                if drop > 0:
-                    del offsets[:drop]
-                    del times[:drop]
+                # freshness.add's common case, inlined: a new point, old ones dropped in bulk.
+                f_leos.append(leo)
+                part.f_times.append(t)
+                if len(f_leos) > fl.points_limit:
+                    freshness.trim(f_leos, part.f_times, fl.points)
             else:
-                table.add(leo, t, fl.points)  # idle: extends the flat segment
+                table_add(f_leos, part.f_times, leo, t, fl.points)  # idle: the flat segment grows
 
             if nxt >= leo:
                 # Caught up with the LEO as of t. (nxt > leo with a fresh LRO: records were
@@ -323,14 +331,14 @@ class LagEngine:
                     pt = part.prev_t
                     if lcu is None or lcu < pt:
                         lcu = part.last_caught_up = pt
-                    # Record nxt was appended in (pt, t], where the LEO went from prev_leo to leo:
-                    # FreshnessTable.lag between its two newest points, without touching it.
+                    # Record nxt was appended in (pt, t], while the LEO went from prev_leo to
+                    # leo: freshness.lag between the table's two newest points, without a search.
                     fresh = now - (pt + (nxt + 1 - prev_leo) * (t - pt) / (leo - prev_leo))
                     if fresh < 0.0:
                         fresh = 0.0
                     lower = False
                 else:
-                    fresh, lower = table.lag(nxt, now)
+                    fresh, lower = freshness.lag(f_leos, part.f_times, nxt, now, fl.points)
                 if lcu is not None:
                     time_lag = now - lcu
                 else:
@@ -350,39 +358,36 @@ class LagEngine:
                 # MM2 resumed from an older commit and copies those records again (Burrow's REWIND).
                 mark = part.rewind_mark = seen if mark is None or mark < seen else mark
                 rewinds[key.flow] = rewinds.get(key.flow, 0) + 1
-                part.cb_t = None  # progress restarts from the older offset: so does the copy rate
+                # Its progress restarts from the older offset, and so does the copy rate
+                # (rates.RatePair.restart_copy); the source's append rate goes on.
+                part.ca_x = part.cb_x = off
+                part.ca_t = part.cb_t = now
             elif mark is not None and off >= mark:
                 mark = part.rewind_mark = None  # everything copied before the rewind is copied again
             part.lro_seen = off
-            # WindowRate.update, inlined twice: the copy rate (LRO at now) ...
-            half = fl.rate_half_s
-            b_t = part.cb_t
-            if b_t is None:
-                part.ca_x = part.cb_x = off
-                part.ca_t = part.cb_t = now
-                copy_rate = None
-            else:
-                if now - b_t >= half:
-                    part.ca_x = part.cb_x
-                    part.ca_t = b_t
-                    part.cb_x = off
-                    part.cb_t = now
-                span = now - part.ca_t
-                copy_rate = (off - part.ca_x) / span if span > 0.0 else None
-            # ... and the append rate (LEO at leo_at).
+
+            # rates.RatePair.update, inlined.
             b_t = part.lb_t
             if b_t is None:
                 part.la_x = part.lb_x = leo
                 part.la_t = part.lb_t = t
-                append_rate = None
+                part.ca_x = part.cb_x = off
+                part.ca_t = part.cb_t = now
+                append_rate = copy_rate = None
             else:
-                if t - b_t >= half:
+                if t - b_t >= fl.rate_half_s:
                     part.la_x = part.lb_x
                     part.la_t = b_t
                     part.lb_x = leo
                     part.lb_t = t
+                    part.ca_x = part.cb_x
+                    part.ca_t = part.cb_t
+                    part.cb_x = off
+                    part.cb_t = now
                 span = t - part.la_t
                 append_rate = (leo - part.la_x) / span if span > 0.0 else None
+                span = now - part.ca_t
+                copy_rate = (off - part.ca_x) / span if span > 0.0 else None
 
             if lag == 0:
                 catch_up = 0.0
@@ -394,31 +399,34 @@ class LagEngine:
                 else:
                     catch_up = None
                 mean_bytes = fl.mean_bytes
+                # An estimate: absent, never 0, when no feed knows record sizes.
                 byte_lag = None if mean_bytes is None else round(lag * mean_bytes)
 
-            ls = part.log_start
-            if ls is None:
-                log_start = room = room_s = lost = None
+            log_start = part.log_start
+            if log_start is None:
+                room = room_s = lost = None
                 at_risk = False
             else:
-                log_start = ls.value
                 lost = log_start - nxt
                 if lost > 0:
-                    # Records already lost are counted, never hidden. (A log start read beyond
-                    # the LEO read just before it loses no more than the record lag.)
-                    if log_start > leo:
-                        lost = lag
+                    # Records already lost are counted, never hidden: [LRO + 1, log start) was
+                    # deleted and can no longer be copied.
                     room = 0
                     room_s = 0.0
                     at_risk = True
-                    newly = ls.count_lost(nxt)
-                    if newly:
-                        lost_total[fl.flow] = lost_total.get(fl.flow, 0) + newly
+                    # retention.newly_lost, inlined: each lost offset counts once.
+                    counted = part.lost_through
+                    if log_start > counted:
+                        part.lost_through = log_start
+                        flow = fl.flow
+                        lost_total[flow] = (
+                            lost_total.get(flow, 0) + log_start - (nxt if nxt > counted else counted)
+                        )
                 else:
                     room = -lost
                     lost = 0
                     # retention.headroom_s, inlined.
-                    ls_rate = ls.rate
+                    ls_rate = part.ls_rate
                     if ls_rate is not None and ls_rate > 0.0:
                         closing = ls_rate if copy_rate is None else ls_rate - copy_rate
                         if closing > 0.0:
@@ -442,9 +450,10 @@ class LagEngine:
             else:
                 state = IN_SYNC
 
-            if part._window_s != fl.window_s or part._num_samples != fl.num_samples:
+            if part.shape is not fl.shape:
                 # The flow's window config changed: restart the window with the new shape.
                 WindowedLagStat.__init__(part, fl.window_s, fl.num_samples)
+                part.shape = fl.shape
             mn, mx, av = part.record_and_measure(lag, now)
             append(new_row(Row, (
                 key, state, leo, off, r.feed, age, lag, mn, mx, av, time_lag,
@@ -455,13 +464,13 @@ class LagEngine:
         GONE = State.GONE
         for key, part in gone:
             r = lros_get(key) or part.last_lro
-            ls = part.log_start
-            log_start = None if ls is None else ls.value
             if r is None:
-                append(Row(key, GONE, None, None, None, None, None, None, None, None, None,
-                           None, False, None, None, None, None, log_start))
+                append(new_row(Row, (key, GONE, None, None, None, None, None, None, None, None, None,
+                                     None, False, None, None, None, None, part.log_start,
+                                     None, None, None)))
             else:
-                append(Row(key, GONE, None, r.offset, r.feed, None, None, None, None, None, None,
-                           None, False, None, None, None, None, log_start))
+                append(new_row(Row, (key, GONE, None, r.offset, r.feed, None, None, None, None, None,
+                                     None, None, False, None, None, None, None, part.log_start,
+                                     None, None, None)))
 
         return Snapshot(now, tuple(rows))

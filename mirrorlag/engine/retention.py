@@ -1,55 +1,20 @@
 """Retention headroom (DESIGN §3, AT_RISK): how far the source's log start is from the records the
-mirror has not copied yet, and records it already deleted before they were copied.
+mirror has not copied yet, and the records it already deleted before they were copied.
 
 The log start (ListOffsets earliest) is read less often than the LEO; a partition keeps its last
-known value between reads. Retention deletes whole segments, so the log start moves in jumps: its
-rate is measured over a long window (the engine passes max(rate window, retention warn time)) so a
-single segment deletion does not make the forecast flap.
+known value between reads. Retention deletes whole segments, so the log start moves in jumps: the
+engine measures its rate (a `rates.WindowRate`) over `log_start_window_s`, at least as long as
+the horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
+
+Pure arithmetic; the engine keeps the per-partition state (and inlines the hot parts).
 """
 
 from __future__ import annotations
 
-from mirrorlag.engine.rates import WindowRate
 
-
-class LogStart(WindowRate):
-    """One partition's last known log start, its advance rate, and how far lost records have
-    already been counted. It is its own rate tracker (one object per partition, not two)."""
-
-    __slots__ = ("value", "rate", "lost_through")
-
-    def __init__(self, value: int, t: float) -> None:
-        WindowRate.__init__(self, value, t)
-        self.value = value
-        self.rate: float | None = None  # records/s the log start advances; None until measurable
-        # The highest offset counted as lost so far (exclusive): each lost offset counts once.
-        self.lost_through = 0
-
-    def observe(self, value: int, t: float, window_s: float) -> None:
-        """A new ListOffsets earliest reading taken at `t`."""
-        if value < self.value:
-            # The log start never goes back on one log: a new log (topic recreated). Its offsets
-            # restart, so neither the rate history nor the lost count carries over.
-            self.reset(value, t)
-            self.value = value
-            self.rate = None
-            self.lost_through = 0
-            return
-        self.value = value
-        self.rate = self.update(value, t, window_s)
-
-    def count_lost(self, next_offset: int) -> int:
-        """Records in [next_offset, log start) not counted before: the newly lost ones."""
-        start = self.value
-        counted = self.lost_through
-        since = next_offset if next_offset > counted else counted
-        if start <= since:
-            return 0
-        self.lost_through = start
-        return start - since
-
-    def __repr__(self) -> str:
-        return f"LogStart(value={self.value}, rate={self.rate}, lost_through={self.lost_through})"
+def log_start_window_s(rate_window_s: float, warn_s: float) -> float:
+    """The span the log-start rate is measured over."""
+    return rate_window_s if rate_window_s > warn_s else warn_s
 
 
 def records_lost(log_start: int, next_offset: int) -> int:
@@ -74,7 +39,15 @@ def headroom_s(
         return 0.0
     if log_start_rate is None or not log_start_rate > 0.0:
         return None
-    closing = log_start_rate - (copy_rate if copy_rate is not None else 0.0)
+    closing = log_start_rate if copy_rate is None else log_start_rate - copy_rate
     if not closing > 0.0:
         return None
     return room / closing
+
+
+def newly_lost(counted_through: int, next_offset: int, through: int) -> int:
+    """Lost offsets [next_offset, through) not counted yet, when every offset below
+    `counted_through` that was ever lost has been counted: each lost offset counts once, however
+    many polls see it (the caller then moves counted_through up to `through`)."""
+    since = next_offset if next_offset > counted_through else counted_through
+    return through - since if through > since else 0

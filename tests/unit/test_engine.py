@@ -1,8 +1,10 @@
-"""LagEngine: record lag, time lag (KIP-16 transposed), states and window stats (DESIGN §3)."""
+"""LagEngine: record lag, time lag (KIP-16 transposed), freshness, rates, byte lag, retention,
+states and window stats (DESIGN §3)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import MappingProxyType
 from typing import Mapping
 
@@ -10,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorlag.config.settings import EngineParams
-from mirrorlag.engine import LagEngine
+from mirrorlag.engine import LagEngine, freshness
+from mirrorlag.engine.rates import RatePair, WindowRate, catch_up_s
+from mirrorlag.engine.retention import (
+    headroom_records,
+    headroom_s,
+    log_start_window_s,
+    newly_lost,
+    records_lost,
+)
 from mirrorlag.model import (
     FlowId,
     LroReading,
@@ -488,6 +498,184 @@ def test_update_does_not_touch_its_input() -> None:
     assert leos == {K0: 100, K1: None} and lros == {K0: fresh(50, 0.0)}
 
 
+# --- freshness lag ---
+
+
+def test_freshness_is_how_long_ago_the_next_record_to_copy_was_appended() -> None:
+    eng = engine()
+    r = row(poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (0.0, False)  # caught up
+    # 10 records/s. At 15 the mirror needs 1_100 next, appended when the LEO passed 1_101: 10.1.
+    r = row(poll(eng, 15.0, {K0: 1_150}, {K0: lro(1_099, 14.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (15.5 - 10.1, False)
+    assert r.time_lag_s == 15.5  # caught up as of 0: time lag says "since", freshness "how old"
+    # Stuck there: the same record, now older (bracketed by older points of the table).
+    r = row(poll(eng, 30.0, {K0: 1_300}, {K0: lro(1_099, 14.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (30.5 - 10.1, False)
+    assert (r.state, r.time_lag_s) == (State.LAGGING, 30.5)
+
+
+def test_a_clock_that_stepped_back_never_gives_a_negative_freshness() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    r = row(poll(eng, 15.0, {K0: 1_150}, {K0: lro(1_099, 3.0)}, now=5.0))  # read "before" 10.1
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (0.0, False)
+
+
+def test_an_idle_partition_the_mirror_has_not_finished_keeps_aging() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    got = []
+    for t in (15.0, 30.0, 600.0, 86_400.0):
+        # 100 records came by 15, then nothing; the mirror stopped at 999.
+        r = row(poll(eng, t, {K0: 1_100}, {K0: lro(999, -1.0)}))
+        got.append((r.freshness_lag_s, r.freshness_lower_bound))
+    # Record 1_000 was appended at 0.15 (not "now - last sample", never NaN or years).
+    assert got == [(t + 0.5 - 0.15, False) for t in (15.0, 30.0, 600.0, 86_400.0)]
+
+
+def test_an_idle_caught_up_partition_is_zero_forever() -> None:
+    eng = engine()
+    for t in (0.0, 15.0, 3_600.0, 30 * 86_400.0):
+        r = row(poll(eng, t, {K0: 500}, {K0: lro(499, -1.0, stale=True)}))
+        assert (r.freshness_lag_s, r.freshness_lower_bound, r.state) == (0.0, False, State.IN_SYNC)
+
+
+def test_a_record_older_than_the_table_is_a_flagged_lower_bound() -> None:
+    eng = engine(freshness_points=3)
+    got = []
+    for k in range(5):
+        t = 15.0 * k
+        r = row(poll(eng, t, {K0: 1_000 + 100 * k}, {K0: lro(999, -1.0)}))
+        got.append((r.freshness_lag_s, r.freshness_lower_bound))
+    assert got == [
+        (0.0, False),
+        (15.5 - 0.15, False),
+        (30.5 - 0.15, False),  # the table (3 points) still starts at 0
+        (45.5 - 15.0, True),  # it starts at 15 now: at least 30.5 s old
+        (60.5 - 30.0, True),
+    ]
+
+
+def test_older_than_the_first_poll_is_a_lower_bound_from_the_first_poll() -> None:
+    eng = engine()
+    r = row(poll(eng, 100.0, {K0: 5_000}, {K0: lro(999, 50.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (0.5, True)
+    r = row(poll(eng, 115.0, {K0: 5_000}, {K0: lro(1_999, 110.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (15.5, True)
+
+
+def test_polls_without_an_lro_still_feed_the_table() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000})
+    poll(eng, 15.0, {K0: 1_150})
+    r = row(poll(eng, 30.0, {K0: 1_300}, {K0: lro(1_099, 29.0)}))
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (30.5 - 10.1, False)
+
+
+def test_a_reset_starts_a_new_table() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    r = row(poll(eng, 15.0, {K0: 1_100}, {K0: lro(1_199, 10.0)}))  # an old LRO beyond the LEO
+    assert (r.state, r.freshness_lag_s, r.freshness_lower_bound) == (State.RESET, None, False)
+    r = row(poll(eng, 30.0, {K0: 1_200}, {K0: lro(1_049, 29.0)}))
+    # The old log's (1_000, 0) is gone: record 1_050 is older than the new table.
+    assert (r.freshness_lag_s, r.freshness_lower_bound) == (30.5 - 15.0, True)
+
+
+def test_the_table_stays_bounded_in_memory() -> None:
+    eng = engine(freshness_points=4)
+    for k in range(50):
+        poll(eng, 15.0 * k, {K0: 100 * k, K1: 7}, {K0: lro(100 * k - 50, 15.0 * k), K1: lro(6, 0.0)})
+    tables = {key: len(part.f_leos) for key, part in eng._parts.items()}
+    assert tables[K0] <= 4 + freshness.slack(4)
+    assert tables[K1] == 2  # one flat segment
+
+
+# --- rates, catch-up and byte lag ---
+
+
+def test_rates_over_the_sample_windows() -> None:
+    eng = engine()  # 2 samples of 30 s: the base checkpoint moves every 30 s
+    got = []
+    for t, leo, off in [(0, 1_000, 999), (15, 1_150, 1_099), (30, 1_300, 1_249), (45, 1_600, 1_399),
+                        (60, 1_600, 1_549), (75, 1_900, 1_699)]:
+        r = row(poll(eng, float(t), {K0: leo}, {K0: lro(off, t - 0.1)}))
+        got.append((r.append_rate, r.copy_rate))
+    assert got == [
+        (None, None),  # one poll: no span yet
+        (150 / 15.0, 100 / 15.0),
+        (300 / 30.0, 250 / 30.0),  # the base is still the first poll (0; 0.5 for the LRO)
+        (600 / 45.0, 400 / 45.0),
+        (300 / 30.0, 300 / 30.0),  # base moved to the poll at 30
+        (600 / 45.0, 450 / 45.0),
+    ]
+
+
+def test_catch_up_when_the_mirror_gains() -> None:
+    eng = engine()
+    r = row(poll(eng, 0.0, {K0: 1_000}, {K0: lro(499, -1.0)}))
+    assert r.catch_up_s is None  # no rates yet
+    r = row(poll(eng, 15.0, {K0: 1_075}, {K0: lro(649, 15.0)}))
+    assert (r.record_lag, r.append_rate, r.copy_rate) == (425, 5.0, 10.0)
+    assert r.catch_up_s == 425 / 5.0
+    r = row(poll(eng, 30.0, {K0: 1_300}, {K0: lro(799, 30.0)}))
+    assert r.catch_up_s is None  # 10/s appended, 10/s copied: not gaining
+
+
+def test_caught_up_needs_no_catch_up() -> None:
+    r = row(poll(engine(), 0.0, {K0: 100}, {K0: lro(99, -1.0)}))
+    assert (r.catch_up_s, r.append_rate, r.copy_rate) == (0.0, None, None)
+
+
+def test_a_rewind_restarts_the_copy_rate_not_the_append_rate() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    r = row(poll(eng, 15.0, {K0: 1_150}, {K0: lro(1_149, 14.0)}))
+    assert (r.append_rate, r.copy_rate) == (10.0, 10.0)
+    r = row(poll(eng, 30.0, {K0: 1_300}, {K0: lro(1_000, 29.0)}))  # MM2 resumed from 1_000
+    assert (r.state, r.append_rate, r.copy_rate) == (State.REWIND, 10.0, None)  # never negative
+    r = row(poll(eng, 45.0, {K0: 1_450}, {K0: lro(1_150, 44.0)}))
+    assert (r.append_rate, r.copy_rate) == (10.0, 10.0)
+
+
+def test_rates_restart_on_a_new_log() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
+    poll(eng, 15.0, {K0: 1_150}, {K0: lro(1_149, 14.0)})
+    r = row(poll(eng, 30.0, {K0: 100}, {K0: lro(99, 29.0)}))  # recreated
+    assert (r.state, r.append_rate, r.copy_rate) == (State.RESET, None, None)
+    r = row(poll(eng, 45.0, {K0: 250}, {K0: lro(249, 44.0)}))
+    assert (r.append_rate, r.copy_rate) == (None, None)  # the first poll with both on the new log
+    r = row(poll(eng, 60.0, {K0: 400}, {K0: lro(399, 59.0)}))
+    assert (r.append_rate, r.copy_rate) == (10.0, 10.0)
+
+
+def test_byte_lag_is_an_estimate_only_where_sizes_are_known() -> None:
+    eng = engine()
+    keys = {K0: 100, C0: 100}
+    lros = {K0: lro(96, -1.0), C0: lro(96, -1.0)}
+    snap = eng.update(PollObservation(0.0, 0.5, keys, lros, {}, {AB: 100.5}))
+    assert row(snap, K0).byte_lag_estimate == 302  # 3 x 100.5, rounded
+    assert row(snap, C0).byte_lag_estimate is None  # no feed knows C->B's sizes: absent, not 0
+    snap = eng.update(PollObservation(15.0, 15.5, keys, {K0: lro(99, 15.0), C0: lro(96, -1.0)}, {},
+                                      {AB: 100.5, CB: 2.0}))
+    assert (row(snap, K0).byte_lag_estimate, row(snap, C0).byte_lag_estimate) == (0, 6)
+    snap = eng.update(PollObservation(30.0, 30.5, keys, lros, {}, {}))
+    assert (row(snap, K0).byte_lag_estimate, row(snap, C0).byte_lag_estimate) == (None, None)
+
+
+def test_rows_of_every_kind_name_every_field() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100, K1: 100}, {K0: lro(50, -1.0)})
+    snap = eng.update(PollObservation(15.0, 15.5, {K0: 10, K2: None}, {K0: lro(50, -1.0), K2: lro(3, 1.0)},
+                                      {K0: 5}, {AB: 10.0}))
+    assert {r.state for r in snap.rows} == {State.RESET, State.UNKNOWN, State.GONE}
+    for r in snap.rows:
+        assert type(r) is PartitionRow and len(r) == len(PartitionRow._fields)
+        assert r == PartitionRow(*r)
+
+
 # --- properties ---
 
 KEYS = [K0, K1, C0]
@@ -498,14 +686,17 @@ MAX = 30.0
 def polls(draw):
     """Random polls over a few partitions: LEOs that jump around (also backwards) or are
     unreadable, LROs that are missing, behind, caught up or beyond, fresh, old or stale,
-    partitions that leave and come back."""
+    partitions that leave and come back; log starts read now and then (behind, at or beyond the
+    LRO, sometimes going back) and flows whose record sizes are known or not."""
     out = []
     t = 1_000.0
+    starts: dict[PartitionKey, int] = {}  # log starts mostly advance, as retention moves them
     for _ in range(draw(st.integers(min_value=1, max_value=20))):
         t += draw(st.floats(min_value=0.5, max_value=40.0))
         now = t + draw(st.floats(min_value=0.01, max_value=3.0))
         leos: dict[PartitionKey, int | None] = {}
         lros: dict[PartitionKey, LroReading] = {}
+        log_starts: dict[PartitionKey, int] = {}
         for key in KEYS:
             if draw(st.integers(0, 9)) == 0:
                 continue  # not in the flow this poll
@@ -516,92 +707,214 @@ def polls(draw):
                 off = max(-1, base - 1 + draw(st.integers(-60, 5)))
                 age = draw(st.sampled_from([0.0, 0.2, 5.0, 29.0, 31.0, 100.0]))
                 lros[key] = lro(off, now - age, stale=draw(st.booleans()))
-        out.append(PollObservation(t, now, leos, lros))
+            if draw(st.integers(0, 2)) == 0:
+                if draw(st.integers(0, 4)) == 0:
+                    start = draw(st.integers(0, 300))  # anywhere, also back: a new log
+                else:
+                    start = starts.get(key, 0) + draw(st.integers(0, 60))
+                log_starts[key] = starts[key] = start
+        if draw(st.integers(0, 4)) == 0:
+            log_starts[PartitionKey("A", "B", "elsewhere", 0)] = 5  # not in the flows: ignored
+        sizes = {flow: draw(st.sampled_from([1.0, 100.5, 1024.0])) for flow in (AB, CB) if draw(st.booleans())}
+        out.append(PollObservation(t, now, leos, lros, log_starts, sizes))
         t = now
     return out
 
 
-class _Model:
-    """DESIGN §3 read literally, slowly: the oracle for the engine's optimised loop."""
+POINTS = 4  # a small freshness table, so that the properties reach its bound
+WARN = 200.0
+ORACLE_PARAMS = EngineParams(lag_time_max_s=MAX, freshness_points=POINTS, retention_warn_s=WARN)
+NEW_FIELDS = (
+    "freshness_lag_s", "freshness_lower_bound", "byte_lag_estimate", "append_rate", "copy_rate",
+    "catch_up_s", "log_start", "retention_headroom_records", "retention_headroom_s", "records_lost",
+)
 
-    def __init__(self) -> None:
+
+class _Model:
+    """DESIGN §3 read literally, slowly: the oracle for the engine's optimised loop.
+
+    Freshness uses a plain list of points, scanned; the rate estimators are the reference
+    classes of `rates` (their schedule is a choice, not part of §3), fed what the engine feeds
+    its inlined copies; retention uses the `retention` functions.
+    """
+
+    def __init__(self, params: EngineParams = ORACLE_PARAMS) -> None:
+        self.p = params
+        self.window = params.sample_window_s * params.num_samples
         self.prev: dict[PartitionKey, tuple[int, float]] = {}
         self.lcu: dict[PartitionKey, float] = {}
         self.first: dict[PartitionKey, float] = {}
         self.seen: set[PartitionKey] = set()
         self.lro_seen: dict[PartitionKey, int] = {}  # last LRO on the current log
         self.mark: dict[PartitionKey, int] = {}  # LRO before a rewind, until regained
+        self.points: dict[PartitionKey, list[tuple[int, float]]] = {}  # (LEO, time), idle runs collapsed
+        self.rates: dict[PartitionKey, RatePair] = {}
+        self.log_start: dict[PartitionKey, int] = {}
+        self.log_start_rate: dict[PartitionKey, WindowRate] = {}
+        self.log_start_rate_now: dict[PartitionKey, float | None] = {}
+        self.lost_through: dict[PartitionKey, int] = {}
+        self.lost_total: dict[FlowId, int] = {}
+
+    def _forget(self, key: PartitionKey, *stores: dict) -> None:
+        for d in stores:
+            d.pop(key, None)
+
+    def _add_point(self, key: PartitionKey, leo: int, t: float) -> None:
+        pts = self.points.setdefault(key, [])
+        if len(pts) >= 2 and pts[-1][0] == leo and pts[-2][0] == leo:
+            pts[-1] = (leo, t)
+        else:
+            pts.append((leo, t))
+
+    def _freshness(self, key: PartitionKey, nxt: int, now: float) -> tuple[float, bool]:
+        pts = self.points[key][-max(2, self.p.freshness_points):]
+        for i, (leo, t) in enumerate(pts):
+            if leo > nxt:  # record nxt was appended by t
+                if i == 0:
+                    return (max(0.0, now - t), True)
+                l0, t0 = pts[i - 1]
+                return (max(0.0, now - (t0 + (nxt + 1 - l0) * (t - t0) / (leo - l0))), False)
+        return (0.0, False)
+
+    def _new_log(self, key: PartitionKey, t: float, read_now: bool) -> None:
+        self._forget(key, self.points, self.rates, self.lost_through)
+        self.log_start_rate_now[key] = None
+        if read_now:
+            self.log_start_rate[key] = WindowRate(self.log_start[key], t)
+        else:
+            self._forget(key, self.log_start, self.log_start_rate)
+
+    def _read_log_start(self, key: PartitionKey, value: int, t: float) -> None:
+        known = self.log_start.get(key)
+        self.log_start[key] = value
+        if known is None or value < known:  # first reading on this log, or a new log
+            if known is not None:
+                self.lost_through.pop(key, None)
+            self.log_start_rate[key] = WindowRate(value, t)
+            self.log_start_rate_now[key] = None
+        else:
+            window = log_start_window_s(self.window, self.p.retention_warn_s)
+            self.log_start_rate_now[key] = self.log_start_rate[key].update(value, t, window)
 
     def rows(self, obs: PollObservation) -> list[tuple]:
         out = []
+        t, now = obs.leo_at, obs.now
+        for key, value in obs.log_starts.items():
+            if key in obs.leos:
+                self._read_log_start(key, value, t)
+        unknown_tail = (None, False, None, None, None, None)
         for key in sorted(obs.leos):
-            leo, r, t, now = obs.leos[key], obs.lros.get(key), obs.leo_at, obs.now
+            leo, r = obs.leos[key], obs.lros.get(key)
             self.seen.add(key)
             if leo is None:
-                out.append((key, State.UNKNOWN, None, None))
+                out.append((key, State.UNKNOWN, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
                 continue
             prev = self.prev.get(key)
             went_back = prev is not None and leo < prev[0]
             if r is None:
                 if went_back:
-                    for d in (self.lcu, self.first, self.lro_seen, self.mark):
-                        d.pop(key, None)
+                    self._forget(key, self.lcu, self.first, self.lro_seen, self.mark)
+                    self._new_log(key, t, key in obs.log_starts)
                 self.prev[key] = (leo, t)
-                out.append((key, State.UNKNOWN, None, None))
+                self._add_point(key, leo, t)
+                out.append((key, State.UNKNOWN, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
                 continue
-            lag = max(0, leo - (r.offset + 1))
-            if went_back or (r.offset + 1 > leo and r.changed_at < t):
-                for d in (self.lcu, self.lro_seen, self.mark):
-                    d.pop(key, None)
+            nxt = r.offset + 1
+            lag = max(0, leo - nxt)
+            if went_back or (nxt > leo and r.changed_at < t):
+                self._forget(key, self.lcu, self.lro_seen, self.mark)
                 self.first[key] = t
                 self.prev[key] = (leo, t)
-                out.append((key, State.RESET, lag, None))
+                self._new_log(key, t, key in obs.log_starts)
+                self._add_point(key, leo, t)
+                out.append((key, State.RESET, lag, None, *unknown_tail, self.log_start.get(key), None, None, None))
                 continue
+            self._add_point(key, leo, t)
             self.first.setdefault(key, t)
-            if r.offset + 1 >= leo:
+            if nxt >= leo:
                 self.lcu[key] = t
                 time_lag = 0.0
+                freshness = (0.0, False)
             else:
-                if prev is not None and r.offset + 1 >= prev[0]:
+                if prev is not None and nxt >= prev[0]:
                     self.lcu[key] = max(self.lcu.get(key, prev[1]), prev[1])
                 time_lag = now - self.lcu.get(key, self.first[key])
+                freshness = self._freshness(key, nxt, now)
             self.prev[key] = (leo, t)
+            rates = self.rates.get(key)
             if key in self.lro_seen and r.offset < self.lro_seen[key]:
                 self.mark[key] = max(self.mark.get(key, -1), self.lro_seen[key])
+                assert rates is not None
+                rates.restart_copy(r.offset, now)
             elif key in self.mark and r.offset >= self.mark[key]:
                 del self.mark[key]
             self.lro_seen[key] = r.offset
-            if time_lag > MAX:
-                stalled = lag > 0 and (r.stale or now - r.changed_at > MAX)
+            if rates is None:
+                self.rates[key] = RatePair(leo, t, r.offset, now)
+                append_rate = copy_rate = None
+            else:
+                append_rate, copy_rate = rates.update(leo, t, r.offset, now, self.window)
+            mean = obs.mean_record_bytes.get(key.flow)
+            byte_lag = None if mean is None else round(lag * mean)
+            start = self.log_start.get(key)
+            if start is None:
+                retention: tuple = (None, None, None, None)
+                at_risk = False
+            else:
+                lost = records_lost(start, nxt)
+                room = headroom_records(start, nxt)
+                room_s = headroom_s(room, lost, self.log_start_rate_now[key], copy_rate)
+                newly = newly_lost(self.lost_through.get(key, 0), nxt, start)
+                if newly:
+                    self.lost_through[key] = start
+                    self.lost_total[key.flow] = self.lost_total.get(key.flow, 0) + newly
+                retention = (start, room, room_s, lost)
+                at_risk = lost > 0 or (room_s is not None and room_s < self.p.retention_warn_s)
+            if at_risk:
+                state = State.AT_RISK
+            elif time_lag > self.p.lag_time_max_s:
+                stalled = lag > 0 and (r.stale or now - r.changed_at > self.p.lag_time_max_s)
                 state = State.STALLED if stalled else State.LAGGING
             elif key in self.mark:
                 state = State.REWIND
             else:
                 state = State.IN_SYNC
-            out.append((key, state, lag, time_lag))
+            out.append((key, state, lag, time_lag, *freshness, byte_lag, append_rate, copy_rate,
+                        catch_up_s(lag, copy_rate, append_rate), *retention))
         for key in sorted(self.seen - set(obs.leos)):
             self.seen.discard(key)
-            for d in (self.prev, self.lcu, self.first, self.lro_seen, self.mark):
-                d.pop(key, None)
-            out.append((key, State.GONE, None, None))
+            self._forget(key, self.prev, self.lcu, self.first, self.lro_seen, self.mark, self.points,
+                         self.rates, self.log_start, self.log_start_rate, self.log_start_rate_now,
+                         self.lost_through)
+            out.append((key, State.GONE, None, None, None, False, None, None, None, None, None, None, None, None))
         return out
 
 
 @settings(max_examples=400, deadline=None)
 @given(polls())
 def test_engine_invariants(observations: list[PollObservation]) -> None:
-    eng = engine(lag_time_max_s=MAX)
+    eng = LagEngine(lambda flow: ORACLE_PARAMS)
     model = _Model()
     previous_keys: set[PartitionKey] = set()
     for obs in observations:
         snap = eng.update(obs)
         assert snap.taken_at == obs.now
         expected = model.rows(obs)
-        assert [(r.key, r.state, r.record_lag, r.time_lag_s) for r in snap.rows] == expected
+        got = [(r.key, r.state, r.record_lag, r.time_lag_s, *(getattr(r, f) for f in NEW_FIELDS)) for r in snap.rows]
+        # GONE rows carry the last known log start; the model forgot it.
+        got = [g[:10] + (None,) + g[11:] if g[1] is State.GONE else g for g in got]
+        assert got == expected
+        assert eng.records_lost_total == model.lost_total
 
         gone = sorted(previous_keys - set(obs.leos))
         assert [r.key for r in snap.rows] == sorted(obs.leos) + gone
         for r in snap.rows:
+            assert type(r) is PartitionRow and len(r) == len(PartitionRow._fields)
+            if r.state in (State.GONE, State.UNKNOWN, State.RESET):
+                # Nothing new is made up where the lag itself is unknown (the log start may show).
+                assert r[r._fields.index("freshness_lag_s"):r._fields.index("log_start")] == (
+                    None, False, None, None, None, None)
+                assert (r.retention_headroom_records, r.retention_headroom_s, r.records_lost) == NONE3
             if r.state is State.GONE:
                 assert r.key in gone
                 assert (r.leo, r.record_lag, r.time_lag_s, r.lro_age_s) == (None,) * 4
@@ -632,6 +945,21 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
             mn, mx, avg = window(r)
             assert mn is not None and mx is not None and avg is not None
             assert mn <= r.record_lag <= mx and mn <= avg <= mx
+            # Freshness: finite, never negative, 0 when caught up (and only then, since the
+            # LROs are read after the LEO snapshot), never flagged when caught up.
+            f = r.freshness_lag_s
+            assert f is not None and math.isfinite(f) and f >= 0.0
+            assert (f == 0.0) == caught_up and not (caught_up and r.freshness_lower_bound)
+            for rate in (r.append_rate, r.copy_rate):
+                assert rate is None or (math.isfinite(rate) and rate >= 0.0)
+            if caught_up:
+                assert r.catch_up_s == 0.0
+            assert (r.byte_lag_estimate is None) == (r.key.flow not in obs.mean_record_bytes)
+            if r.log_start is not None:
+                assert r.records_lost is not None and r.retention_headroom_records is not None
+                assert min(r.records_lost, r.retention_headroom_records) == 0
+                if r.records_lost:
+                    assert r.state is State.AT_RISK and r.retention_headroom_s == 0.0
         previous_keys = set(obs.leos)
     assert len(eng) == len(previous_keys)
 
@@ -671,8 +999,10 @@ def test_engine_is_deterministic(observations: list[PollObservation]) -> None:
             obs,
             leos=dict(reversed(list(obs.leos.items()))),
             lros=dict(reversed(list(obs.lros.items()))),
+            log_starts=dict(reversed(list(obs.log_starts.items()))),
         )
         assert a.update(obs) == b.update(shuffled)
+        assert a.records_lost_total == b.records_lost_total
 
 
 def test_a_step_back_is_a_rewind_until_the_old_lro_is_regained() -> None:
