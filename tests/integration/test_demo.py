@@ -18,8 +18,9 @@ pytestmark = pytest.mark.integration
 
 
 def children(pid: int) -> dict[int, str]:
-    """Direct children of `pid`: {pid: command line}."""
-    out = subprocess.run(["ps", "-o", "pid=,ppid=,args=", "-A"], capture_output=True, text=True).stdout
+    """Direct children of `pid`: {pid: command line}. `-ww`: never cut to the terminal's width
+    (a checkout under a long path pushed the broker's name past column 80)."""
+    out = subprocess.run(["ps", "-ww", "-o", "pid=,ppid=,args=", "-A"], capture_output=True, text=True).stdout
     rows = (line.split(None, 2) for line in out.splitlines())
     return {int(p): args for p, pp, args in rows if int(pp) == pid}
 
