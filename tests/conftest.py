@@ -81,7 +81,8 @@ def spark():
 
     session = (SparkSession.builder.master("local[2]").appName("mirrorlag-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
