@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="copy at most N records per second over all flows (default: unthrottled)")
     mirror.add_argument("--offset-flush-interval-ms", type=int, default=None, metavar="MS",
                         help="commit offsets every MS ms (default: offset.flush.interval.ms, else 60000)")
+
+    rollup = sub.add_parser("rollup", help="nightly Spark rollup of the lag history: daily tables, trends, an HTML report (exit 3: a day without history)")
+    from mirrorlag.rollup.cli import add_arguments as add_rollup_arguments
+
+    add_rollup_arguments(rollup)
     return parser
 
 
@@ -74,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from mirrorlag.mirror.cli import cmd_mirror
 
             return cmd_mirror(args)
+        if args.command == "rollup":
+            from mirrorlag.rollup.cli import cmd_rollup
+
+            return cmd_rollup(args)
     except MirrorlagError as exc:
         print(f"mirrorlag: error: {exc}", file=sys.stderr)
         return exc.exit_status

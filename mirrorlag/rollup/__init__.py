@@ -24,7 +24,8 @@ Output, Parquet partitioned by `date` (re-running a day replaces that day only):
   covered_seconds             partition-seconds with samples
   out_of_sync_seconds         partition-seconds not IN_SYNC: each sample accounts for the time to the
                               partition's next sample, at most --max-gap-seconds (the day's last one
-                              to midnight, at most that too), so a gap in the history is not counted
+                              to midnight, at most that too), so a gap in the history is not counted;
+                              a GONE sample (the partition left the flow) accounts for no time
   at_risk_seconds, stalled_seconds           partition-seconds AT_RISK, STALLED
   stall_episodes              runs of consecutive STALLED samples (summed over partitions)
   longest_stall_seconds       the longest run, its samples' intervals added up

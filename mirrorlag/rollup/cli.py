@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from datetime import date, datetime, timedelta, timezone
 from typing import Sequence
 
 from mirrorlag.errors import MirrorlagError
-from mirrorlag.rollup.errors import MissingHistoryError, RollupError
+from mirrorlag.rollup.errors import RollupError
 
 
 def _day(text: str) -> date:
@@ -87,7 +86,7 @@ def cmd_rollup(args: argparse.Namespace) -> int:
     opts = RollupOptions(
         history=args.history, out=args.out, days=days_from_args(args),
         max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
-        auto_partitions="spark.sql.shuffle.partitions" not in confs,
+        tune_spark=not {"spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled"} & confs.keys(),
     )
     return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level)
 

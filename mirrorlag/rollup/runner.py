@@ -62,10 +62,23 @@ def _summary(opts: RollupOptions, results: list[DayResult], seconds: float) -> T
     return table
 
 
+def _quiet_python_loggers(log_level: str) -> None:
+    # py4j logs each connection at INFO (`mirrorlag --log-level INFO` would show them); PySpark 4
+    # logs every failed query as a JSON blob with a JVM stack trace, which our one-line error
+    # already says.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if log_level in ("ERROR", "WARN"):
+        try:
+            from pyspark.logger import PySparkLogger
+        except ImportError:  # PySpark 3.5 has no such loggers
+            return
+        for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
         console: Console | None = None) -> int:
-    # py4j logs each connection at INFO; `mirrorlag --log-level INFO` would show them.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    _quiet_python_loggers(log_level)
     if console is None:
         console = Console(highlight=False)
         if not console.is_terminal:
@@ -80,8 +93,8 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
     t0 = time.perf_counter()
     with console.status(f"starting Spark ({master or 'local[*]'}) ..."):
         spark = build_session(master, confs, log_level)
-    if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        opts = dataclasses.replace(opts, auto_partitions=False)  # set by the user through spark-submit
+    if any(spark.sparkContext.getConf().contains(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")):
+        opts = dataclasses.replace(opts, tune_spark=False)  # the user's, through spark-submit
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:

@@ -14,9 +14,6 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # The job prints its own progress; Spark's stage bar would tear through it.
     "spark.ui.showConsoleProgress": "false",
-    # The per-sample frame arrives sorted by partition: aggregate it by streaming, not by a hash
-    # map that spills to a sort after 128 keys (percentile_approx is an object aggregate).
-    "spark.sql.execution.replaceHashWithSortAgg": "true",
 }
 
 # When Python drives Spark, Spark filters its console at the level of the class that started it

@@ -53,10 +53,12 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         F.col("out_of_sync_seconds").alias("oos"),
     )
     entity = Window.partitionBy(*keys)
+    means = []
     for n in WINDOWS:
         inside = (F.col("x") > -n) & F.col("y").isNotNull()
-        d = d.withColumn(f"_mx{n}", F.avg(F.when(inside, F.col("x"))).over(entity))
-        d = d.withColumn(f"_my{n}", F.avg(F.when(inside, F.col("y"))).over(entity))
+        means += [F.avg(F.when(inside, F.col("x"))).over(entity).alias(f"_mx{n}"),
+                  F.avg(F.when(inside, F.col("y"))).over(entity).alias(f"_my{n}")]
+    d = d.select("*", *means)
     x, y, oos = F.col("x"), F.col("y"), F.col("oos")
     aggs = [
         F.max(F.when(x == 0, F.lit(True))).alias("_today"),
@@ -77,8 +79,7 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
             F.sum(F.when(inside, dy * dy)).alias(f"_syy{n}"),
         ]
     g = d.groupBy(*keys).agg(*aggs).where(F.col("_today"))
-    for n in WINDOWS:
-        g = _slope(g, n)
+    g = g.select("*", *[c for n in WINDOWS for c in _slope(n)])
     growing = F.lit(False)
     for n in WINDOWS:
         growing = growing | F.coalesce((F.col(f"days_{n}d") >= MIN_DAYS) & (F.col(f"slope_{n}d_t") > MIN_T), F.lit(False))
@@ -93,18 +94,17 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
     return g.select(*out, *COLUMNS[3 + len(PARTITION_KEY):])
 
 
-def _slope(g: DataFrame, n: int) -> DataFrame:
+def _slope(n: int) -> list[Column]:
+    """slope_{n}d and slope_{n}d_t from the centred sums of the window."""
     days, sxx, sxy, syy = F.col(f"days_{n}d"), F.col(f"_sxx{n}"), F.col(f"_sxy{n}"), F.col(f"_syy{n}")
     slope = F.when((days >= 2) & (sxx > 0), F.try_divide(sxy, sxx))
-    g = g.withColumn(f"slope_{n}d", slope)
-    s = F.col(f"slope_{n}d")
-    sse = F.greatest(syy - s * sxy, F.lit(0.0))
+    sse = F.greatest(syy - slope * sxy, F.lit(0.0))
     se = F.sqrt(F.try_divide(F.try_divide(sse, days - 2), sxx))
     t = (F.when(days < 3, F.lit(None))
-         .when(se > 0, F.try_divide(s, se))
-         .when(s > 0, F.lit(float("inf")))
-         .when(s < 0, F.lit(float("-inf"))))
-    return g.withColumn(f"slope_{n}d_t", t.cast("double"))
+         .when(se > 0, F.try_divide(slope, se))
+         .when(slope > 0, F.lit(float("inf")))
+         .when(slope < 0, F.lit(float("-inf"))))
+    return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
 
 
 def compute_trends(spark: SparkSession, out: str, day: date) -> DataFrame:

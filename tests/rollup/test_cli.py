@@ -1,0 +1,89 @@
+"""The real command line in its own process: `python -m mirrorlag rollup` and `spark-submit`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from argparse import Namespace
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from mirrorlag.rollup.cli import build_parser, days_from_args
+from mirrorlag.rollup.errors import RollupError
+from tests.rollup.history import H, day_ms, every, series, write
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mirrorlag(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_missing_day_is_one_line_and_exit_3(tmp_path):
+    (tmp_path / "history" / "date=2024-01-02").mkdir(parents=True)
+    proc = _mirrorlag("--history", str(tmp_path / "history"), "--out", str(tmp_path / "out"), "--date", "2024-01-01")
+    assert proc.returncode == 3
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("mirrorlag: error: no history for 2024-01-01 under ")
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr
+
+
+def test_empty_day_is_exit_3(tmp_path):
+    day = tmp_path / "history" / "date=2024-01-01"
+    day.mkdir(parents=True)
+    (day / ".part-1.parquet.tmp").write_bytes(b"a writer died here")
+    proc = _mirrorlag("--history", str(tmp_path / "history"), "--out", str(tmp_path / "out"),
+                      "--from", "2024-01-01", "--to", "2024-01-01")
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1
+    assert "no rows" in proc.stderr
+
+
+def test_bad_arguments_are_exit_2(tmp_path):
+    proc = _mirrorlag("--history", str(tmp_path), "--out", str(tmp_path), "--date", "2024-01-01", "--from", "2024-01-01")
+    assert proc.returncode == 2 and proc.stderr.strip() == "mirrorlag: error: --date and --from/--to exclude each other"
+
+
+def _args(**kw) -> Namespace:
+    base = {"date": None, "date_from": None, "date_to": None}
+    return Namespace(**{**base, **kw})
+
+
+def test_days():
+    today = date(2024, 3, 1)
+    assert days_from_args(_args(), today) == [date(2024, 2, 29)]  # yesterday, UTC
+    assert days_from_args(_args(date_from=date(2024, 2, 27)), today) == [date(2024, 2, 27), date(2024, 2, 28), date(2024, 2, 29)]
+    assert len(days_from_args(_args(date_from=date(2023, 12, 30), date_to=date(2024, 1, 2)), today)) == 4
+    with pytest.raises(RollupError):
+        days_from_args(_args(date_to=date(2024, 1, 1)), today)
+    with pytest.raises(RollupError):
+        days_from_args(_args(date_from=date(2024, 1, 2), date_to=date(2024, 1, 1)), today)
+    args = build_parser().parse_args(["--history", "h", "--out", "o", "--conf", "spark.a=1=2", "--conf", "b=c"])
+    assert dict(args.conf) == {"spark.a": "1=2", "b": "c"}
+
+
+def test_spark_submit(tmp_path):
+    """The module runs under the spark-submit shipped in the pyspark wheel, with the same arguments."""
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip(f"no spark-submit next to {sys.executable}")
+    day = date(2024, 2, 29)
+    ts = every(day_ms(day), day_ms(day) + 24 * H, 600_000)
+    write(tmp_path / "history", day, series("A->B", "orders", 0, ts, ["IN_SYNC"] * len(ts), [7] * len(ts))
+          + series("A->B", "orders", 1, ts, ["STALLED"] * 6 + ["IN_SYNC"] * (len(ts) - 6), [9] * len(ts)))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", "--driver-memory", "1g",
+         "mirrorlag/rollup/__main__.py", "--history", str(tmp_path / "history"), "--out", str(tmp_path / "out"),
+         "--date", day.isoformat(), "--conf", "spark.sql.shuffle.partitions=2"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"✓ {day}" in proc.stdout and "1 day" in proc.stdout  # progress line and summary
+    for table in ("partition_daily", "topic_daily", "flow_daily", "trends"):
+        assert (tmp_path / "out" / table / f"date={day}").is_dir()
+    assert (tmp_path / "out" / "reports" / f"mirrorlag-{day}.html").is_file()
+    assert "Traceback" not in proc.stderr
