@@ -36,7 +36,8 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float) -> i
     if timeout_s <= 0:
         raise MirrorlagError(f"--timeout must be positive, got {timeout_s}")
     settings = load_settings(config_paths)
-    settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, timeout_s))
+    # librdkafka refuses a socket timeout under 10 ms
+    settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
     feeds = build_feeds(settings)
     try:
         rows = _observe(Poller(settings, feeds), timeout_s)

@@ -82,6 +82,8 @@ def librdkafka_config(java: Mapping[str, Prop]) -> dict[str, str]:
         text = prop.value.strip()
         if not re.fullmatch(r"\+?[0-9]+", text) or int(text) <= 0:
             raise error_at(prop, f"expected an integer number of milliseconds > 0, got {prop.value!r}")
+        if int(text) > 900_000:  # librdkafka's range; beyond it the client refuses to start
+            raise error_at(prop, f"expected an integer number of milliseconds from 1 to 900000, got {prop.value!r}")
         out["request.timeout.ms"] = str(int(text))
 
     protocol = "PLAINTEXT"  # Java's default

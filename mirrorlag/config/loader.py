@@ -54,22 +54,31 @@ def _parse(prop: Prop, parser: Callable[[str], Any]) -> Any:
 # --- value parsers: text -> typed value, or _Bad -------------------------------------------
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt / Long.parseLong after ConfigDef's trim
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+# Durations go into timers, thread waits and datetime arithmetic, which overflow long before
+# Long.MAX_VALUE ms: about 31 years is plenty for any interval, window or retention.
+_MAX_MS = 10**12
+# librdkafka's socket.timeout.ms range, which mirrorlag.request.timeout.ms becomes.
+_REQUEST_TIMEOUT_MS = (10, 300_000)
 
 
-def _integer(minimum: int, noun: str = "an integer") -> Callable[[str], int]:
+def _integer(minimum: int, noun: str = "an integer", maximum: int = _INT_MAX) -> Callable[[str], int]:
     def parse(text: str) -> int:
         text = text.strip()
         if not _JAVA_INT.fullmatch(text):
             raise _Bad(noun)
         if int(text) < minimum:
             raise _Bad(f"{noun} {'> 0' if minimum == 1 else f'>= {minimum}'}")
+        if int(text) > maximum:
+            raise _Bad(f"{noun} from {minimum} to {maximum}")
         return int(text)
 
     return parse
 
 
-def _seconds(minimum_ms: int) -> Callable[[str], float]:
-    as_int = _integer(minimum_ms, "an integer number of milliseconds")
+def _seconds(minimum_ms: int, maximum_ms: int = _MAX_MS) -> Callable[[str], float]:
+    as_int = _integer(minimum_ms, "an integer number of milliseconds", maximum_ms)
     return lambda text: as_int(text) / 1000.0
 
 
@@ -81,6 +90,8 @@ def _refresh_interval(text: str) -> float | None:
         return None  # KIP-971: -1 turns the polling off
     if int(text) <= 0:
         raise _Bad("an integer number of milliseconds > 0, or -1 to disable")
+    if int(text) > _MAX_MS:
+        raise _Bad(f"an integer number of milliseconds from 1 to {_MAX_MS}, or -1 to disable")
     return int(text) / 1000.0
 
 
@@ -164,16 +175,13 @@ def _retention(text: str) -> float | None:
         return None  # as Kafka's retention.ms: -1 keeps everything
     if int(text) <= 0:
         raise _Bad("an integer number of milliseconds > 0, or -1 to keep segments forever")
+    if int(text) > _MAX_MS:
+        raise _Bad(f"an integer number of milliseconds from 1 to {_MAX_MS}, or -1 to keep segments forever")
     return int(text) / 1000.0
 
 
-_LONG_MAX = 2**63 - 1
-
-
 def _bytes_per_second(text: str) -> int | None:
-    value = _integer(1)(text)
-    if value > _LONG_MAX:
-        raise _Bad(f"an integer from 1 to {_LONG_MAX}")
+    value = _integer(1, maximum=_LONG_MAX)(text)
     return None if value == _LONG_MAX else value  # Long.MAX_VALUE is Kafka's "no quota"
 
 
@@ -218,7 +226,7 @@ FLOW_KEYS: dict[str, Row] = {
     "replication.policy.class": (_policy_identity, DEFAULT_POLICY),
     "replication.policy.separator": (_separator, "."),
     "replication.policy.internal.topic.separator.enabled": (_boolean, "true"),
-    "offset.lag.max": (_integer(0), "100"),
+    "offset.lag.max": (_integer(0, maximum=_LONG_MAX), "100"),
     "offset-syncs.topic.location": (_choice("source", "target"), "source"),
     "replication.lag.time.max.ms": (_seconds(1), "30000"),
     "metrics.sample.window.ms": (_seconds(1), "30000"),
@@ -232,7 +240,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
     "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
     "mirrorlag.leo.chunk.size": (_integer(1), "1000"),
-    "mirrorlag.request.timeout.ms": (_seconds(1), "10000"),
+    "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
     "mirrorlag.freshness.table.points": (_integer(2), "60"),
     "mirrorlag.retention.headroom.warn.ms": (_seconds(1), "3600000"),
@@ -241,8 +249,8 @@ GLOBAL_KEYS: dict[str, Row] = {
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
     "mirrorlag.history.dir": (_optional_path, ""),
     "mirrorlag.history.segment.ms": (_seconds(1), "300000"),
-    "mirrorlag.history.segment.max.rows": (_integer(1), "1000000"),
-    "mirrorlag.history.buffer.max.rows": (_integer(1), "2000000"),
+    "mirrorlag.history.segment.max.rows": (_integer(1, maximum=_LONG_MAX), "1000000"),
+    "mirrorlag.history.buffer.max.rows": (_integer(1, maximum=_LONG_MAX), "2000000"),
     "mirrorlag.history.retention.ms": (_retention, "604800000"),
     "mirrorlag.history.upload.uri": (_upload_uri, ""),
     # KIP-956's remote.log.manager.copy.* quota, same defaults and units (window size in whole seconds).
@@ -303,7 +311,13 @@ def _read(file: Path) -> dict[str, Prop]:
     try:
         for element in javaproperties.parse(data):
             if isinstance(element, javaproperties.KeyValue):
-                props[element.key] = Prop(element.value, file, line, element.key)
+                prop = Prop(element.value, file, line, element.key)
+                first = props.get(element.key)
+                if first is not None and "->" in element.key:
+                    # Java keeps the last silently; a flow said twice in one file is a slip
+                    # (later *files* may override, that is the layering).
+                    raise error_at(prop, f"duplicate flow key (first set on line {first.line})")
+                props[element.key] = prop
             source = element.source
             line += source.count("\n") + source.count("\r") - source.count("\r\n")
     except javaproperties.InvalidUEscapeError:
