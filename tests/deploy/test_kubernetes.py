@@ -1,0 +1,265 @@
+"""deploy/kubernetes: every manifest validates offline against the Kubernetes OpenAPI schemas
+(kubernetes-validate, strict: unknown fields are errors) for the oldest and newest versions it
+targets; the Strimzi KafkaMirrorMaker2 against the openAPIV3Schema of Strimzi's own CRD (vendored,
+see schemas/README.md) with the API server's pruning made an error. Then what the schemas cannot
+see: non-root and read-only root filesystems, probes, config mounts that `mirrorlag run` loads,
+the Strimzi ConfigMap agreeing with the KafkaMirrorMaker2, and the rollup CronJob's spark-submit
+command line run for real."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+import mirrorlag
+from tests.deploy.common import DEPLOY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, yaml_docs
+
+KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")  # podFailurePolicy is GA from 1.31
+STRIMZI_KIND = ("kafka.strimzi.io/v1", "KafkaMirrorMaker2")
+DOCS = list(kubernetes_docs())
+
+
+def _id(item: tuple[Path, dict]) -> str:
+    path, doc = item
+    return f"{path.relative_to(DEPLOY)}:{doc['kind']}/{doc['metadata']['name']}"
+
+
+def pod_specs() -> list[tuple[str, dict]]:
+    out = []
+    for path, doc in DOCS:
+        spec = doc.get("spec", {})
+        if doc["kind"] == "CronJob":
+            spec = spec["jobTemplate"]["spec"]
+        if "template" in spec:
+            out.append((_id((path, doc)), spec["template"]["spec"]))
+    return out
+
+
+def by_kind(kind: str, path: Path | None = None) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for p, doc in DOCS if doc["kind"] == kind and path in (None, p)}
+
+
+@pytest.mark.parametrize("item", [d for d in DOCS if (d[1]["apiVersion"], d[1]["kind"]) != STRIMZI_KIND], ids=_id)
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifest_validates_against_the_kubernetes_schema(item, version):
+    kubernetes_validate.validate(item[1], version, strict=True)
+
+
+def test_kubernetes_validate_rejects_an_unknown_field():
+    path, deployment = next(d for d in DOCS if d[1]["kind"] == "Deployment")
+    bad = copy.deepcopy(deployment)
+    bad["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+def _no_pruning(schema: Any) -> Any:
+    """Strimzi's structural schema, with additionalProperties: false wherever the API server would
+    silently prune unknown fields (objects with properties and no preserve-unknown-fields)."""
+    if isinstance(schema, dict):
+        out = {k: _no_pruning(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
+                and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_no_pruning(v) for v in schema]
+    return schema
+
+
+def strimzi_validator() -> jsonschema.Validator:
+    crd = json.loads((SCHEMAS / "strimzi-kafkamirrormaker2-v1.json").read_text())
+    assert (f"{crd['group']}/{crd['version']}", crd["kind"]) == STRIMZI_KIND
+    schema = _no_pruning(crd["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
+    return jsonschema.Draft4Validator(schema)  # OpenAPI v3.0 schemas are draft-4 style
+
+
+def strimzi_resources() -> list[dict]:
+    found = [doc for _, doc in DOCS if (doc["apiVersion"], doc["kind"]) == STRIMZI_KIND]
+    assert len(found) == 1
+    return found
+
+
+def test_strimzi_kafkamirrormaker2_validates_against_strimzis_crd_schema():
+    validator = strimzi_validator()
+    for resource in strimzi_resources():
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(resource)]
+        assert not errors, errors
+
+
+def test_the_strimzi_schema_catches_mistakes():
+    validator = strimzi_validator()
+    resource = strimzi_resources()[0]
+    for mutate in (
+        lambda r: r["spec"]["target"].pop("offsetStorageTopic"),             # required
+        lambda r: r["spec"]["mirrors"][0].update(topicPattern="x"),          # misspelt: would be pruned
+        lambda r: r["spec"]["mirrors"][0]["sourceConnector"].update(tasksMax=0),  # minimum 1
+        lambda r: r["spec"].update(mirrors="source"),                        # wrong type
+    ):
+        bad = copy.deepcopy(resource)
+        mutate(bad)
+        assert list(validator.iter_errors(bad)), mutate
+
+
+@pytest.mark.parametrize("name,pod", pod_specs(), ids=[n for n, _ in pod_specs()])
+def test_every_pod_runs_non_root_on_a_read_only_root_filesystem(name, pod):
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    for container in pod["containers"]:
+        ctx = container["securityContext"]
+        assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] != 0, container["name"]
+        assert ctx["readOnlyRootFilesystem"] is True, container["name"]
+        assert ctx["allowPrivilegeEscalation"] is False and ctx["capabilities"]["drop"] == ["ALL"]
+        assert "memory" in container["resources"]["limits"] and container["resources"]["requests"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/tmp" in mounts, f"{container['name']}: no writable /tmp on a read-only root"
+
+
+def mirrorlag_containers() -> list[tuple[Path, dict, dict]]:
+    out = []
+    for path, doc in DOCS:
+        if doc["kind"] == "Deployment":
+            pod = doc["spec"]["template"]["spec"]
+            out += [(path, pod, c) for c in pod["containers"] if c["image"].startswith("mirrorlag:")]
+    return out
+
+
+def _mib(quantity: str) -> float:
+    units = {"Mi": 1, "Gi": 1024, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return float(quantity[: -len(suffix)]) * factor
+    return float(quantity) / 2**20
+
+
+@pytest.mark.parametrize("path,pod,container", mirrorlag_containers(), ids=lambda v: getattr(v, "name", None))
+def test_mirrorlag_container_probes_resources_and_config(tmp_path, path, pod, container):
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    port = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
+    assert container["livenessProbe"]["httpGet"]["port"] == "metrics"
+    # the benchmark's memory target (<= 150 MiB at 100k partitions) fits under the limit
+    assert _mib(container["resources"]["limits"]["memory"]) >= 150
+    assert "cpu" not in container["resources"]["limits"]  # a throttled poll would outlast the interval
+
+    # args as the image's ENTRYPOINT (`mirrorlag run`) receives them; every file comes from a
+    # ConfigMap mounted read-only, and together they load as `mirrorlag run` loads them
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    config_maps = by_kind("ConfigMap", path)
+    texts = {}
+    for config in parse_run(["run", *container["args"]]):
+        mount = mounts[str(Path(config).parent)]
+        assert mount.get("readOnly") is True
+        data = config_maps[volumes[mount["name"]]["configMap"]["name"]]["data"]
+        texts[config] = data[Path(config).name]
+    settings = load_config_texts(tmp_path, texts)
+    assert settings.http_port == port
+    history = mounts[str(settings.history.dir)]
+    assert not history.get("readOnly") and "persistentVolumeClaim" in volumes[history["name"]]
+    claim = volumes[history["name"]]["persistentVolumeClaim"]["claimName"]
+    assert claim in by_kind("PersistentVolumeClaim", path)
+    services = [s for s in by_kind("Service", path).values()
+                if s["spec"]["selector"].items() <= pod_labels(path, pod).items()]
+    assert any(p["targetPort"] == "metrics" for s in services for p in s["spec"]["ports"])
+
+
+def pod_labels(path: Path, pod: dict) -> dict:
+    for p, doc in DOCS:
+        if p == path and doc["kind"] == "Deployment" and doc["spec"]["template"]["spec"] is pod:
+            return doc["spec"]["template"]["metadata"]["labels"]
+    raise AssertionError("no Deployment")
+
+
+def test_sidecar_pod_shares_the_mm2_properties_with_mirrormaker():
+    path = DEPLOY / "kubernetes" / "mm2-with-mirrorlag.yaml"
+    (deployment,) = by_kind("Deployment", path).values()
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    mm2 = containers["mirrormaker2"]
+    assert mm2["image"].startswith("apache/kafka:")
+    assert mm2["command"] == ["/opt/kafka/bin/connect-mirror-maker.sh", "/etc/mm2/mm2.properties"]
+    assert "/etc/mm2/mm2.properties" in parse_run(["run", *containers["mirrorlag"]["args"]])
+    mm2_mount = {m["mountPath"]: m["name"] for m in mm2["volumeMounts"]}["/etc/mm2"]
+    ml_mount = {m["mountPath"]: m["name"] for m in containers["mirrorlag"]["volumeMounts"]}["/etc/mm2"]
+    assert mm2_mount == ml_mount
+
+
+def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):
+    path = DEPLOY / "kubernetes" / "strimzi" / "mirrorlag.yaml"
+    (resource,) = strimzi_resources()
+    spec = resource["spec"]
+    (config_map,) = by_kind("ConfigMap", path).values()
+    settings = load_config_texts(tmp_path, {"mm2.properties": config_map["data"]["mm2.properties"],
+                                            "mirrorlag.properties": config_map["data"]["mirrorlag.properties"]})
+    target = spec["target"]
+    assert settings.clusters[target["alias"]].client["bootstrap.servers"] == target["bootstrapServers"]
+    flows = {(f.source, f.target): f for f in settings.flows}
+    assert len(flows) == len(spec["mirrors"])
+    for mirror in spec["mirrors"]:
+        source = mirror["source"]
+        assert settings.clusters[source["alias"]].client["bootstrap.servers"] == source["bootstrapServers"]
+        flow = flows[(source["alias"], target["alias"])]
+        assert flow.topics_include.pattern == f"(?:{mirror['topicsPattern']})"
+        connector = mirror["sourceConnector"].get("config", {})
+        assert flow.offset_syncs_topic_location == connector.get("offset-syncs.topic.location", "source")
+        assert flow.connect_offsets_topic == target["offsetStorageTopic"]
+    # Connect-mode MM2 names its source connector "<source>-><target>.MirrorSourceConnector"; the
+    # connect-offsets feed reads dedicated MM2's "MirrorSourceConnector" only (see mirrorlag.yaml)
+    assert settings.lro_feeds == ("offset-syncs",)
+
+
+def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
+    (cronjob,) = by_kind("CronJob").values()
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    argv = container["command"] + container["args"]
+    assert argv[0] == "spark-submit" and argv[argv.index("--deploy-mode") + 1] == "client"
+    script = next(a for a in argv if a.endswith(".py"))
+    assert script == "/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/rollup/__main__.py"
+    args = mirrorlag.cli.build_parser().parse_args(["rollup", *argv[argv.index(script) + 1:]])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    history = mounts[args.history]
+    assert history["readOnly"] is True
+    sidecar_claims = {v["persistentVolumeClaim"]["claimName"] for _, pod_spec in pod_specs()
+                      for v in pod_spec["volumes"] if "persistentVolumeClaim" in v and pod_spec is not pod}
+    assert volumes[history["name"]]["persistentVolumeClaim"]["claimName"] in sidecar_claims
+    assert not mounts[args.out].get("readOnly")
+    rule = cronjob["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"][0]
+    assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [3]
+
+
+def test_rollup_cronjob_command_runs_with_spark_submit(tmp_path):
+    """The CronJob's argv for real: this venv's spark-submit (PySpark's) in client mode, the image's
+    installed __main__.py mapped onto this checkout's, the volumes onto empty directories. No
+    history for yesterday: the rollup must say so with exit 3 (which the CronJob does not retry)."""
+    (cronjob,) = by_kind("CronJob").values()
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    package = Path(mirrorlag.__file__).parent
+    mapped = {"/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/": f"{package}/"}
+    for mount in container["volumeMounts"]:
+        local = tmp_path / mount["name"]
+        local.mkdir()
+        mapped[mount["mountPath"]] = str(local)
+    argv = []
+    for arg in container["command"] + container["args"]:
+        for prefix, local in mapped.items():
+            if arg.startswith(prefix):
+                arg = local + arg[len(prefix):]
+        argv.append(arg)
+    argv[0] = str(Path(sys.executable).parent / "spark-submit")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "no history for" in proc.stdout + proc.stderr
