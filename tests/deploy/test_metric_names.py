@@ -1,0 +1,221 @@
+"""Every metric the Grafana dashboard and the Prometheus rules name is one a real sidecar exports.
+
+A module fixture runs what production runs, on two real (tansu) brokers: a mirror (`mirrorlag
+mirror`, which writes MM2's offset syncs, Connect offsets and heartbeats) copies a topic, then
+stalls while the source gets more records, and `mirrorlag run` with history and upload on serves
+/metrics. Its exposition is the truth: a query may name a metric with samples there, or a family
+the sidecar declares (# TYPE) but has no sample of in this situation (retention headroom, records
+lost, byte lag: they appear only when there is something to report), or a recording rule of
+deploy/prometheus, or Prometheus's own `up`. promtool parses every dashboard query."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirrorlag.embedded import free_port
+from mirrorlag.exporters.prometheus import FAMILIES
+from tests.conftest import Clusters
+from tests.deploy.common import DASHBOARD, RULES, metric_names, promtool_check_exprs, yaml_docs
+from tests.helpers import eventually, running_sidecar
+from tests.tools import require_tool
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS_OWN = {"up"}
+# Families a sidecar declares but fills only when there is something to report (README "Endpoints
+# and metrics"); none of these situations can be made on tansu (no DeleteRecords, no callback feed).
+CONDITIONAL = {
+    "mirrorlag_retention_headroom_seconds", "mirrorlag_partition_records_lost", "mirrorlag_records_lost_total",
+    "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_lro_rewinds_total",
+    "mirrorlag_catch_up_estimate_seconds", "mirrorlag_replication_freshness_lag_lower_bound",
+}
+GRAFANA_VARIABLES = {"$source": ".*", "$target": ".*", "$__rate_interval": "1m", "${datasource}": "prometheus"}
+
+
+@dataclass
+class Exposition:
+    samples: dict[str, set[str]]  # sample name -> label names seen
+    declared: set[str]            # names of every # TYPE line, with histogram sample suffixes
+
+    @property
+    def exported(self) -> set[str]:
+        return set(self.samples) | self.declared
+
+
+def parse(body: str) -> Exposition:
+    samples: dict[str, set[str]] = defaultdict(set)
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            samples[sample.name] |= set(sample.labels)
+    declared = set()
+    for name, kind in re.findall(r"(?m)^# TYPE (\S+) (\S+)$", body):
+        if kind == "histogram":  # no sample has the bare name
+            declared |= {f"{name}_bucket", f"{name}_gsum", f"{name}_gcount"}
+        else:
+            declared.add(name)
+    return Exposition(dict(samples), declared)
+
+
+@pytest.fixture(scope="module")
+def exposition(tmp_path_factory, own_clusters: Clusters) -> Iterator[Exposition]:
+    tmp = tmp_path_factory.mktemp("live")
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    own_clusters.create_topic(topic, 2)
+    own_clusters.produce(topic, {0: 20, 1: 20})
+    mm2 = tmp / "mm2.properties"
+    mm2.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {own_clusters.source}\n"
+                   f"dst.bootstrap.servers = {own_clusters.target}\nsrc->dst.enabled = true\n"
+                   f"src->dst.topics = {topic}\noffset.flush.interval.ms = 500\n")
+    port = free_port()
+    sidecar = tmp / "mirrorlag.properties"
+    sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
+                       "replication.record.lag.metric.refresh.interval = 300\n"
+                       f"mirrorlag.history.dir = {tmp / 'history'}\nmirrorlag.history.segment.ms = 1000\n"
+                       f"mirrorlag.history.upload.uri = file://{tmp / 'uploaded'}\n")
+    with open(tmp / "mirror.log", "ab") as log:
+        mirror = subprocess.Popen([sys.executable, "-m", "mirrorlag", "mirror", "--config", str(mm2)],
+                                  stdout=log, stderr=log)
+    try:
+        with running_sidecar(mm2, sidecar, port=port, log=tmp / "sidecar.log"):
+            def copied() -> None:
+                lag = parse_samples(port, "mirrorlag_replication_record_lag", topic)
+                assert len(lag) == 2 and set(lag.values()) == {0}
+            eventually(copied, timeout=30)
+            mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source keeps growing
+            own_clusters.produce(topic, {0: 7, 1: 3})
+
+            def lagging() -> str:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                lag = parse_samples(port, "mirrorlag_replication_record_lag", topic, body)
+                assert sorted(lag.values()) == [3, 7]
+                assert "mirrorlag_flow_heartbeat_age_seconds{" in body
+                assert re.search(r"(?m)^mirrorlag_history_segments_written_total [1-9]", body)
+                return body
+            yield parse(eventually(lagging, timeout=30))
+    finally:
+        mirror.send_signal(signal.SIGTERM)
+        mirror.wait(timeout=15)
+
+
+def parse_samples(port: int, name: str, topic: str, body: str | None = None) -> dict[tuple, float]:
+    body = body or urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {tuple(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(body)
+            for s in f.samples if s.name == name and s.labels.get("topic") == topic}
+
+
+def recorded() -> set[str]:
+    return {r["record"] for g in yaml_docs(RULES)[0]["groups"] for r in g["rules"] if "record" in r}
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def panel_targets() -> list[tuple[str, dict]]:
+    return [(panel["title"], target) for panel in dashboard()["panels"] if panel["type"] != "row"
+            for target in panel["targets"]]
+
+
+def variable_queries() -> dict[str, str]:
+    """Template variable name -> the metric selector of its label_values(selector, label) query."""
+    out = {}
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", variable["query"]["query"])
+            assert match, variable
+            out[variable["name"]] = match[1]
+    return out
+
+
+def check_names(where: str, names: set[str], exposition: Exposition) -> None:
+    for name in names:
+        if ":" in name:
+            assert name in recorded(), f"{where}: {name} is no recording rule of {RULES.name}"
+        else:
+            assert name in exposition.exported | PROMETHEUS_OWN, f"{where}: the sidecar does not export {name}"
+
+
+def test_the_live_sidecar_exports_what_the_readme_lists(exposition):
+    declared_only = exposition.declared - set(exposition.samples)
+    assert declared_only <= CONDITIONAL
+    for family in FAMILIES:  # the per-partition families of mirrorlag/exporters/prometheus.py
+        assert family.name in exposition.declared
+    for live in ("mirrorlag_replication_record_lag", "mirrorlag_replication_time_lag_seconds",
+                 "mirrorlag_flow_heartbeat_age_seconds", "mirrorlag_last_successful_poll_timestamp_seconds",
+                 "mirrorlag_flow_time_lag_seconds_partitions_bucket", "mirrorlag_history_pending_upload_bytes",
+                 "mirrorlag_flow_partitions", "mirrorlag_partition_state"):
+        assert live in exposition.samples, live
+
+
+def test_every_dashboard_query_names_an_exported_metric(exposition):
+    targets = panel_targets()
+    assert len(targets) >= 20
+    for title, target in targets:
+        names = metric_names(target["expr"])
+        assert names, f"{title}: no metric in {target['expr']}"
+        check_names(f"panel {title!r}", names, exposition)
+        # labels the legend shows exist on what the query selects (Prometheus adds job, instance)
+        labels = {"job", "instance", "le"} | {label for name in names if ":" not in name
+                                               for label in exposition.samples.get(name, set())}
+        if any(":" in n for n in names):
+            labels |= {"source", "target"}
+        if all(n in exposition.samples or ":" in n for n in names - PROMETHEUS_OWN):
+            for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")):
+                assert label in labels, f"panel {title!r}: legend label {label} is not on {names}"
+    for name, selector in variable_queries().items():
+        check_names(f"variable ${name}", metric_names(selector), exposition)
+
+
+def test_every_rule_names_an_exported_metric(exposition):
+    for group in yaml_docs(RULES)[0]["groups"]:
+        for rule in group["rules"]:
+            check_names(rule.get("alert") or rule["record"], metric_names(rule["expr"]), exposition)
+
+
+def test_prometheus_parses_every_dashboard_query(tmp_path):
+    promtool = require_tool("promtool", "prometheus")
+    exprs = {}
+    for i, (title, target) in enumerate(panel_targets()):
+        expr = target["expr"]
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, f"{title}: unknown variable in {expr}"
+        exprs[f"{title} #{i}"] = expr
+    exprs.update({f"${n}": s.replace("$source", ".*") for n, s in variable_queries().items()})
+    promtool_check_exprs(promtool, tmp_path, exprs)
+
+
+def test_dashboard_structure():
+    dash = dashboard()
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
+    for section in ("Flows overview", "Worst partitions", "Retention headroom", "Sidecar health"):
+        assert section in rows
+    assert any("records, time, bytes" in r for r in rows)
+    for panel in dash["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24 and grid["h"] > 0
+        if panel["type"] != "row":
+            assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"]
+            assert {t["refId"] for t in panel["targets"]} == {chr(65 + i) for i in range(len(panel["targets"]))}
+
+
+def test_a_misspelt_or_unrecorded_name_is_caught(exposition):
+    for expr in ("sum(mirrorlag_replication_record_lags)", "source_target:mirrorlag_nothing:sum",
+                 "mirrorlag_flow_time_lag_seconds_partitions"):  # a histogram's bare name has no samples
+        with pytest.raises(AssertionError):
+            check_names("test", metric_names(expr), exposition)
