@@ -1,15 +1,20 @@
 """The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status.
 
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
-partitions and can never slow a poll down. Only GET and HEAD exist; every connection has a read
-timeout, so a slow or silent client holds one thread for a bounded time and never blocks others.
+partitions and can never slow a poll down. Only GET and HEAD exist. Each request (and each idle
+wait between keep-alive requests) must arrive within one deadline in total, not per read: a client
+that trickles a byte at a time is cut off like a silent one, so a slow client holds one thread for
+a bounded time and never blocks others.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import logging
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -39,8 +44,29 @@ class Exposition:
             return self._gzipped
 
 
+class _DeadlineReader(io.RawIOBase):
+    """Reads a socket with one deadline over many reads (a socket timeout restarts per read)."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        self.sock, self.seconds = sock, seconds
+        self.restart()
+
+    def restart(self) -> None:
+        self.deadline = time.monotonic() + self.seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not complete within the deadline")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 class ExpositionServer:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, client_timeout_s: float = CLIENT_TIMEOUT_S) -> None:
         self.current = Exposition()
         server = self
 
@@ -48,7 +74,16 @@ class ExpositionServer:
             server_version = "mirrorlag"
             protocol_version = "HTTP/1.1"
             default_request_version = "HTTP/1.0"  # errors on garbage still get a status line
-            timeout = CLIENT_TIMEOUT_S  # socket timeout: a slowloris client is dropped
+            timeout = client_timeout_s  # socket timeout for writes; reads have the deadline below
+
+            def setup(self) -> None:
+                super().setup()
+                self._reader = _DeadlineReader(self.connection, client_timeout_s)
+                self.rfile = io.BufferedReader(self._reader)
+
+            def handle_one_request(self) -> None:
+                self._reader.restart()  # the deadline covers one request, or one keep-alive wait
+                super().handle_one_request()
 
             def do_GET(self) -> None:
                 self._respond(send_body=True)
