@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Sequence
 
 from mirrorlag import __version__
@@ -42,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
     demo.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     demo.add_argument("--no-ui", action="store_true", help="log lines instead of the live table")
+    demo.add_argument("--history", type=Path, default=None, metavar="DIR",
+                      help="keep the sidecar's lag history in DIR (30 s segments), for `mirrorlag rollup`")
 
     mirror = sub.add_parser("mirror", help="a MirrorMaker 2 stand-in: copy the flows and write MM2's offsets, syncs and heartbeats")
     add_config(mirror)
@@ -74,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from mirrorlag.demo.runner import run_demo
 
-            return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui)
+            return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, history=args.history)
         if args.command == "mirror":
             from mirrorlag.mirror.cli import cmd_mirror
 

@@ -21,9 +21,11 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import ExitStack
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import javaproperties
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.live import Live
@@ -61,6 +63,12 @@ replication.lag.time.max.ms = 8000
 metrics.sample.window.ms = 10000
 """
 
+# With --history: short segments, so `mirrorlag rollup` has data after a minute of demo.
+HISTORY_PROPERTIES = """\
+mirrorlag.history.dir = {dir}
+mirrorlag.history.segment.ms = 30000
+"""
+
 
 def create_topics(bootstrap_servers: str, topics: dict[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOGGER})
@@ -94,7 +102,7 @@ def fetch_status(port: int) -> dict[str, Any] | None:
         return None
 
 
-def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
+def run_demo(port: int, duration_s: float | None, ui: bool, history: Path | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal must not orphan the brokers
         signal.signal(signum, lambda *_: stop.set())
@@ -107,7 +115,11 @@ def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
         mm2 = workdir / "mm2.properties"
         mm2.write_text(MM2_PROPERTIES.format(source=source.bootstrap_servers, target=target.bootstrap_servers))
         own = workdir / "mirrorlag.properties"
-        own.write_text(MIRRORLAG_PROPERTIES.format(port=port))
+        own_keys = MIRRORLAG_PROPERTIES.format(port=port)
+        if history is not None:
+            history = history.resolve()
+            own_keys += HISTORY_PROPERTIES.format(dir=javaproperties.escape(str(history)))
+        own.write_text(own_keys)
 
         loadgen = LoadGenerator(source.bootstrap_servers, TOPICS, stop_event=stop)
         threading.Thread(target=loadgen.run, name="loadgen", daemon=True).start()
@@ -148,6 +160,10 @@ def run_demo(port: int, duration_s: float | None, ui: bool) -> int:
         except KeyboardInterrupt:
             pass
         stop.set()
+    if history is not None:  # the sidecar has stopped: its last segment is written
+        today = datetime.now(timezone.utc).date()
+        log.info("demo: lag history in %s; roll it up with: mirrorlag rollup --history %s --out %s --date %s",
+                 history, history, history.parent / "rollup", today)
     return 0
 
 

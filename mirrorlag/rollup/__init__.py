@@ -33,6 +33,10 @@ Output, Parquet partitioned by `date` (re-running a day replaces that day only):
   null_record_lag_samples, null_time_lag_samples
   first_ts, last_ts           first and last sample (UTC)
   out_of_sync_seconds_by_hour 24 partition-second sums, by the hour (UTC) a sample's interval starts
+  covered_seconds_by_hour     the same for covered_seconds (the heat map's denominators)
+
+Shares of time out of sync (report, summary) are of the *covered* partition-time: a sidecar that
+started at noon was out of sync for a share of the time it watched, not of the whole day.
 
 `<out>/trends`: per day, one row per partition, topic and flow present that day (`level`):
 record_lag_p95 and out_of_sync_seconds with their day-over-day (`_dod`) and week-over-week

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 
-from mirrorlag.rollup.report_data import Series  # noqa: E402
+from mirrorlag.rollup.report_data import Series, out_of_sync_share  # noqa: E402
 
 DPI = 100
 WIDTH_IN = 12.8  # 1280 px: fills a laptop-width page without scaling
@@ -47,10 +47,10 @@ def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     names = [f["flow"] for f in flows][::-1]
     height = max(2.2, 0.55 * len(flows) + 1.3)
     fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH_IN, height), sharey=True)
-    share = [100.0 * f["out_of_sync_seconds"] / max(1.0, f["partitions"] * 86_400.0) for f in flows][::-1]
+    share = [100.0 * (out_of_sync_share(f["out_of_sync_seconds"], f["covered_seconds"]) or 0.0) for f in flows][::-1]
     bars = left.barh(names, share, color="#d62728", alpha=0.8)
     left.bar_label(bars, labels=[f"{s:.2f} %" for s in share], padding=3, fontsize=10)
-    left.set_xlabel("out of sync (% of partition-time)")
+    left.set_xlabel("out of sync (% of the watched partition-time)")
     left.set_xlim(0, max(1.0, max(share, default=0) * 1.25))
     left.set_title("Time out of sync")
     y = range(len(names))
@@ -82,6 +82,29 @@ def _spans(series: Series) -> list[tuple[float, float, str]]:
     return spans
 
 
+def hour_span(series: Sequence[Series]) -> tuple[float, float, float]:
+    """The x range of the line charts, (first hour, last hour, tick step): the whole day when the
+    history covers most of it, else the whole hours it covers, so a partial day is not a sliver."""
+    hours = [h for s in series for h in s.hours]
+    if not hours:
+        return (0.0, 24.0, 3.0)
+    first, last = min(hours), max(hours)
+    if last - first >= 12:
+        return (0.0, 24.0, 3.0)
+    if last - first >= 1:
+        lo, hi = math.floor(first), math.ceil(last)
+        return (float(lo), float(hi), 1.0 if hi - lo > 3 else 0.25)
+    # Under an hour: whole 5-minute steps, at least 10 minutes.
+    lo, hi = math.floor(first * 12) / 12, math.ceil(last * 12) / 12
+    hi = max(hi, lo + 1 / 6)
+    return (lo, hi, 1 / 12 if hi - lo <= 0.5 else 1 / 6)
+
+
+def _clock(x: float, _pos: Any = None) -> str:
+    minutes = round(x * 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
 def series_chart(series: Sequence[Series]) -> bytes:
     """Small multiples: each worst partition's record lag (left axis) and time lag (right axis)
     over the day, with its time out of sync shaded."""
@@ -90,6 +113,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
     fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 2.6 * rows + 0.6), squeeze=False)
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
+    lo, hi, step = hour_span(series)
     for ax, s in zip(axes.flat, series):
         for start, end, color in _spans(s):
             ax.axvspan(start, end, color=color, alpha=0.18, linewidth=0)
@@ -97,9 +121,9 @@ def series_chart(series: Sequence[Series]) -> bytes:
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(_count))
         ax.set_ylabel("records", color=LAG_COLOR)
-        ax.set_xlim(0, 24)
-        ax.xaxis.set_major_locator(MultipleLocator(3))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{int(x):02d}:00"))
+        ax.set_xlim(lo, hi)
+        ax.xaxis.set_major_locator(MultipleLocator(step))
+        ax.xaxis.set_major_formatter(FuncFormatter(_clock))
         ax.set_title(s.label, loc="left", fontsize=11)
         ax.grid(axis="y", alpha=0.3)
         twin = ax.twinx()
@@ -125,10 +149,11 @@ def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> by
     """Topics x hours: the share of each topic's partition-time out of sync."""
     height = max(2.5, 0.36 * len(labels) + 1.6)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
-    data = [[100.0 * v for v in row] for row in share]
+    data = [[math.nan if v is None else 100.0 * v for v in row] for row in share]
     # Scale to the worst cell (at least 5 %): a good day's 1 % must still show.
-    top = max(5.0, math.ceil(max((v for row in data for v in row), default=0.0) / 5.0) * 5.0)
-    image = ax.imshow(data, aspect="auto", cmap="YlOrRd", vmin=0, vmax=top, interpolation="nearest")
+    top = max(5.0, math.ceil(max((v for row in data for v in row if not math.isnan(v)), default=0.0) / 5.0) * 5.0)
+    cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#e0e0e0")  # hours without samples
+    image = ax.imshow(data, aspect="auto", cmap=cmap, vmin=0, vmax=top, interpolation="nearest")
     ax.set_xticks(range(24), [f"{h:02d}" for h in range(24)])
     ax.set_yticks(range(len(labels)), labels)
     ax.set_xlabel("hour of the day (UTC)")
@@ -137,7 +162,7 @@ def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> by
             if v >= 0.5:
                 ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=8, color="white" if v > 0.6 * top else "#333333")
     bar = fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
-    bar.set_label("out of sync (% of the topic's partition-time)")
+    bar.set_label("out of sync (% of the topic's watched partition-time)")
     ax.spines[:].set_visible(False)
     fig.tight_layout()
     return _png(fig)

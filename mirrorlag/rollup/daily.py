@@ -30,9 +30,13 @@ MEASURES = [
     "covered_seconds", "out_of_sync_seconds", "at_risk_seconds", "stalled_seconds",
     "stall_episodes", "longest_stall_seconds",
     "unknown_state_samples", "null_record_lag_samples", "null_time_lag_samples",
-    "first_ts", "last_ts", "out_of_sync_seconds_by_hour",
+    "first_ts", "last_ts", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour",
 ]
 _SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", "unknown_state_samples"]
+
+
+def _by_hour(ms: str) -> Column:
+    return F.array(*[F.coalesce(F.sum(F.when(F.col("hour") == h, F.col(ms))), F.lit(0)) for h in range(HOURS)])
 
 
 def partition_intervals(intervals: DataFrame, key: list[str]) -> DataFrame:
@@ -42,7 +46,8 @@ def partition_intervals(intervals: DataFrame, key: list[str]) -> DataFrame:
         *[F.sum(c).alias(c) for c in _SUMS],
         F.min("first_ms").alias("first_ms"),
         F.max("last_ms").alias("last_ms"),
-        F.array(*[F.coalesce(F.sum(F.when(F.col("hour") == h, F.col("out_of_sync_ms"))), F.lit(0)) for h in range(HOURS)]).alias("hours_ms"),
+        _by_hour("out_of_sync_ms").alias("hours_ms"),
+        _by_hour("covered_ms").alias("covered_hours_ms"),
     )
     episodes = (
         intervals.where(F.col("stall_episode") >= 0)
@@ -88,7 +93,7 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
             F.max("last_ms").alias("last_ms"),
             F.sum("stall_episodes").alias("stall_episodes"),
             F.max("longest_stall_ms").alias("longest_stall_ms"),
-            F.array(*[F.sum(F.col("hours_ms")[h]) for h in range(HOURS)]).alias("hours_ms"),
+            *[F.array(*[F.sum(F.col(c)[h]) for h in range(HOURS)]).alias(c) for c in ("hours_ms", "covered_hours_ms")],
         )
     lag_extra = [F.max("freshness_max").alias("freshness_max"), F.max("byte_max").alias("byte_max")]
     lag = histograms.stats(histograms.merge(lag_hist, keys, lag_extra), keys, "record_lag", extra=lag_extra)
@@ -109,6 +114,7 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
         F.timestamp_millis("first_ms").alias("first_ts"),
         F.timestamp_millis("last_ms").alias("last_ts"),
         F.transform("hours_ms", lambda ms: ms / 1000.0).alias("out_of_sync_seconds_by_hour"),
+        F.transform("covered_hours_ms", lambda ms: ms / 1000.0).alias("covered_seconds_by_hour"),
     )
     return df.select(
         F.lit(day.isoformat()).alias("date"),

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup import charts
-from mirrorlag.rollup.report_data import ReportData, partition_label
+from mirrorlag.rollup.report_data import ReportData, out_of_sync_share, partition_label
 
 SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]
 
@@ -97,7 +97,7 @@ def _summary(d: ReportData) -> str:
     f = d.flows
     partitions = sum(x["partitions"] for x in f)
     oos = sum(x["out_of_sync_seconds"] for x in f)
-    share = oos / max(1.0, partitions * 86_400.0)
+    share = out_of_sync_share(oos, sum(x["covered_seconds"] for x in f))
     episodes = sum(x["stall_episodes"] for x in f)
     longest = max((x["longest_stall_seconds"] for x in f), default=0.0)
     growing = d.growing
@@ -107,7 +107,7 @@ def _summary(d: ReportData) -> str:
         _card(n(partitions), "partitions"),
         _card(n(sum(x["samples"] for x in f)), "samples"),
         _card(dur(oos), "out of sync (partition-time)", "bad" if oos > 0 else "ok"),
-        _card(pct(share, 2), "of all partition-time out of sync", "bad" if share > 0.01 else "ok"),
+        _card(pct(share, 2), "of the watched partition-time out of sync", "bad" if (share or 0) > 0.01 else "ok"),
         _card(n(episodes), "stall episodes", "bad" if episodes else "ok"),
         _card(dur(longest), "longest stall", "bad" if longest else "ok"),
         _card(n(sum(growing.values())), "growing: " + (", ".join(f"{v} {k}s" for k, v in sorted(growing.items())) or "none"),
@@ -124,7 +124,7 @@ def _flows(d: ReportData) -> str:
             (escape(f["flow"]), "l"), (n(f["topics"]), ""), (n(f["partitions"]), ""), (pct(f["coverage"]), ""),
             (n(f["record_lag_p50"]), ""), (n(f["record_lag_p95"]), ""), (n(f["record_lag_p99"]), ""), (n(f["record_lag_max"]), ""),
             (dur(f["time_lag_p95_s"]), ""), (dur(f["time_lag_max_s"]), ""),
-            (dur(f["out_of_sync_seconds"]), ""), (pct(f["out_of_sync_seconds"] / max(1.0, f["partitions"] * 86_400.0), 2), ""),
+            (dur(f["out_of_sync_seconds"]), ""), (pct(out_of_sync_share(f["out_of_sync_seconds"], f["covered_seconds"]), 2), ""),
             (dur(f["at_risk_seconds"]), ""), (n(f["stall_episodes"]), ""), (dur(f["longest_stall_seconds"]), ""),
             (signed(t.get("record_lag_p95_dod")), ""), (signed(t.get("record_lag_p95_wow")), ""),
             (signed(t.get("slope_28d")) + tstat(t.get("slope_28d_t")), ""),
@@ -139,7 +139,7 @@ def _flows(d: ReportData) -> str:
         '<section id="flows"><h2>Flows at a glance</h2>'
         '<p class="note">Record lag in records (percentiles over all samples of the flow\'s partitions), time lag '
         'and out-of-sync time as durations; out of sync and at risk are partition-time (a flow of 100 partitions '
-        'has 100 partition-days a day). Δ compares this day\'s p95 record lag with the day before and a week before.</p>'
+        'has 100 partition-days a day); share is of the partition-time the history covers. Δ compares this day\'s p95 record lag with the day before and a week before.</p>'
         + _table(headers, rows) + _img(charts.flows_chart(d.flows), "out-of-sync share and record-lag percentiles per flow")
         + "</section>"
     )
@@ -152,13 +152,13 @@ def _worst(d: ReportData) -> str:
     for i, p in enumerate(d.worst_partitions, 1):
         rows.append([
             (str(i), ""), (escape(partition_label(p)), "l"),
-            (dur(p["out_of_sync_seconds"]), ""), (pct(p["out_of_sync_seconds"] / 86_400.0), ""),
+            (dur(p["out_of_sync_seconds"]), ""), (pct(out_of_sync_share(p["out_of_sync_seconds"], p["covered_seconds"])), ""),
             (dur(p["stalled_seconds"]), ""), (n(p["stall_episodes"]), ""), (dur(p["longest_stall_seconds"]), ""),
             (dur(p["at_risk_seconds"]), ""),
             (n(p["record_lag_p95"]), ""), (n(p["record_lag_p99"]), ""), (n(p["record_lag_max"]), ""),
             (dur(p["time_lag_p95_s"]), ""), (dur(p["time_lag_max_s"]), ""), (pct(p["coverage"]), ""),
         ])
-    headers = [("#", False), ("partition", True), ("out of sync", False), ("of the day", False), ("stalled", False),
+    headers = [("#", False), ("partition", True), ("out of sync", False), ("share", False), ("stalled", False),
                ("stalls", False), ("longest", False), ("at risk", False), ("lag p95", False), ("lag p99", False),
                ("lag max", False), ("time lag p95", False), ("time lag max", False), ("coverage", False)]
     chart = _img(charts.series_chart(d.series), "record lag and time lag over the day of the worst partitions") if d.series else ""
@@ -179,8 +179,8 @@ def _heatmap(d: ReportData) -> str:
     which = f"all {shown} topics" if shown == d.heat_topics_total else f"the {shown} of {d.heat_topics_total} topics with the most"
     return (
         head + f'<p class="note">Rows: {which} out-of-sync time. Cells: the share of the topic\'s partition-time in '
-        'that hour (UTC) that was out of sync, in percent (a sample\'s interval counts in the hour it starts); '
-        'the colour scale ends at the worst cell.</p>'
+        'that hour (UTC) that was out of sync, in percent, of the time the history covers (a sample\'s interval '
+        'counts in the hour it starts; grey: no samples); the colour scale ends at the worst cell.</p>'
         + _img(charts.heatmap_chart(d.heat_labels, d.heat_share), "heat map of out-of-sync time by hour and topic")
         + "</section>"
     )

@@ -47,12 +47,18 @@ class ReportData:
     worst_partitions: list[dict[str, Any]]
     series: list[Series]
     heat_labels: list[str]
-    heat_share: list[list[float]]  # per topic, 24 shares of the topic's partition-time out of sync
+    heat_share: list[list[float | None]]  # per topic and hour: share of the covered time out of sync
     heat_topics_total: int
     trend_rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flow_trends: dict[str, dict[str, Any]]  # flow name -> its trend row
     growing: dict[str, int]  # level -> how many are flagged growing
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+def out_of_sync_share(out_of_sync_s: float, covered_s: float) -> float | None:
+    """The share of the watched partition-time that was out of sync (None: nothing watched).
+    Of the covered time, not of the day: a sidecar started at noon watched half a day."""
+    return min(1.0, out_of_sync_s / covered_s) if covered_s > 0 else None
 
 
 def partition_label(row: dict[str, Any], with_flow: bool = True) -> str:
@@ -126,7 +132,7 @@ def gather(spark: SparkSession, raw: DataFrame, flows: list[dict[str, Any]], tre
         F.desc("out_of_sync_seconds"), F.desc_nulls_last("record_lag_p95"), *PARTITION_KEY).limit(n))
     topics = table("topic")
     heat = _rows(topics.orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
-                 .select("flow", "topic", "partitions", "out_of_sync_seconds_by_hour"))
+                 .select("flow", "topic", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour"))
     several_flows = len(flows) > 1
     return ReportData(
         day=day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=n,
@@ -134,7 +140,8 @@ def gather(spark: SparkSession, raw: DataFrame, flows: list[dict[str, Any]], tre
         worst_partitions=worst,
         series=_series(raw, worst, window),
         heat_labels=[f"{h['topic']} ({h['flow']})" if several_flows else str(h["topic"]) for h in heat],
-        heat_share=[[min(1.0, s / (h["partitions"] * 3600.0)) for s in h["out_of_sync_seconds_by_hour"]] for h in heat],
+        heat_share=[[out_of_sync_share(s, c) for s, c in zip(h["out_of_sync_seconds_by_hour"], h["covered_seconds_by_hour"])]
+                    for h in heat],
         heat_topics_total=sum(f["topics"] for f in flows),
         trend_rows=_worst_trends(trend_df, n),
         flow_trends={r["flow"]: r for r in _rows(trend_df.where(F.col("level") == "flow"))},

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from mirrorlag.rollup.errors import MissingHistoryError
 from mirrorlag.rollup.job import DayResult, RollupOptions, run_days
+from mirrorlag.rollup.report_data import out_of_sync_share
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, table_path, trends_path
 from mirrorlag.rollup.session import build_session
 
@@ -29,7 +30,8 @@ def _missing_message(history: str, missing: list[tuple[date, DayStatus]], total:
 
 
 def _share(r: DayResult) -> str:
-    return f"{100.0 * r.out_of_sync_seconds / max(1.0, r.partitions * 86_400.0):.2f} %"
+    share = out_of_sync_share(r.out_of_sync_seconds, r.covered_seconds)
+    return "–" if share is None else f"{100.0 * share:.2f} %"
 
 
 def _line(r: DayResult) -> str:

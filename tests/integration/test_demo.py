@@ -1,5 +1,5 @@
 """`mirrorlag demo` as a user runs it: brokers, mirror and sidecar as separate processes; lag shows
-on /metrics; Ctrl-C leaves no process behind."""
+on /metrics; Ctrl-C leaves no process behind; the history it kept rolls up into tables and a report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 import urllib.error
+from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -33,9 +35,11 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c():
+def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path, spark):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--no-ui", "--port", str(port)],
+    history = tmp_path / "history"
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--no-ui", "--port", str(port),
+                             "--history", str(history)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -61,3 +65,20 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c():
         proc.wait(timeout=30)
     assert proc.returncode == 0, proc.stderr.read()
     assert [pid for pid in started if alive(pid)] == []
+    _rolls_up(spark, history, tmp_path / "rollup")
+
+
+def _rolls_up(spark, history: Path, out: Path) -> None:
+    """The sidecar wrote its buffer as a final segment when the demo stopped; the nightly job
+    turns it into the daily tables and a report (the same run_days `mirrorlag rollup` calls)."""
+    from mirrorlag.rollup.job import RollupOptions, run_days
+    from mirrorlag.rollup.paths import DayStatus
+
+    days = sorted(date.fromisoformat(d.name.removeprefix("date=")) for d in history.glob("date=*"))
+    assert days and list(history.glob("date=*/*.parquet")), list(history.rglob("*"))
+    results = run_days(spark, RollupOptions(str(history), str(out), days))
+    assert all(r.status is DayStatus.PRESENT for r in results)
+    rows = spark.read.parquet(str(out / "partition_daily")).collect()
+    assert {r.topic for r in rows} >= {"orders", "payments", "clickstream"}
+    assert all(r.samples > 0 and r.covered_seconds > 0 for r in rows)
+    assert Path(results[-1].report).read_text(encoding="utf-8").count("data:image/png;base64,") >= 3

@@ -126,6 +126,11 @@ def test_gap_in_history_is_capped_not_out_of_sync(rolled):
     assert p["covered_seconds"] == (1439 * 15 + 60) + 3840 * 15
     assert p["coverage"] == pytest.approx(p["covered_seconds"] / 86_400)
     assert p["samples"] == 1440 + 3840
+    # The heat map's denominators: none in hours 6 and 7; the last sample before the gap starts in
+    # hour 5 and accounts for 60 s (capped), not 15.
+    hours = p["covered_seconds_by_hour"]
+    assert (hours[5], hours[6], hours[7], hours[8]) == (3600 - 15 + 60, 0, 0, 3600)
+    assert sum(hours) == p["covered_seconds"]
 
 
 def test_unknown_states_and_null_lags_are_counted(rolled):
@@ -190,6 +195,7 @@ def test_topic_and_flow_add_up_partition_seconds(rolled):
     for level in ("topic", "flow"):
         for row in rolled.tables[level]:
             assert sum(row["out_of_sync_seconds_by_hour"]) == pytest.approx(row["out_of_sync_seconds"])
+            assert sum(row["covered_seconds_by_hour"]) == pytest.approx(row["covered_seconds"])
     [ab, ac] = rolled.tables["flow"]
     assert (ab["out_of_sync_seconds"], ac["out_of_sync_seconds"]) == (6945, 480)
     assert ab["time_lag_max_s"] == rolled.time_lags["orders/1"].max() / 1000.0
