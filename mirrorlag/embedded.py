@@ -94,6 +94,15 @@ class EmbeddedBroker:
             proc.kill()
             proc.wait(timeout=5)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no clean shutdown. start() again brings it back on the same port
+        (empty: tansu keeps its logs in memory)."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a paused broker dies as well
+            proc.kill()
+            proc.wait(timeout=5)
+
     def pause(self) -> None:
         """SIGSTOP: a broker that accepts connections and never answers (slow-broker tests)."""
         if self.process:

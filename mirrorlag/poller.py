@@ -212,7 +212,14 @@ class Poller:
         return result
 
     def _forget(self, keys: list[PartitionKey]) -> None:
+        """Gone partitions leave the cache and the feeds, so that if the topic comes back, its new
+        log starts UNKNOWN instead of taking the old log's LRO (a false lag, or a false IN_SYNC)."""
+        if not keys:
+            return
         self.cache.forget(keys)
+        for feed in self.feeds:
+            if forget := getattr(feed, "forget", None):
+                forget(keys)
         for key in keys:
             if tracker := self.trackers.get(key.flow):
                 tracker.forget(key.topic, key.partition)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer
 
@@ -106,6 +106,11 @@ class ConnectOffsetsFeed:
             if flow.source == cluster:
                 return flow
         return None
+
+    def forget(self, keys: Iterable[PartitionKey]) -> None:
+        """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
+        for key in keys:
+            self._latest.pop(key, None)
 
     def close(self) -> None:
         if self.reader is not None:

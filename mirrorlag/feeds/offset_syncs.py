@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from confluent_kafka import Consumer
 
@@ -62,6 +63,11 @@ class OffsetSyncsFeed:
             return
         flow = self.flows_by_topic[sync_topic]
         self._latest[PartitionKey(flow.source, flow.target, sync.topic, sync.partition)] = sync.upstream_offset
+
+    def forget(self, keys: Iterable[PartitionKey]) -> None:
+        """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
+        for key in keys:
+            self._latest.pop(key, None)
 
     def close(self) -> None:
         if self.reader is not None:
