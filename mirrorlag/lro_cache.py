@@ -2,40 +2,34 @@
 
 KIP-971 evicts an LRO after `replication.record.lag.metric.last.replicated.offset.ttl`. Forgetting
 it would make a stalled partition's lag vanish exactly when it matters, so here the TTL only decides
-*freshness*: a cachetools.TTLCache holds the partitions whose LRO moved within the TTL, and the last
-known LRO of every partition stays as a plain value until the partition leaves its flow.
+*freshness*: an LRO is stale once it has not moved for the TTL, and the last known LRO of every
+partition stays until the partition leaves its flow.
 
 Feeds hand in their whole offset maps once per poll (never per record), so the TTL bookkeeping costs
 one dict pass per poll. Within a feed its newest value is the truth (a step back is a rewind, which
 the engine reports); across feeds the highest wins (DESIGN §6). Only the poller touches the cache.
+
+It holds 100k partitions, so it keeps exactly one object per partition, the immutable LroReading it
+hands out, replaced only when the offset moves or goes stale. (It was a cachetools.TTLCache of fresh
+keys beside a dict of mutable entries, plus a new LroReading per partition per poll: two extra
+objects per partition, ~220 bytes, and as many allocations per poll; the issue 7 memory benchmark.)
+The TTL rule is TTLCache's: a value set at `t` is stale from `t + ttl` on, and each expiry is
+counted once.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-from typing import Iterable, Mapping
-
-from cachetools import TTLCache
+from typing import Iterable, Iterator, Mapping
 
 from mirrorlag.model import LroReading, PartitionKey
 
 FeedOffsets = Mapping[PartitionKey, int]
 
 
-@dataclass(slots=True)
-class _Known:
-    offset: int
-    feed: str
-    changed_at: float
-
-
 class LroCache:
     def __init__(self, ttl_s: float) -> None:
-        self._now = 0.0
-        # Keys whose LRO changed within the TTL. The timer is the poll time handed in, not a clock.
-        self._fresh: TTLCache[PartitionKey, bool] = TTLCache(sys.maxsize, ttl_s, timer=lambda: self._now)
-        self._known: dict[PartitionKey, _Known] = {}
+        self._ttl = ttl_s
+        self._known: dict[PartitionKey, LroReading] = {}
         self.evictions_total = 0  # partitions that went stale (TTL expired without a new LRO)
 
     def update(self, by_feed: Mapping[str, FeedOffsets], now: float) -> dict[PartitionKey, LroReading]:
@@ -43,39 +37,44 @@ class LroCache:
 
         A partition no feed mentions keeps its last value (stale once its TTL has passed).
         """
-        self._now = now
-        self.evictions_total += len(self._fresh.expire(now))  # before any set: TTLCache expires on set too
-        known, fresh = self._known, self._fresh
-        for key, (offset, feed) in _highest(by_feed).items():
-            entry = known.get(key)
-            if entry is None:
-                known[key] = _Known(offset, feed, now)
-            elif entry.offset != offset:
-                entry.offset, entry.feed, entry.changed_at = offset, feed, now
-            else:
-                continue
-            fresh[key] = True
-        return {key: LroReading(e.offset, e.feed, e.changed_at, key not in fresh) for key, e in known.items()}
+        known = self._known
+        ttl = self._ttl
+        # Expire before applying this poll's offsets: a value that expired and moves again in the
+        # same poll counts as one expiry and is fresh.
+        expired = [key for key, r in known.items() if not r.stale and r.changed_at + ttl <= now]
+        for key in expired:
+            r = known[key]
+            known[key] = LroReading(r.offset, r.feed, r.changed_at, True)
+        self.evictions_total += len(expired)
+        born_stale = ttl <= 0
+        get = known.get
+        for key, offset, feed in _highest(by_feed):
+            r = get(key)
+            if r is None or r.offset != offset:
+                known[key] = LroReading(offset, feed, now, born_stale)
+        return known.copy()
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Drop partitions that metadata says are gone or that left their flow."""
         for key in keys:
             self._known.pop(key, None)
-            self._fresh.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._known)
 
 
-def _highest(by_feed: Mapping[str, FeedOffsets]) -> dict[PartitionKey, tuple[int, str]]:
-    """Per partition, the highest offset any feed reports, and which feed reported it."""
+def _highest(by_feed: Mapping[str, FeedOffsets]) -> Iterator[tuple[PartitionKey, int, str]]:
+    """Per partition, the highest offset any feed reports, and which feed reported it.
+
+    With one feed (the common case) its offsets pass straight through, with no merged copy."""
+    feeds = [(feed, offsets) for feed, offsets in by_feed.items() if offsets]
+    if len(feeds) == 1:
+        feed, offsets = feeds[0]
+        return ((key, offset, feed) for key, offset in offsets.items())
     merged: dict[PartitionKey, tuple[int, str]] = {}
-    for feed, offsets in by_feed.items():
-        if not merged:
-            merged = {key: (offset, feed) for key, offset in offsets.items()}
-            continue
+    for feed, offsets in feeds:
         for key, offset in offsets.items():
             current = merged.get(key)
             if current is None or offset > current[0]:
                 merged[key] = (offset, feed)
-    return merged
+    return ((key, offset, feed) for key, (offset, feed) in merged.items())

@@ -1,21 +1,34 @@
 """Poll-cycle and scrape benchmark on a local tansu broker. Run by hand, never in the suite:
 
     .venv/bin/python -m tests.bench.bench_poll --partitions 1000 10000 --runs 5
+    .venv/bin/python -m tests.bench.bench_poll --partitions 100000 --runs 5 --scrapes 200
 
 For each size it creates topics of 100 partitions, puts one record in every partition, feeds a
 ReplicationTracker for all of them, and measures side by side in one process:
   - bare: the chunked concurrent ListOffsets alone (the floor a poll cannot beat);
   - poll: one full poll (metadata + ListOffsets + feeds + engine + snapshot);
   - render: the Prometheus text rendered from that snapshot;
-  - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes).
-Medians of --runs; the ratio poll/bare is the figure to watch.
+  - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
+  - scrape under polls: --scrapes GETs on one keep-alive connection (as Prometheus scrapes) while
+    another thread runs full polls back to back (poll + render of /metrics and /status), half
+    asking `Accept-Encoding: gzip` as Prometheus does and half uncompressed, interleaved. Twice:
+    "asis", the sidecar as it is (the first gzip scrape after a poll compresses the new body, and
+    Nagle's algorithm holds the body's tail until the client's delayed ACK of the headers, ~40 ms
+    on a keep-alive connection), and "fixed", with the two fixes this benchmark argues for
+    emulated: the body compressed in the poll thread right after rendering (Exposition.metrics_gzip()
+    called in the poll loop) and TCP_NODELAY on the server's sockets (the handler's
+    `disable_nagle_algorithm`).
+Medians of --runs; the ratio poll/bare is the figure to watch. Scrape times are to the last byte
+of the body, not decompressed or parsed.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import statistics
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -29,6 +42,9 @@ from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
+# librdkafka's producer walks all its partitions per wakeup, so one producer over 100k partitions
+# is quadratic (minutes); a fresh producer per 1,000 partitions takes seconds.
+PARTITIONS_PER_PRODUCER = 1000
 
 
 def prepare(bootstrap: str, total: int, prefix: str) -> list[str]:
@@ -36,20 +52,75 @@ def prepare(bootstrap: str, total: int, prefix: str) -> list[str]:
     topics = [f"{prefix}{i:04d}" for i in range(total // PARTITIONS_PER_TOPIC)]
     for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
         future.result(timeout=120)
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-    for topic in topics:
-        for partition in range(PARTITIONS_PER_TOPIC):
-            producer.produce(topic, value=b"x", partition=partition)
-        producer.poll(0)
-    producer.flush(120)
+    per = PARTITIONS_PER_PRODUCER // PARTITIONS_PER_TOPIC
+    for start in range(0, len(topics), per):
+        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 5})
+        for topic in topics[start:start + per]:
+            for partition in range(PARTITIONS_PER_TOPIC):
+                producer.produce(topic, value=b"x", partition=partition)
+            producer.poll(0)
+        assert producer.flush(120) == 0, "records left unsent"
     return topics
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, fixed: bool) -> dict[str, float]:
+    """GET /metrics `scrapes` times (gzip and identity alternating) while polls run back to back."""
+    stop = threading.Event()
+    polls = []
+    sidecar.server.httpd.RequestHandlerClass.disable_nagle_algorithm = fixed
+
+    def poll_loop() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            sidecar.poll()
+            if fixed:
+                sidecar.server.current.metrics_gzip()
+            polls.append(time.perf_counter() - t0)
+
+    poller = threading.Thread(target=poll_loop, name="bench-polls")
+    poller.start()
+    times: dict[str, list[float]] = {"gzip": [], "identity": []}
+    sizes: dict[str, int] = {}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        while not polls:  # the first scrapes must already see polls running
+            time.sleep(0.01)
+        for i in range(scrapes):
+            encoding = "gzip" if i % 2 == 0 else "identity"
+            t0 = time.perf_counter()
+            conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
+            response = conn.getresponse()
+            body = response.read()
+            times[encoding].append(time.perf_counter() - t0)
+            assert response.status == 200 and (response.getheader("Content-Encoding") == "gzip") == (encoding == "gzip")
+            sizes[encoding] = len(body)
+            time.sleep(0.02)  # a few scrapes per poll, each (mostly) after a new body
+    finally:
+        conn.close()
+        stop.set()
+        poller.join()
+    label = "fixed" if fixed else "asis"
+    result = {}
+    for encoding, samples in times.items():
+        result[f"{label}_{encoding}_p50_ms"] = percentile(samples, 0.5) * 1000
+        result[f"{label}_{encoding}_p99_ms"] = percentile(samples, 0.99) * 1000
+        result[f"{label}_{encoding}_max_ms"] = max(samples) * 1000
+        result[f"{encoding}_bytes"] = sizes[encoding]
+    result[f"{label}_polls_during"] = len(polls)
+    result[f"{label}_poll_publish_ms"] = statistics.median(polls) * 1000
+    return result
 
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_size(broker: EmbeddedBroker, total: int, runs: int, tmp: Path) -> dict[str, float]:
+def bench_size(broker: EmbeddedBroker, total: int, runs: int, scrapes: int, tmp: Path) -> dict[str, float]:
     prefix = f"b{total}-"
     topics = prepare(broker.bootstrap_servers, total, prefix)
     port = free_port()
@@ -91,6 +162,10 @@ def bench_size(broker: EmbeddedBroker, total: int, runs: int, tmp: Path) -> dict
             t0 = time.perf_counter()
             body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
             scrape.append(time.perf_counter() - t0)
+    under_polls: dict[str, float] = {}
+    if scrapes:
+        under_polls.update(scrape_under_polls(sidecar, port, scrapes, fixed=False))
+        under_polls.update(scrape_under_polls(sidecar, port, scrapes, fixed=True))
     sidecar.stop()
     scrape.sort()
     return {
@@ -102,6 +177,7 @@ def bench_size(broker: EmbeddedBroker, total: int, runs: int, tmp: Path) -> dict
         "scrape_p50_ms": median_ms(scrape),
         "scrape_p99_ms": scrape[int(len(scrape) * 0.99) - 1] * 1000,
         "metrics_bytes": len(body),
+        **under_polls,
     }
 
 
@@ -109,10 +185,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
     args = parser.parse_args()
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
-            result = bench_size(broker, total, args.runs, Path(tmp))
+            result = bench_size(broker, total, args.runs, args.scrapes, Path(tmp))
             print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
 

@@ -1,0 +1,176 @@
+"""Resident memory per tracked partition, all features on. Run by hand, never in the suite:
+
+    .venv/bin/python -m tests.bench.bench_memory --partitions 10000 100000 --runs 3
+
+Each measurement runs in a fresh child process (so one size's freed arenas never count for the
+next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
+ReplicationTracker, with a stand-in source cluster in place of the admin client: no broker, so
+the figure is mirrorlag's own memory. It then runs `--polls` polls 15 s apart on a simulated clock
+through the real `Poller.poll_once` (feeds, LRO cache, engine, snapshot), with every partition
+appending and the mirror a little behind, so the record-lag windows, the rates, the retention
+trackers (log starts every 60 s) and the freshness tables (60 points, the default) are all full.
+The last poll goes through `Sidecar.poll`, which also renders /metrics and /status, and one
+gzip copy is made as the first Prometheus scrape would.
+
+RSS (VmRSS from /proc/self/status) is read:
+  - base: after imports and the sidecar are built, before any partition exists;
+  - state: after the polls, holding what the sidecar keeps between polls without the exposition
+    (engine, LRO cache, tracker, the latest snapshot);
+  - served: after /metrics, /status and the gzip copy were made (what a serving sidecar holds);
+and VmHWM, the peak. Per-partition growth is (state - base) / partitions and (served - base) /
+partitions. Medians over --runs children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+POLL_S = 15.0
+TOPIC_PARTITIONS = 100
+
+
+def _status_kib() -> dict[str, int]:
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+class StandInSource:
+    """What the poller asks of a SourceCluster, answered from memory: every partition appends a
+    few records per poll, and retention moves each log start a little."""
+
+    def __init__(self, alias: str, flows, topics: list[str]) -> None:
+        self.alias = alias
+        self.flows = flows
+        self.partitions = [(t, p) for t in topics for p in range(TOPIC_PARTITIONS)]
+        self.polls = 0
+
+    def discover(self):
+        return {flow.id: self.partitions for flow in self.flows}
+
+    def end_offsets(self, partitions):
+        n = self.polls = self.polls + 1
+        # Offsets past 2**30 (as on a long-lived topic): ints that are not small cached objects.
+        return {tp: (1 << 30) + n * (3 + i % 5) for i, tp in enumerate(partitions)}
+
+    def start_offsets(self, partitions):
+        return {tp: (1 << 30) + self.polls * (i % 3) for i, tp in enumerate(partitions)}
+
+
+class StandIn:
+    """A real Sidecar over a StandInSource, one flow fed by a ReplicationTracker, on a simulated
+    clock: `poll(n, publish)` reports the mirror's progress for poll n and runs it."""
+
+    def __init__(self, partitions: int, freshness_points: int | None = None) -> None:
+        from mirrorlag import ReplicationTracker
+        from mirrorlag.config import load_settings
+        from mirrorlag.sidecar import Sidecar
+
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Path(tmp) / "mm2.properties"
+            config.write_text(
+                "clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\ndst.bootstrap.servers = 127.0.0.1:9\n"
+                "src->dst.enabled = true\nmirrorlag.http.listener = 127.0.0.1:0\n"
+                "mirrorlag.metrics.detail = full\n"
+                + (f"mirrorlag.freshness.table.points = {freshness_points}\n" if freshness_points else "")
+            )
+            settings = load_settings([config])
+        topics = [f"bench.topic-{i:05d}" for i in range(partitions // TOPIC_PARTITIONS)]
+        self.tracker = ReplicationTracker("src", "dst")
+        self.sidecar = Sidecar(settings, trackers=[self.tracker])
+        self.poller = self.sidecar.poller
+        self.source = StandInSource("src", self.poller.sources["src"].flows, topics)
+        self.poller.sources = {"src": self.source}
+        self.now = 1_700_000_000.0
+        self.poller.clock = lambda: self.now
+
+    def poll(self, n: int, publish: bool):
+        """Poll n (from 1): the mirror has copied all but the last poll's appends (a lag of a few
+        records), so freshness interpolates inside the table and the rates are non-zero."""
+        replicated = self.tracker.replicated
+        for i, (topic, partition) in enumerate(self.source.partitions):
+            replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
+        self.now += POLL_S
+        return self.sidecar.poll() if publish else self.poller.poll_once()
+
+    def close(self) -> None:
+        self.sidecar.server.httpd.server_close()
+
+
+def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str, float]:
+    bench = StandIn(partitions, freshness_points)
+    sidecar, poller = bench.sidecar, bench.poller
+    gc.collect()
+    base = _status_kib()
+    for n in range(1, polls + 1):
+        snapshot = bench.poll(n, publish=n == polls)
+    assert len(snapshot.rows) == partitions
+    row = snapshot.rows[-1]
+    assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
+    table_points = len(poller.engine._order_parts[-1].f_leos)
+    exposition = sidecar.server.current
+    metrics_bytes, status_bytes = len(exposition.metrics), len(exposition.status)
+    # What lives between polls without the exposition: drop it, measure, then build it again.
+    sidecar.server.current = None
+    del exposition
+    gc.collect()
+    state = _status_kib()
+    sidecar._publish(snapshot)
+    gzip_bytes = len(sidecar.server.current.metrics_gzip())
+    gc.collect()
+    served = _status_kib()
+    bench.close()
+    kib = 1024
+    return {
+        "partitions": partitions,
+        "polls": polls,
+        "table_points": table_points,
+        "base_mib": base["VmRSS"] / kib,
+        "state_mib": state["VmRSS"] / kib,
+        "served_mib": served["VmRSS"] / kib,
+        "peak_mib": served["VmHWM"] / kib,
+        "state_bytes_per_partition": (state["VmRSS"] - base["VmRSS"]) * kib / partitions,
+        "served_bytes_per_partition": (served["VmRSS"] - base["VmRSS"]) * kib / partitions,
+        "metrics_mib": metrics_bytes / kib / kib,
+        "metrics_gzip_mib": gzip_bytes / kib / kib,
+        "status_mib": status_bytes / kib / kib,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--polls", type=int, default=72, help="enough to fill 60-point freshness tables")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--freshness-points", type=int, help="mirrorlag.freshness.table.points (default: 60)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.polls, args.freshness_points)))
+        return
+    for total in args.partitions:
+        results = []
+        for _ in range(args.runs):
+            out = subprocess.run(
+                [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls)]
+                + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else []),
+                check=True, capture_output=True, text=True,
+            ).stdout
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        medians = {k: statistics.median(r[k] for r in results) for k in results[0]}
+        print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) and not v.is_integer() else f"{k}={int(v)}"
+                       for k, v in medians.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Where a poll's own time goes at scale, without a broker. Run by hand, never in the suite:
+
+    .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --runs 5
+    .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --pyinstrument
+
+A real Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
+polls), then per run, timed separately: `Poller.poll_once` (feeds, LRO cache, engine, snapshot:
+everything a poll adds to the ListOffsets round trips), the /metrics render, the /status document,
+and the gzip of /metrics a Prometheus scrape asks for. Medians of --runs. With --pyinstrument, one
+poll and publish run under pyinstrument (pip install pyinstrument; not a dependency) and its tree
+is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import time
+
+from mirrorlag.exporters.status import status_document
+from tests.bench.bench_memory import StandIn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--warmup", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--pyinstrument", action="store_true")
+    args = parser.parse_args()
+    bench = StandIn(args.partitions)
+    n = 0
+    for n in range(1, args.warmup + 1):
+        bench.poll(n, publish=False)
+    if args.pyinstrument:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.001)
+        profiler.start()
+        bench.poll(n + 1, publish=True)
+        bench.sidecar.server.current.metrics_gzip()
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+        return
+    sidecar, stats = bench.sidecar, bench.poller.stats
+    times: dict[str, list[float]] = {"poll": [], "render": [], "status": [], "gzip": []}
+    for run in range(args.runs):
+        t0 = time.perf_counter()
+        snapshot = bench.poll(n + 1 + run, publish=False)
+        t1 = time.perf_counter()
+        body = sidecar.renderer.render(snapshot, stats)
+        t2 = time.perf_counter()
+        status_document(snapshot, True, {})
+        t3 = time.perf_counter()
+        gzip.compress(body, compresslevel=1)  # as Exposition.metrics_gzip does
+        t4 = time.perf_counter()
+        for name, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            times[name].append(dt)
+    bench.close()
+    print(f"partitions={args.partitions} runs={args.runs} "
+          + " ".join(f"{name}_ms={statistics.median(v) * 1000:.0f}" for name, v in times.items()))
+
+
+if __name__ == "__main__":
+    main()
