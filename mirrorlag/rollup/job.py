@@ -102,12 +102,15 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[None
 
 def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
     t0 = time.perf_counter()
-    found = day_input(opts.history, day, spark)
-    assert found is not None
-    if found.status is not DayStatus.PRESENT:
-        return DayResult(day, found.status, seconds=time.perf_counter() - t0)
-    with tuned(spark, found.bytes, opts.tune_spark):
-        result = _rollup(spark, opts, day)
+    try:
+        found = day_input(opts.history, day, spark)
+        assert found is not None
+        if found.status is not DayStatus.PRESENT:
+            return DayResult(day, found.status, seconds=time.perf_counter() - t0)
+        with tuned(spark, found.bytes, opts.tune_spark):
+            result = _rollup(spark, opts, day)
+    except (Py4JJavaError, PySparkException) as exc:
+        raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -152,8 +155,6 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
             data = gather(spark, raw, flows, trend_df, growing, window, opts)
             result.report = report_path(opts.out, day)
             write_text(result.report, render(data), spark)
-    except (Py4JJavaError, PySparkException) as exc:
-        raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     finally:
         for df in held:
             df.unpersist()
@@ -170,10 +171,12 @@ def _first_line(exc: BaseException) -> str:
     """The cause in one line: a Py4JJavaError's own first line only says which call failed."""
     java = getattr(exc, "java_exception", None)
     text = (str(java) if java is not None else str(exc)).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return type(exc).__name__
+    first = next((line.strip()[:300] for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if "FileSystem" in first and "not found" in first:
+        # e.g. s3a:// without hadoop-aws: say what to do, not only what is missing.
+        first += (" (Spark has no Hadoop connector for this URL scheme: add it, e.g. "
+                  "--conf spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>)")
+    return first
 
 
 def _result(day: date, flows: list[dict], growing: dict[str, int]) -> DayResult:

@@ -92,3 +92,14 @@ def test_unreadable_segment_is_one_clear_error(spark, tmp_path):
     message = str(info.value)
     assert message.startswith(f"{day}: Spark failed: ") and "\n" not in message
     assert info.value.exit_status == 2
+
+
+def test_url_without_a_hadoop_connector_is_one_clear_error(spark, tmp_path):
+    """s3a:// on a Spark without hadoop-aws: the listing fails before any job; one line that says
+    what to add, never a py4j traceback."""
+    day = date(2024, 1, 5)
+    with pytest.raises(RollupError) as info:
+        run_days(spark, RollupOptions("s3a://no-such-bucket/history", str(tmp_path / "out"), [day], report=False))
+    message = str(info.value)
+    assert message.startswith(f"{day}: Spark failed: ") and "\n" not in message
+    assert "S3AFileSystem" in message and "spark.jars.packages" in message
