@@ -129,7 +129,7 @@ class Poller:
         now = self.clock()
         by_feed: dict[str, dict[PartitionKey, int]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
-            by_feed.setdefault(feed.name, {}).update(self._in_flows(feed.offsets()))
+            by_feed.setdefault(feed.name, {}).update(self._in_flows(feed.offsets(), leos))
         lros = self.cache.update(by_feed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
@@ -195,14 +195,16 @@ class Poller:
             result.update({k: start for k in keys if (start := starts.get((k.topic, k.partition))) is not None})
         return result
 
-    def _in_flows(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
-        """Only partitions a configured flow replicates may enter the cache (bounded memory)."""
+    def _in_flows(self, offsets: Mapping[PartitionKey, int], known: Mapping[PartitionKey, object]) -> dict[PartitionKey, int]:
+        """Only partitions a configured flow replicates, and that the source has, may enter the
+        cache: a feed record naming a partition that does not exist (junk, or a deleted topic) must
+        not grow it. Feeds keep what they read, so a partition discovered later gets its LRO then."""
         flows = {f.id: f for f in self.settings.flows}
         selected: dict[tuple[str, str, str], bool] = {}  # regexes once per topic, not per partition
         result = {}
         for key, offset in offsets.items():
             flow = flows.get(key.flow)
-            if flow is None:
+            if flow is None or key not in known:
                 continue
             ok = selected.get(key[:3])
             if ok is None:

@@ -230,6 +230,24 @@ def test_topic_recreated_is_reset_then_measured_on_the_new_log_and_deleted_is_go
         assert s["record_lag"] is None or 0 <= s["record_lag"] <= s["leo"], s
 
 
+def test_feed_records_for_partitions_that_do_not_exist_never_grow_the_lro_cache(tmp_path, brokers):
+    """Junk (or a deleted topic's leftovers) in MM2's topics: 300 partitions the topic lacks and a
+    topic that does not exist. The cache holds the 2 real partitions, not 352."""
+    source, target = brokers
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
+    topic, ghost = "orders-junk", "ghost"
+    clusters.create_topic(topic, 2)
+    clusters.produce(topic, {0: 2, 1: 2})
+    offsets_topic(clusters)
+    commit(clusters, {**{(topic, p): 1 for p in range(302)}, **{(ghost, p): 7 for p in range(50)}})
+    port = free_port()
+    path = config(tmp_path, clusters, port, f"topics = {topic}, {ghost}\nmirrorlag.lro.feeds = connect-offsets\n")
+    with running_sidecar(path, port=port, log=tmp_path / "sidecar.log"):
+        eventually(lambda: lag_and_state(port, topic, {0: (0, "IN_SYNC"), 1: (0, "IN_SYNC")}))
+        assert scrape(port)[("mirrorlag_lro_cache_partitions", ())] == 2
+        assert {r["topic"] for r in status(port)["partitions"]} == {topic}
+
+
 @pytest.mark.xfail(strict=True, reason="librdkafka 2.16 segfaults when an assigned topic is deleted on tansu "
                                        "(DESIGN §8): the sidecar dies with SIGSEGV")
 def test_a_deleted_feed_topic_leaves_the_sidecar_running(tmp_path, brokers):
