@@ -48,8 +48,8 @@ def brokers() -> Iterator[tuple[EmbeddedBroker, EmbeddedBroker]]:
     try:
         yield source, target
     finally:
-        source.stop()
-        target.stop()
+        source.kill()  # memory only: nothing to shut down cleanly, and SIGTERM can take 5 s
+        target.kill()
 
 
 def config(tmp_path: Path, clusters: Clusters, port: int, extra: str) -> Path:
@@ -187,6 +187,32 @@ def test_target_broker_down_stalls_instead_of_freezing_a_healthy_lag(tmp_path, b
                 time.sleep(REFRESH_MS / 1000 * 1.5)
             assert ages == sorted(ages) and ages[-1] > ages[0] > 1  # the LRO's age keeps growing
             assert ready(port) and proc.poll() is None  # the source is read: the figures are real
+    finally:
+        if target.process is None:
+            target.start()
+
+
+@pytest.mark.xfail(strict=True, reason="TopicReader keeps its consumer position when a feed topic comes back "
+                                       "shorter (recreated, or a restarted tansu): the new records are never read. "
+                                       "Fix belongs in mirrorlag/kafka/topic_reader.py")
+def test_a_feed_topic_recreated_on_a_restarted_target_is_read_again(tmp_path, brokers):
+    source, target = brokers
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
+    topic = "orders-feed-recreated"
+    clusters.create_topic(topic, 1)
+    clusters.produce(topic, {0: 6})
+    offsets_topic(clusters)
+    commit(clusters, {(topic, 0): 1, ("filler", 0): 1, ("filler", 1): 1})  # the reader is at 3
+    port = free_port()
+    path = config(tmp_path, clusters, port, f"topics = {topic}\nmirrorlag.lro.feeds = connect-offsets\n")
+    try:
+        with running_sidecar(path, port=port, log=tmp_path / "sidecar.log"):
+            eventually(lambda: lag_and_state(port, topic, {0: (4, "IN_SYNC")}))
+            target.kill()
+            target.start()  # empty: the offsets topic is gone
+            offsets_topic(clusters)
+            commit(clusters, {(topic, 0): 5})  # one record at offset 0 of the new topic
+            eventually(lambda: lag_and_state(port, topic, {0: (0, "IN_SYNC")}), timeout=3)  # 6 polls
     finally:
         if target.process is None:
             target.start()
@@ -361,10 +387,11 @@ def test_ten_minutes_of_a_paused_source_broker(tmp_path, brokers):
     slow_source_broker(tmp_path, brokers, pause_s=600)
 
 
-@pytest.mark.parametrize("moment", ["poll", "upload"])
-def test_sigterm_during_a_poll_or_an_upload_exits_within_5_s_and_keeps_every_row(tmp_path, brokers, moment):
+@pytest.mark.parametrize("moment", ["poll", "upload-and-write"])
+def test_sigterm_during_a_poll_an_upload_or_a_write_exits_within_5_s_and_keeps_every_row(tmp_path, brokers, moment):
     """Rows of every finished poll are in Parquet after a SIGTERM: during a poll hung on a paused
-    broker (10 s request timeout), or while a throttled upload copies a segment."""
+    broker (10 s request timeout), or while a throttled upload copies a segment and segments are
+    written back to back (one per poll: a SIGTERM at any moment is likely to meet a write)."""
     source, target = brokers
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
     topic = f"orders-sigterm-{moment}"
@@ -372,6 +399,7 @@ def test_sigterm_during_a_poll_or_an_upload_exits_within_5_s_and_keeps_every_row
     port, log, history, remote = free_port(), tmp_path / "sidecar.log", tmp_path / "history", tmp_path / "remote"
     path = config(tmp_path, clusters, port, f"topics = {topic}\nmirrorlag.lro.feeds = connect-offsets\n"
                                             f"mirrorlag.history.dir = {history}\nmirrorlag.history.segment.ms = 1000\n"
+                                            f"mirrorlag.history.segment.max.rows = {2 if moment == 'upload-and-write' else 1000}\n"
                                             f"mirrorlag.history.upload.uri = file://{remote}\n"
                                             "mirrorlag.history.upload.max.bytes.per.second = 200\n")
     path.write_text(path.read_text().replace("mirrorlag.request.timeout.ms = 1000", "mirrorlag.request.timeout.ms = 10000"))
