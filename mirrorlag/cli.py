@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("--max-records-per-second", type=float, default=None, metavar="N",
                         help="copy at most N records per second over all flows (default: unthrottled)")
     mirror.add_argument("--offset-flush-interval-ms", type=int, default=None, metavar="MS",
-                        help="commit offsets every MS ms (default: offset.flush.interval.ms, else 60000)")
+                        help="commit offsets every MS ms (default: <target>.offset.flush.interval.ms, as MM2's worker reads it, else 60000)")
 
     rollup = sub.add_parser("rollup", help="nightly Spark rollup of the lag history: daily tables, trends, an HTML report (exit 3: a day without history)")
     from mirrorlag.rollup.cli import add_arguments as add_rollup_arguments

@@ -52,7 +52,7 @@ source.bootstrap.servers = {source}
 target.bootstrap.servers = {target}
 source->target.enabled = true
 source->target.topics = orders, payments, clickstream
-offset.flush.interval.ms = 2000
+target.offset.flush.interval.ms = 2000
 """
 
 MIRRORLAG_PROPERTIES = """\

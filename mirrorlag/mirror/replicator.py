@@ -6,7 +6,7 @@ writes what MM2 writes around the copy, with MM2's codecs (mirrorlag.formats):
 
 - offset syncs, by MM2's OffsetSyncWriter rule (mirror.sync_state), to the offset-syncs topic;
 - Connect source offsets (last acknowledged source offset per partition) to `mm2-offsets.A.internal`
-  on B every `offset.flush.interval.ms`, then the delayed syncs, as MirrorSourceTask.commit does;
+  on B every `<B>.offset.flush.interval.ms`, then the delayed syncs, as MirrorSourceTask.commit does;
 - heartbeats: Heartbeat(A, B) into `heartbeats` on B and Heartbeat(B, A) into `heartbeats` on A
   (the A->B heartbeat connector and the B->A heartbeat-only pair of a dedicated MM2).
 
@@ -126,9 +126,13 @@ def mirror_options(
 
     flush_ms = offset_flush_interval_ms
     if flush_ms is None:
-        flush_ms = _int(props.get("offset.flush.interval.ms"), "offset.flush.interval.ms", 60000, minimum=1)
+        # A worker setting: MirrorMakerConfig.workerConfig builds each herder's worker config from
+        # the target's `<target>.` keys, and a top-level offset.flush.interval.ms never reaches it.
+        # One timer here for all flows: the shortest of their targets' intervals.
+        keys = sorted({f"{flow.target}.offset.flush.interval.ms" for flow in settings.flows})
+        flush_ms = min((_int(props.get(k), k, 60000, minimum=1) for k in keys), default=60000)
     if flush_ms <= 0:
-        raise ConfigError("expected an offset flush interval > 0 ms", key="offset.flush.interval.ms")
+        raise ConfigError("expected an offset flush interval > 0 ms", key="--offset-flush-interval-ms")
     if max_records_per_second is not None and max_records_per_second <= 0:
         raise ConfigError("expected a rate > 0", key="--max-records-per-second")
 
@@ -587,10 +591,24 @@ class Mirror:
                     stop_event.wait(min(LOOP_WAIT_S, self._bucket.wait_s()))
                     continue
             records = task.consumer.consume(budget, timeout=timeout)
+            if records and self._paused.is_set():
+                # Paused while consume() waited: copy none of them (a paused mirror copies
+                # nothing more), and fetch them again on resume.
+                self._put_back(task, records)
+                return
             if self._bucket is not None:
                 self._bucket.take(len(records))
             for record in records:
                 self._forward(task, record)
+
+    @staticmethod
+    def _put_back(task: _FlowTask, records: list[Message]) -> None:
+        first: dict[tuple[str, int], int] = {}
+        for record in records:
+            if record.error() is None:
+                first.setdefault((record.topic(), record.partition()), record.offset())
+        for (topic, partition), offset in first.items():
+            task.consumer.seek(TopicPartition(topic, partition, offset))
 
     def _forward(self, task: _FlowTask, record: Message) -> None:
         if (error := record.error()) is not None:

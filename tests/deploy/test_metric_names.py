@@ -83,7 +83,7 @@ def exposition(tmp_path_factory, own_clusters: Clusters) -> Iterator[Exposition]
     mm2 = tmp / "mm2.properties"
     mm2.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {own_clusters.source}\n"
                    f"dst.bootstrap.servers = {own_clusters.target}\nsrc->dst.enabled = true\n"
-                   f"src->dst.topics = {topic}\noffset.flush.interval.ms = 500\n"
+                   f"src->dst.topics = {topic}\ndst.offset.flush.interval.ms = 500\n"
                    "replication.lag.time.max.ms = 1000\n")  # the stalled partitions leave IN_SYNC at once
     port = free_port()
     sidecar = tmp / "mirrorlag.properties"

@@ -30,7 +30,7 @@ def plain_mm2_properties(path: Path, clusters: Clusters, src: str, dst: str, top
         f"{dst}.bootstrap.servers = {clusters.target}\n"
         f"{src}->{dst}.enabled = true\n"
         f"{src}->{dst}.topics = {topic}\n"
-        "offset.flush.interval.ms = 500\n"
+        f"{dst}.offset.flush.interval.ms = 500\n"  # a worker key: MM2 reads it from the target's keys
     )
     return path
 

@@ -36,7 +36,7 @@ class Flow:
         self.config.write_text(
             f"clusters = s{tag}, d{tag}\ns{tag}.bootstrap.servers = {clusters.source}\n"
             f"d{tag}.bootstrap.servers = {clusters.target}\ns{tag}->d{tag}.enabled = true\n"
-            f"s{tag}->d{tag}.topics = {self.topic}\noffset.lag.max = 0\noffset.flush.interval.ms = 200\n"
+            f"s{tag}->d{tag}.topics = {self.topic}\noffset.lag.max = 0\nd{tag}.offset.flush.interval.ms = 200\n"
             f"mirrorlag.http.listener = 127.0.0.1:{self.port}\n"
             f"replication.record.lag.metric.refresh.interval = {int(REFRESH_S * 1000)}\n"
             f"replication.lag.time.max.ms = {int(MAX_S * 1000)}\nmetrics.sample.window.ms = 2000\n"
