@@ -156,8 +156,18 @@ def test_source_broker_killed_and_restarted(tmp_path, brokers):
         time.sleep(2 * REFRESH_MS / 1000)
         lag_and_state(port, topic, {0: (None, "UNKNOWN"), 1: (None, "UNKNOWN")})
 
+        written_at = status(port)["polls_total"]
         clusters.write_offset_syncs(sync_topic, [OffsetSync(topic, 0, 2, 2), OffsetSync(topic, 1, 0, 0)], which="target")
-        eventually(lambda: lag_and_state(port, topic, {0: (0, "IN_SYNC"), 1: (1, "IN_SYNC")}), timeout=10)
+
+        def right() -> int:
+            doc = status(port)  # one document: the figures and the poll count that produced them
+            got = {r["partition"]: (r["record_lag"], r["state"]) for r in doc["partitions"] if r["topic"] == topic}
+            assert got == {0: (0, "IN_SYNC"), 1: (1, "IN_SYNC")}, got
+            return doc["polls_total"]
+
+        # Counted in polls, not seconds: the one in flight, the next (which reads the syncs), and
+        # one more for looking every 0.3 s at a 0.5 s interval.
+        assert eventually(right, timeout=10) - written_at <= 3
         assert ready(port)
 
 
