@@ -117,15 +117,17 @@ class TopicReader:
                 break
             messages = self.consumer.consume(num_messages=10_000, timeout=min(remaining, 0.1))
             gone: set[str] = set()
-            for msg in messages:
+            at_eof = self._at_eof
+            for msg in messages:  # the per-record loop of a restart's drain: keep it lean
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        self._at_eof.add((msg.topic(), msg.partition()))
+                        at_eof.add((msg.topic(), msg.partition()))
                     elif err.code() in GONE_ERRORS and msg.topic() in self._assigned:
                         gone.add(msg.topic())
                     continue
-                self._at_eof.discard((msg.topic(), msg.partition()))
+                if at_eof:  # empty while draining: no tuple per record
+                    at_eof.discard((msg.topic(), msg.partition()))
                 apply(msg.topic(), msg.key(), msg.value())
             for topic in gone:
                 self._forget(topic)

@@ -11,8 +11,8 @@ ReplicationTracker for all of them, and measures side by side in one process:
     ratio, (poll + render) / bare, per run, median;
   - publish: what Sidecar.poll adds to a poll: /metrics and the /status JSON document;
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
-  - scrape under polls: --scrapes GETs on one keep-alive connection (as Prometheus scrapes) while
-    another thread runs full polls back to back (poll + render of /metrics and /status), half
+  - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
+    Prometheus scrapes) while a thread runs full polls back to back (poll + render of /metrics and /status), half
     asking `Accept-Encoding: gzip` as Prometheus does and half uncompressed, interleaved. Twice:
     "asis", the sidecar as it is (the first gzip scrape after a poll compresses the new body, and
     Nagle's algorithm holds the body's tail until the client's delayed ACK of the headers, ~40 ms
@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -86,8 +89,37 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
+def scrape_client(port: int, scrapes: int) -> dict:
+    """The scraper, run in its own process as Prometheus is (in the sidecar's process it would
+    wait for the GIL the polls hold): `scrapes` GETs of /metrics on one keep-alive connection,
+    gzip and identity alternating. A failed scrape (e.g. the server dropped a slow transfer) is
+    counted and the connection reopened."""
+    times: dict[str, list[float]] = {"gzip": [], "identity": []}
+    sizes: dict[str, int] = {}
+    failures = 0
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for i in range(scrapes):
+        encoding = "gzip" if i % 2 == 0 else "identity"
+        t0 = time.perf_counter()
+        try:
+            conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
+            response = conn.getresponse()
+            body = response.read()
+        except (http.client.HTTPException, OSError):
+            failures += 1
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            continue
+        times[encoding].append(time.perf_counter() - t0)
+        assert response.status == 200 and (response.getheader("Content-Encoding") == "gzip") == (encoding == "gzip")
+        sizes[encoding] = len(body)
+        time.sleep(0.02)
+    conn.close()
+    return {"times": times, "sizes": sizes, "failures": failures}
+
+
 def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, fixed: bool) -> dict[str, float]:
-    """GET /metrics `scrapes` times (gzip and identity alternating) while polls run back to back."""
+    """scrape_client in a child process while this one runs polls (with publish) back to back."""
     stop = threading.Event()
     polls = []
     server = sidecar.server
@@ -104,33 +136,25 @@ def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, fixed: bool) -
 
     poller = threading.Thread(target=poll_loop, name="bench-polls")
     poller.start()
-    times: dict[str, list[float]] = {"gzip": [], "identity": []}
-    sizes: dict[str, int] = {}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        while not polls:  # the first scrapes must already see polls running
+        while not polls:  # the scrapes must see polls running
             time.sleep(0.01)
-        for i in range(scrapes):
-            encoding = "gzip" if i % 2 == 0 else "identity"
-            t0 = time.perf_counter()
-            conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
-            response = conn.getresponse()
-            body = response.read()
-            times[encoding].append(time.perf_counter() - t0)
-            assert response.status == 200 and (response.getheader("Content-Encoding") == "gzip") == (encoding == "gzip")
-            sizes[encoding] = len(body)
-            time.sleep(0.02)  # a few scrapes per poll, each (mostly) after a new body
+        out = subprocess.run(
+            [sys.executable, "-m", "tests.bench.bench_poll", "--scrape-client", str(port), "--scrapes", str(scrapes)],
+            check=True, capture_output=True, text=True,
+        ).stdout
     finally:
-        conn.close()
         stop.set()
         poller.join()
+    client = json.loads(out.strip().splitlines()[-1])
     label = "fixed" if fixed else "asis"
     result = {}
-    for encoding, samples in times.items():
+    for encoding, samples in client["times"].items():
         result[f"{label}_{encoding}_p50_ms"] = percentile(samples, 0.5) * 1000
         result[f"{label}_{encoding}_p99_ms"] = percentile(samples, 0.99) * 1000
         result[f"{label}_{encoding}_max_ms"] = max(samples) * 1000
-        result[f"{encoding}_bytes"] = sizes[encoding]
+        result[f"{encoding}_bytes"] = client["sizes"][encoding]
+    result[f"{label}_failed_scrapes"] = client["failures"]
     result[f"{label}_polls_during"] = len(polls)
     result[f"{label}_poll_publish_ms"] = statistics.median(polls) * 1000
     return result
@@ -218,7 +242,11 @@ def main() -> None:
     parser.add_argument("--detail", choices=["full", "lag"], nargs="+", default=["full"],
                         help="mirrorlag.metrics.detail, each measured in turn")
     parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
+    parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scrape_client:
+        print(json.dumps(scrape_client(args.scrape_client, args.scrapes)))
+        return
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
