@@ -256,6 +256,7 @@ def test_rollup_cronjob_command_runs_with_spark_submit(tmp_path):
         for prefix, local in mapped.items():
             if arg.startswith(prefix):
                 arg = local + arg[len(prefix):]
+                break  # once: a checkout under /tmp must not be mapped again onto the /tmp volume
         argv.append(arg)
     argv[0] = str(Path(sys.executable).parent / "spark-submit")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
