@@ -8,10 +8,12 @@ replicator (assign-only consumer, consume in batches, produce with a delivery ca
 record, flush), in two variants that differ only in the callback:
   - bare:    `if err is None: delivered += 1`
   - tracker: the same plus `tracker.replicated(topic, partition, offset, len(msg))`, as the
-             README shows.
-Both build the same functools.partial per record. The variants alternate in ABBA order (bare,
-tracker, tracker, bare, ...) so drift on a shared machine hits both alike; the figure is the
-median over --runs pairs of tracker throughput / bare throughput. Target >= 0.97. Also printed:
+             README shows;
+  - store:   the same plus `tracker.store((topic, partition), offset)` (the dict's own store,
+             no Python frame) and `tracker.sized(n, nbytes)` once per consumed batch.
+All build the same functools.partial per record. The variants rotate (bare, tracker, store, then
+store, tracker, bare, ...) so drift on a shared machine hits them alike; the figure is the median
+over --runs rounds of tracker throughput / bare throughput (and store / bare). Target >= 0.97. Also printed:
 the same ratio in records per CPU second of this process (steadier on a busy machine).
 """
 
@@ -52,7 +54,8 @@ def fill_source(bootstrap: str, records: int) -> None:
     assert producer.flush(300) == 0
 
 
-def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker | None) -> tuple[float, float]:
+def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker | None,
+             lean: bool = False) -> tuple[float, float]:
     """Copy every source record to the target: (wall seconds, process CPU seconds) from the first
     consume to the last ack. CPU time (this process, librdkafka's threads included) is less
     disturbed by other work on a shared machine than wall time."""
@@ -67,6 +70,13 @@ def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker
         def done(topic: str, partition: int, offset: int, err, msg) -> None:
             if err is None:
                 delivered[0] += 1
+    elif lean:
+        store = tracker.store
+
+        def done(topic: str, partition: int, offset: int, err, msg) -> None:
+            if err is None:
+                delivered[0] += 1
+                store((topic, partition), offset)
     else:
         replicated = tracker.replicated
 
@@ -81,10 +91,14 @@ def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker
     t0 = time.perf_counter()
     c0 = time.process_time()
     while consumed < records:
-        for msg in consumer.consume(1000, timeout=1.0):
+        batch = consumer.consume(1000, timeout=1.0)
+        batch_bytes = 0
+        for msg in batch:
             if msg.error() is not None:
                 continue
             consumed += 1
+            if lean:
+                batch_bytes += len(msg.value())
             kwargs = {"key": msg.key(), "value": msg.value(), "partition": msg.partition(),
                       "on_delivery": partial(done, msg.topic(), msg.partition(), msg.offset())}
             while True:
@@ -93,6 +107,8 @@ def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker
                     break
                 except BufferError:
                     producer.poll(0.01)
+        if lean and batch_bytes:  # per batch; counted on consume, an estimate's input all the same
+            tracker.sized(len(batch), batch_bytes)
         producer.poll(0)
     assert producer.flush(300) == 0
     elapsed = time.perf_counter() - t0
@@ -107,29 +123,31 @@ def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=3, help="pairs of (bare, tracker) runs")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of (bare, tracker, store) runs")
     args = parser.parse_args()
     with EmbeddedBroker("bench-e2e-source") as source, EmbeddedBroker("bench-e2e-target") as target:
         fill_source(source.bootstrap_servers, args.records)
         create(target.bootstrap_servers, TARGET_TOPIC)
-        ratios, cpu_ratios, bare_rates, tracker_rates = [], [], [], []
+        variants = ("bare", "tracker", "store")
+        rates: dict[str, list[float]] = {v: [] for v in variants}
+        ratios: dict[str, list[float]] = {v: [] for v in variants[1:]}
+        cpu_ratios: dict[str, list[float]] = {v: [] for v in variants[1:]}
         for run in range(args.runs):
-            order = ("bare", "tracker") if run % 2 == 0 else ("tracker", "bare")
             wall, cpu = {}, {}
-            for variant in order:
-                tracker = ReplicationTracker("src", "dst") if variant == "tracker" else None
+            for variant in variants if run % 2 == 0 else variants[::-1]:
+                tracker = ReplicationTracker("src", "dst") if variant != "bare" else None
                 wall[variant], cpu[variant] = copy_all(source.bootstrap_servers, target.bootstrap_servers,
-                                                       args.records, tracker)
-            bare_rates.append(args.records / wall["bare"])
-            tracker_rates.append(args.records / wall["tracker"])
-            ratios.append(wall["bare"] / wall["tracker"])  # throughput ratio, tracker / bare
-            cpu_ratios.append(cpu["bare"] / cpu["tracker"])  # records per CPU second, tracker / bare
-            print(f"pair {run + 1}: bare={bare_rates[-1]:.0f}/s tracker={tracker_rates[-1]:.0f}/s "
-                  f"ratio={ratios[-1]:.3f} cpu_ratio={cpu_ratios[-1]:.3f} "
-                  f"cpu_s bare={cpu['bare']:.2f} tracker={cpu['tracker']:.2f}", flush=True)
-        print(f"records={args.records} pairs={args.runs} bare_records_per_s={statistics.median(bare_rates):.0f} "
-              f"tracker_records_per_s={statistics.median(tracker_rates):.0f} "
-              f"ratio_median={statistics.median(ratios):.3f} cpu_ratio_median={statistics.median(cpu_ratios):.3f}")
+                                                       args.records, tracker, lean=variant == "store")
+                rates[variant].append(args.records / wall[variant])
+            for variant in variants[1:]:
+                ratios[variant].append(wall["bare"] / wall[variant])  # throughput, variant / bare
+                cpu_ratios[variant].append(cpu["bare"] / cpu[variant])  # records per CPU second
+            print(f"round {run + 1}: " + " ".join(f"{v}={rates[v][-1]:.0f}/s cpu={cpu[v]:.2f}s" for v in variants)
+                  + " " + " ".join(f"{v}_ratio={ratios[v][-1]:.3f}" for v in variants[1:]), flush=True)
+        print(f"records={args.records} rounds={args.runs} "
+              + " ".join(f"{v}_records_per_s={statistics.median(rates[v]):.0f}" for v in variants) + " "
+              + " ".join(f"{v}_ratio_median={statistics.median(ratios[v]):.3f} "
+                         f"{v}_cpu_ratio_median={statistics.median(cpu_ratios[v]):.3f}" for v in variants[1:]))
 
 
 if __name__ == "__main__":
