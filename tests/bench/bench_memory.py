@@ -14,11 +14,13 @@ gzip copy is made as the first Prometheus scrape would.
 
 RSS (VmRSS from /proc/self/status) is read:
   - base: after imports and the sidecar are built, before any partition exists;
-  - state: after the polls, holding what the sidecar keeps between polls without the exposition
-    (engine, LRO cache, tracker, the latest snapshot);
+  - polled: after all polls but the last, none of which rendered anything: the engine and poller
+    alone (engine state, LRO cache, tracker, the latest snapshot);
+  - state: after the last poll, which also rendered /metrics and /status (as every sidecar poll
+    does), with the exposition dropped: what rendering leaves resident (freed memory the
+    allocator could not return);
   - served: after /metrics, /status and the gzip copy were made (what a serving sidecar holds);
-and VmHWM, the peak. Per-partition growth is (state - base) / partitions and (served - base) /
-partitions. Medians over --runs children.
+and VmHWM, the peak. Per-partition growth is (X - base) / partitions for each. Medians over --runs children.
 """
 
 from __future__ import annotations
@@ -112,8 +114,11 @@ def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str
     sidecar, poller = bench.sidecar, bench.poller
     gc.collect()
     base = _status_kib()
-    for n in range(1, polls + 1):
-        snapshot = bench.poll(n, publish=n == polls)
+    for n in range(1, polls):
+        bench.poll(n, publish=False)
+    gc.collect()
+    polled = _status_kib()  # engine + poller (+ the last snapshot), nothing rendered yet
+    snapshot = bench.poll(polls, publish=True)
     assert len(snapshot.rows) == partitions
     row = snapshot.rows[-1]
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
@@ -136,9 +141,11 @@ def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str
         "polls": polls,
         "table_points": table_points,
         "base_mib": base["VmRSS"] / kib,
+        "polled_mib": polled["VmRSS"] / kib,
         "state_mib": state["VmRSS"] / kib,
         "served_mib": served["VmRSS"] / kib,
         "peak_mib": served["VmHWM"] / kib,
+        "polled_bytes_per_partition": (polled["VmRSS"] - base["VmRSS"]) * kib / partitions,
         "state_bytes_per_partition": (state["VmRSS"] - base["VmRSS"]) * kib / partitions,
         "served_bytes_per_partition": (served["VmRSS"] - base["VmRSS"]) * kib / partitions,
         "metrics_mib": metrics_bytes / kib / kib,
