@@ -44,3 +44,19 @@ def test_forget():
     tracker.forget("t", 0)
     tracker.forget("t", 9)  # unknown: no error
     assert tracker.offsets() == {}
+
+
+def test_store_and_sized_feed_the_same_figures_as_replicated():
+    """The lean per-record form (the dict's own store) and per-batch sizes: the poller sees the
+    same offsets and the same mean size as with replicated()."""
+    lean, plain = ReplicationTracker("A", "B"), ReplicationTracker("A", "B")
+    for offset, size in ((5, 100), (6, 300)):
+        lean.store(("t", 0), offset)
+        plain.replicated("t", 0, offset, size)
+    lean.sized(2, 400)
+    lean.store(("t", 1), 0)
+    plain.replicated("t", 1, 0)
+    assert lean.offsets() == plain.offsets() == {("t", 0): 6, ("t", 1): 0}
+    assert lean.mean_record_bytes() == plain.mean_record_bytes() == 200.0
+    lean.forget("t", 0)
+    assert lean.offsets() == {("t", 1): 0}  # store writes the very dict forget() and offsets() see
