@@ -104,6 +104,13 @@ def encode_heartbeat(heartbeat: Heartbeat) -> tuple[bytes, bytes]:
 CONNECTOR_NAME = "MirrorSourceConnector"
 
 
+def is_source_connector(name: str) -> bool:
+    """A MirrorSourceConnector's name: dedicated MM2 names it after the class; Strimzi's
+    KafkaMirrorMaker2 (MM2 as connectors on a Connect cluster) names it
+    `<source>-><target>.MirrorSourceConnector`. Other names are other connectors."""
+    return name == CONNECTOR_NAME or name.endswith("." + CONNECTOR_NAME)
+
+
 class ConnectOffsetKey(NamedTuple):
     connector: str
     cluster: str
@@ -119,7 +126,8 @@ def _json(raw: bytes, what: str) -> Any:
 
 
 def decode_connect_offset_key(key: bytes | None) -> ConnectOffsetKey | None:
-    """The source partition of a MirrorSourceConnector offset; None for another connector's key.
+    """The source partition of a MirrorSourceConnector offset (`is_source_connector`); None for
+    another connector's key.
 
     The checkpoint and heartbeat connectors keep their offsets in the same topic with other
     partition maps: not ours to read, and not bad records either.
@@ -129,7 +137,7 @@ def decode_connect_offset_key(key: bytes | None) -> ConnectOffsetKey | None:
     doc = _json(key, "key")
     if not (isinstance(doc, list) and len(doc) == 2 and isinstance(doc[0], str) and isinstance(doc[1], dict)):
         raise BadRecord("key is not [connector, {partition}]")
-    if doc[0] != CONNECTOR_NAME:
+    if not is_source_connector(doc[0]):
         return None
     part = doc[1]
     cluster, topic, partition = part.get("cluster"), part.get("topic"), part.get("partition")

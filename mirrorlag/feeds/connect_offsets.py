@@ -9,7 +9,8 @@ all commit into it, each under its own name:
     value {"offset":123}      the offset of the last record copied (MM2 resumes at offset + 1)
     null value                a tombstone: the partition's offset was reset
 
-Only MirrorSourceConnector records of the flow's own source cluster are LROs; the other
+Only MirrorSourceConnector records (also Strimzi's `A->B.MirrorSourceConnector`) of the flow's
+own source cluster are LROs; the other
 connectors' records are skipped silently. A record that does not decode is counted in
 `bad_records` and skipped. Within the feed the newest record per partition is the truth, even
 when it is smaller (MM2 restarted from an older commit: the engine reports a REWIND).

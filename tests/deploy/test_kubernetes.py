@@ -213,9 +213,9 @@ def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):
         connector = mirror["sourceConnector"].get("config", {})
         assert flow.offset_syncs_topic_location == connector.get("offset-syncs.topic.location", "source")
         assert flow.connect_offsets_topic == target["offsetStorageTopic"]
-    # Connect-mode MM2 names its source connector "<source>-><target>.MirrorSourceConnector"; the
-    # connect-offsets feed reads dedicated MM2's "MirrorSourceConnector" only (see mirrorlag.yaml)
-    assert settings.lro_feeds == ("offset-syncs",)
+    # Both feeds: the connect-offsets feed also reads Connect-mode MM2's
+    # "<source>-><target>.MirrorSourceConnector" records from the target's offsetStorageTopic.
+    assert settings.lro_feeds == ("offset-syncs", "connect-offsets")
 
 
 def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():

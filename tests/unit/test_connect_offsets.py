@@ -429,3 +429,12 @@ def test_connect_offsets_read_every_partition_from_the_beginning():
     consumer.batches = [[FakeMessage(TOPIC, 1, GOLDEN_KEY, GOLDEN_VALUE), eof(TOPIC, 0), eof(TOPIC, 1)]]
     assert f.offsets() == {ORDERS_3: 1234}
     assert consumer.assigned == {(TOPIC, 0): OFFSET_BEGINNING, (TOPIC, 1): OFFSET_BEGINNING}
+
+
+def test_strimzi_names_the_source_connector_after_its_flow():
+    """MM2 as connectors on a Connect cluster (Strimzi's KafkaMirrorMaker2) commits under
+    `<source>-><target>.MirrorSourceConnector`; its checkpoint connector's name stays skipped."""
+    f = feed()
+    f._apply(b'["src->dst.MirrorSourceConnector",{"cluster":"src","partition":3,"topic":"orders"}]', b'{"offset":77}')
+    f._apply(b'["src->dst.MirrorCheckpointConnector",{"cluster":"src","partition":3,"topic":"orders"}]', b'{"offset":99}')
+    assert f._latest == {ORDERS_3: 77} and f.bad_records == 0
