@@ -124,7 +124,7 @@ def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
     table_points = len(poller.engine._order_parts[-1].f_leos)
     exposition = sidecar.server.current
-    metrics_bytes, status_bytes = len(exposition.metrics), len(exposition.status)
+    metrics_bytes, status_bytes = len(exposition.metrics), len(exposition.status_json())
     # What lives between polls without the exposition: drop it, measure, then build it again.
     sidecar.server.current = None
     del exposition
