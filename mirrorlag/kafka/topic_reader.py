@@ -32,6 +32,9 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         "group.id": f"mirrorlag-{uuid.uuid4().hex[:12]}",  # never joins: we assign()
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        # Out of range (a topic that came back shorter, see TopicReader._restart_shrunk): read
+        # the new log from its start; librdkafka's default, latest, would skip what it holds.
+        "auto.offset.reset": "earliest",
         "logger": LIBRDKAFKA_LOGGER,
     })
     return Consumer(config)
@@ -134,6 +137,25 @@ class TopicReader:
             assigned = {(t, p) for t, parts in self._assigned.items() for p in parts}
             if not assigned or (not messages and assigned <= self._at_eof):
                 break
+        self._restart_shrunk()
+
+    def _restart_shrunk(self) -> None:
+        """A partition whose end is now below our position is a new log (the topic was deleted
+        and recreated, or the broker came back empty): some brokers just return nothing for a
+        fetch there, never "out of range", so compare with the high watermark the last fetch
+        brought (cached: no request) and read the partition again from its start."""
+        for topic, partitions in self._assigned.items():
+            for partition, position in zip(partitions, self.consumer.position(
+                    [TopicPartition(topic, p) for p in partitions])):
+                if position.offset < 0:
+                    continue  # nothing fetched yet
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+                if 0 <= high < position.offset:
+                    log.warning("%s topic %s partition %d on cluster %s now ends at %d, before %d: "
+                                "a new log; reading it from the start", self.label, topic, partition,
+                                self.cluster_alias, high, position.offset)
+                    self.consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+                    self._at_eof.discard((topic, partition))
 
     def _forget(self, topic: str) -> None:
         """The topic was deleted: unassign it and wait for it to exist again."""

@@ -202,9 +202,6 @@ def test_target_broker_down_stalls_instead_of_freezing_a_healthy_lag(tmp_path, b
             target.start()
 
 
-@pytest.mark.xfail(strict=True, reason="TopicReader keeps its consumer position when a feed topic comes back "
-                                       "shorter (recreated, or a restarted tansu): the new records are never read. "
-                                       "Fix belongs in mirrorlag/kafka/topic_reader.py")
 def test_a_feed_topic_recreated_on_a_restarted_target_is_read_again(tmp_path, brokers):
     source, target = brokers
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
