@@ -9,21 +9,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA = pa.schema([
-    pa.field("ts", pa.timestamp("ms", tz="UTC"), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("target", pa.string(), nullable=False),
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    pa.field("leo", pa.int64()),
-    pa.field("lro", pa.int64()),
-    pa.field("lro_feed", pa.string()),
-    pa.field("record_lag", pa.int64()),
-    pa.field("time_lag_ms", pa.int64()),
-    pa.field("freshness_lag_ms", pa.int64()),
-    pa.field("byte_lag_estimate", pa.int64()),
-    pa.field("state", pa.string(), nullable=False),
-])
+from mirrorlag.history.schema import SCHEMA  # the sidecar's own: the rollup's input contract
+
 H = 3_600_000  # ms
 M = 60_000
 
