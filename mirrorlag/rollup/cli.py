@@ -10,7 +10,6 @@ import sys
 from datetime import date, datetime, timedelta, timezone
 from typing import Sequence
 
-from mirrorlag.errors import MirrorlagError
 from mirrorlag.rollup.errors import RollupError
 
 
@@ -50,16 +49,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Spark's own log level (default ERROR: the job's progress, not Spark's)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mirrorlag-rollup",
-        description="Nightly rollup of mirrorlag's lag history: daily tables per partition, topic and flow, "
-                    "trends, and an HTML report per day. Also: spark-submit mirrorlag/rollup/__main__.py ARGS.",
-    )
-    add_arguments(p)
-    return p
-
-
 def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[date]:
     yesterday = (today or datetime.now(timezone.utc).date()) - timedelta(days=1)
     if args.date is not None and (args.date_from or args.date_to):
@@ -92,12 +81,7 @@ def cmd_rollup(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The spark-submit entry point: the same one-line errors and exit statuses as `mirrorlag`."""
-    args = build_parser().parse_args(argv)
-    try:
-        return cmd_rollup(args)
-    except MirrorlagError as exc:
-        print(f"mirrorlag: error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        return 130
+    """The spark-submit entry point: exactly `mirrorlag rollup ARGS` (same errors, exit statuses)."""
+    from mirrorlag.cli import main as mirrorlag_main
+
+    return mirrorlag_main(["rollup", *(sys.argv[1:] if argv is None else argv)])

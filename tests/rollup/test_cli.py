@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorlag.rollup.cli import build_parser, days_from_args
+from mirrorlag.cli import build_parser
+from mirrorlag.rollup.cli import days_from_args
 from mirrorlag.rollup.errors import RollupError
 from tests.rollup.history import H, day_ms, every, series, write
 
@@ -61,7 +62,7 @@ def test_days():
         days_from_args(_args(date_to=date(2024, 1, 1)), today)
     with pytest.raises(RollupError):
         days_from_args(_args(date_from=date(2024, 1, 2), date_to=date(2024, 1, 1)), today)
-    args = build_parser().parse_args(["--history", "h", "--out", "o", "--conf", "spark.a=1=2", "--conf", "b=c"])
+    args = build_parser().parse_args(["rollup", "--history", "h", "--out", "o", "--conf", "spark.a=1=2", "--conf", "b=c"])
     assert dict(args.conf) == {"spark.a": "1=2", "b": "c"}
 
 
