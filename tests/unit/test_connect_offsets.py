@@ -371,12 +371,14 @@ class FakeConsumer:
         self.topics = topics
         self.batches: list[list[FakeMessage]] = []
         self.assigned: dict[tuple[str, int], int] = {}
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to read; none: nothing read yet
+        self.seeks: list[tuple[str, int, int]] = []
 
     def list_topics(self, timeout: float):
         return SimpleNamespace(topics={t: SimpleNamespace(partitions=dict.fromkeys(parts), error=None)
                                        for t, parts in self.topics.items()})
 
-    def get_watermark_offsets(self, tp, timeout: float, cached: bool):
+    def get_watermark_offsets(self, tp, timeout: float = -1, cached: bool = False):
         return self.topics[tp.topic][tp.partition]
 
     def incremental_assign(self, partitions) -> None:
@@ -391,6 +393,13 @@ class FakeConsumer:
 
     def consume(self, num_messages: int, timeout: float):
         return self.batches.pop(0) if self.batches else []
+
+    def position(self, partitions):
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition,
+                                offset=self.positions.get((tp.topic, tp.partition), -1001)) for tp in partitions]
+
+    def seek(self, tp) -> None:
+        self.seeks.append((tp.topic, tp.partition, tp.offset))
 
 
 def eof(topic: str, partition: int) -> FakeMessage:
@@ -438,3 +447,15 @@ def test_strimzi_names_the_source_connector_after_its_flow():
     f._apply(b'["src->dst.MirrorSourceConnector",{"cluster":"src","partition":3,"topic":"orders"}]', b'{"offset":77}')
     f._apply(b'["src->dst.MirrorCheckpointConnector",{"cluster":"src","partition":3,"topic":"orders"}]', b'{"offset":99}')
     assert f._latest == {ORDERS_3: 77} and f.bad_records == 0
+
+
+def test_a_partition_that_now_ends_before_the_position_is_read_again_from_the_start():
+    """A broker restored empty or a topic recreated: the log ends before where the reader is.
+    tansu answers such a fetch with nothing, never out-of-range, so the reader compares."""
+    consumer = FakeConsumer({"mm2-offsets.src.internal": {0: (0, 3), 1: (0, 9)}})
+    f = ConnectOffsetsFeed("dst", consumer, {"mm2-offsets.src.internal": [FLOW]}, timeout_s=1)  # type: ignore[arg-type]
+    consumer.batches = [[eof("mm2-offsets.src.internal", 0), eof("mm2-offsets.src.internal", 1)]]
+    consumer.positions = {("mm2-offsets.src.internal", 0): 7, ("mm2-offsets.src.internal", 1): 9}
+    f.offsets()
+    assert consumer.seeks == [("mm2-offsets.src.internal", 0, OFFSET_BEGINNING)]  # 1 is at its end: left alone
+
