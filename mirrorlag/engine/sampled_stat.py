@@ -193,28 +193,8 @@ class WindowedLagStat:
                     if v > mx:
                         mx = v
         elif n > _WIDTH:
-            count = 0
-            total = 0
-            mn = _INF
-            mx = _NINF
-            for j in range(0, n, _WIDTH):
-                if now - d[j] >= expire:
-                    d[j] = now
-                    d[j + 1] = 0
-                    d[j + 2] = _INF
-                    d[j + 3] = _NINF
-                    d[j + 4] = 0
-                    continue
-                c = d[j + 1]
-                if c:
-                    count += c
-                    total += d[j + 4]
-                    v = d[j + 2]
-                    if v < mn:
-                        mn = v
-                    v = d[j + 3]
-                    if v > mx:
-                        mx = v
+            # More than two samples (metrics.num.samples > 2, not the default): measure()'s loop.
+            return self.measure(now)
         return (float(mn), float(mx), total / count)
 
     def __repr__(self) -> str:
