@@ -64,8 +64,12 @@ def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[
 
 
 def cmd_rollup(args: argparse.Namespace) -> int:
-    from mirrorlag.rollup.job import RollupOptions
-    from mirrorlag.rollup.runner import run
+    try:
+        from mirrorlag.rollup.job import RollupOptions
+        from mirrorlag.rollup.runner import run
+    except ImportError as exc:  # the demo's venv has no Spark
+        raise RollupError(f"the rollup needs the spark extra ({exc.name} is not installed): "
+                          "pip install 'mirrorlag[spark]', and Java 17") from None
 
     if args.worst < 1:
         raise RollupError("--worst must be at least 1")

@@ -48,6 +48,16 @@ def test_bad_arguments_are_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip() == "mirrorlag: error: --date and --from/--to exclude each other"
 
 
+def test_without_the_spark_extra_is_one_line_and_exit_2(tmp_path):
+    """The demo's venv has no pyspark: say which extra to install, no ImportError traceback."""
+    code = ("import sys; sys.modules['pyspark'] = None; from mirrorlag.cli import main; "
+            f"raise SystemExit(main(['rollup', '--history', {str(tmp_path)!r}, '--out', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("mirrorlag: error: the rollup needs the spark extra (pyspark is not installed)")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
 def _args(**kw) -> Namespace:
     base = {"date": None, "date_from": None, "date_to": None}
     return Namespace(**{**base, **kw})
