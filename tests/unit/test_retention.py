@@ -6,7 +6,6 @@ from typing import Mapping
 
 import pytest
 
-from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import LagEngine
 from mirrorlag.engine.retention import (
     headroom_records,
@@ -16,11 +15,10 @@ from mirrorlag.engine.retention import (
     records_lost,
 )
 from mirrorlag.model import FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, State
+from tests.unit.test_engine import K0, READ, engine, lro
 
-K0 = PartitionKey("A", "B", "orders", 0)
 K1 = PartitionKey("A", "B", "orders", 1)
 C0 = PartitionKey("C", "B", "orders", 0)
-READ = 0.5
 
 
 # --- arithmetic ---
@@ -65,15 +63,6 @@ def test_log_start_window_covers_the_warn_horizon() -> None:
 
 
 # --- the engine ---
-
-
-def lro(offset: int, changed_at: float, *, stale: bool = False) -> LroReading:
-    return LroReading(offset=offset, feed="callback", changed_at=changed_at, stale=stale)
-
-
-def engine(**params: float) -> LagEngine:
-    p = EngineParams(**params)  # type: ignore[arg-type]
-    return LagEngine(lambda flow: p)
 
 
 def poll(
