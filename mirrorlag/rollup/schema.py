@@ -6,25 +6,22 @@ ignored, a column missing from an old segment reads as null, and no file is open
 
 from __future__ import annotations
 
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+import pyarrow as pa
+from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
+from mirrorlag.history.schema import SCHEMA as WRITER_SCHEMA
 from mirrorlag.model import State
 
-HISTORY_SCHEMA = StructType([
-    StructField("ts", TimestampType()),
-    StructField("source", StringType()),
-    StructField("target", StringType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("leo", LongType()),
-    StructField("lro", LongType()),
-    StructField("lro_feed", StringType()),
-    StructField("record_lag", LongType()),
-    StructField("time_lag_ms", LongType()),
-    StructField("freshness_lag_ms", LongType()),
-    StructField("byte_lag_estimate", LongType()),
-    StructField("state", StringType()),
-])
+_SPARK_TYPES = {pa.string(): StringType(), pa.int32(): IntegerType(), pa.int64(): LongType()}
+
+
+def _spark_type(arrow_type: pa.DataType) -> DataType:
+    return TimestampType() if pa.types.is_timestamp(arrow_type) else _SPARK_TYPES[arrow_type]
+
+
+# The writer's own schema (mirrorlag.history.schema) in Spark's types, every column nullable: a
+# column the writer adds is read without an edit here, and one missing from an old segment is null.
+HISTORY_SCHEMA = StructType([StructField(f.name, _spark_type(f.type)) for f in WRITER_SCHEMA])
 
 # States become small ints once, before the shuffle: narrower rows and integer comparisons.
 # Derived from the enum, so a state added to model.py is known here without an edit.
