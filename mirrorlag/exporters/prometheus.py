@@ -115,10 +115,11 @@ class PartitionBlock:
             )
         return text
 
-    def render(self, rows: tuple[PartitionRow, ...]) -> list[bytes]:
-        """The block as one bytes chunk per family: only one family's lines exist as separate
-        strings at a time (1.7M small strings at once, at 100k partitions, held ~250 MB of
-        arenas that fragmentation then kept resident; the issue 7 memory benchmark)."""
+    def render(self, rows: tuple[PartitionRow, ...]) -> Iterator[bytes]:
+        """The block as one bytes chunk per family, made as it is consumed: only one family's
+        lines exist as separate strings at a time (1.7M small strings at once, at 100k
+        partitions, held ~250 MB of arenas that fragmentation then kept resident; the issue 7
+        memory benchmark), and a consumer that compresses each chunk never holds the whole text."""
         label_text = self._label_text
         GONE = State.GONE
         states: list[str] = []
@@ -132,7 +133,6 @@ class PartitionBlock:
             else:
                 live.append(row)
                 labels.append(text)
-        chunks: list[bytes] = []
         extras: dict[Callable, list[str]] = {}  # an extra label's texts, made once per render
         for family in self.families:
             name = family.name
@@ -151,12 +151,12 @@ class PartitionBlock:
                 if extra is None:
                     extra = extras[family.extra] = list(map(family.extra, live))
                 lines = [f"{name}{{{text}{x}}} {v!r}\n" for text, x, v in zip(labels, extra, values) if v is not None]
-            chunks.append((head + "".join(lines)).encode())
-            del lines
-        chunks.append(("# HELP mirrorlag_partition_state 1 for the partition's current state "
-                       "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
-                       "# TYPE mirrorlag_partition_state gauge\n" + "".join(states)).encode())
-        return chunks
+            chunk = (head + "".join(lines)).encode()
+            del lines, values
+            yield chunk
+        yield ("# HELP mirrorlag_partition_state 1 for the partition's current state "
+               "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
+               "# TYPE mirrorlag_partition_state gauge\n" + "".join(states)).encode()
 
 
 class _Literal(str):
@@ -281,8 +281,15 @@ class MetricsRenderer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
 
-    def render(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None = None) -> bytes:
+    def render_chunks(self, snapshot: Snapshot | None, stats: PollStats,
+                      history: HistoryStats | None = None) -> Iterator[bytes]:
+        """The exposition a family at a time (see PartitionBlock.render)."""
+        if snapshot:
+            yield from self.partitions.render(snapshot.rows)
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
-        chunks = self.partitions.render(snapshot.rows) if snapshot else []
-        chunks.append(generate_latest(self.registry))
-        return b"".join(chunks)  # one copy of the body, not str + bytes + concatenation
+        yield generate_latest(self.registry)
+
+    def render(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None = None) -> bytes:
+        """The whole exposition text at once (tests and benchmarks; the sidecar compresses the
+        chunks as they come)."""
+        return b"".join(self.render_chunks(snapshot, stats, history))

@@ -9,17 +9,13 @@ ReplicationTracker for all of them, and measures side by side in one process:
   - poll: one full poll (metadata + ListOffsets + feeds + engine + snapshot);
   - render: the Prometheus text rendered from that snapshot; poll_render_over_bare is the issue's
     ratio, (poll + render) / bare, per run, median;
-  - publish: what Sidecar.poll adds to a poll: /metrics and the /status JSON document;
+  - publish: what Sidecar.poll adds to a poll: /metrics rendered and compressed (/status is
+    rendered only when asked for);
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
   - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
-    Prometheus scrapes) while a thread runs full polls back to back (poll + render of /metrics and /status), half
-    asking `Accept-Encoding: gzip` as Prometheus does and half uncompressed, interleaved. Twice:
-    "asis", the sidecar as it is (the first gzip scrape after a poll compresses the new body, and
-    Nagle's algorithm holds the body's tail until the client's delayed ACK of the headers, ~40 ms
-    on a keep-alive connection), and "fixed", with the two fixes this benchmark argues for
-    emulated: the body compressed in the poll thread before the new exposition replaces the old one
-    (PrecompressingServer below) and TCP_NODELAY on the server's sockets (the handler's
-    `disable_nagle_algorithm`).
+    Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
+    /metrics, publish), half asking `Accept-Encoding: gzip` as Prometheus does and half
+    uncompressed, interleaved.
 Medians of --runs; the ratio poll/bare is the figure to watch. Scrape times are to the last byte
 of the body, not decompressed or parsed.
 """
@@ -44,7 +40,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.embedded import EmbeddedBroker, free_port
-from mirrorlag.exporters.http import Exposition, ExpositionServer
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
@@ -67,21 +62,6 @@ def prepare(bootstrap: str, total: int, prefix: str) -> list[str]:
             producer.poll(0)
         assert producer.flush(120) == 0, "records left unsent"
     return topics
-
-
-class PrecompressingServer(ExpositionServer):
-    """The proposed fix, emulated: Sidecar._publish compresses /metrics (Exposition.metrics_gzip)
-    before it replaces the exposition, so no scrape ever waits for the compression."""
-
-    @property
-    def current(self) -> Exposition:
-        return self._current
-
-    @current.setter
-    def current(self, exposition: Exposition) -> None:
-        if exposition.metrics:
-            exposition.metrics_gzip()
-        self._current = exposition
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -118,15 +98,10 @@ def scrape_client(port: int, scrapes: int) -> dict:
     return {"times": times, "sizes": sizes, "failures": failures}
 
 
-def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, fixed: bool) -> dict[str, float]:
+def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int) -> dict[str, float]:
     """scrape_client in a child process while this one runs polls (with publish) back to back."""
     stop = threading.Event()
     polls = []
-    server = sidecar.server
-    server.httpd.RequestHandlerClass.disable_nagle_algorithm = fixed
-    exposition = server.current
-    server.__class__ = PrecompressingServer if fixed else ExpositionServer
-    server.current = exposition
 
     def poll_loop() -> None:
         while not stop.is_set():
@@ -147,7 +122,7 @@ def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, fixed: bool) -
         stop.set()
         poller.join()
     client = json.loads(out.strip().splitlines()[-1])
-    label = "fixed" if fixed else "asis"
+    label = "under_polls"
     result = {}
     for encoding, samples in client["times"].items():
         result[f"{label}_{encoding}_p50_ms"] = percentile(samples, 0.5) * 1000
@@ -205,7 +180,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
         ratios.append((poll[-1] + render[-1]) / bare[-1])
 
         t0 = time.perf_counter()
-        sidecar._publish(snapshot)  # /metrics again, and /status
+        sidecar._publish(snapshot)  # /metrics again, compressed a family at a time
         publish.append(time.perf_counter() - t0)
 
         for _ in range(20):
@@ -214,8 +189,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
             scrape.append(time.perf_counter() - t0)
     under_polls: dict[str, float] = {}
     if scrapes:
-        under_polls.update(scrape_under_polls(sidecar, port, scrapes, fixed=False))
-        under_polls.update(scrape_under_polls(sidecar, port, scrapes, fixed=True))
+        under_polls.update(scrape_under_polls(sidecar, port, scrapes))
     sidecar.stop()
     scrape.sort()
     return {
@@ -227,7 +201,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
         "render_ms": median_ms(render),
         # The issue's "full poll" includes rendering /metrics: the median of each run's ratio.
         "poll_render_over_bare": statistics.median(ratios),
-        "publish_ms": median_ms(publish),  # /metrics and /status, as Sidecar.poll does
+        "publish_ms": median_ms(publish),  # render + compress /metrics, as Sidecar.poll does
         "scrape_p50_ms": median_ms(scrape),
         "scrape_p99_ms": scrape[int(len(scrape) * 0.99) - 1] * 1000,
         "metrics_bytes": len(body),

@@ -6,18 +6,18 @@
 A real Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
 polls), then per run, timed separately: `Poller.poll_once` (feeds, LRO cache, engine, snapshot:
 everything a poll adds to the ListOffsets round trips), the /metrics render, the /status document,
-and the gzip of /metrics a Prometheus scrape asks for. Medians of --runs. With --pyinstrument, one
-poll and publish run under pyinstrument (pip install pyinstrument; not a dependency) and its tree
-is printed.
+and the publish of /metrics (render and gzip a family at a time, as the sidecar does). Medians of
+--runs. With --pyinstrument, one poll and publish run under pyinstrument (pip install
+pyinstrument; not a dependency) and its tree is printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import statistics
 import time
 
+from mirrorlag.exporters.http import MetricsBody
 from mirrorlag.exporters.status import status_document
 from tests.bench.bench_memory import StandIn
 
@@ -39,21 +39,20 @@ def main() -> None:
         profiler = Profiler(interval=0.001)
         profiler.start()
         bench.poll(n + 1, publish=True)
-        bench.sidecar.server.current.metrics_gzip()
         profiler.stop()
         print(profiler.output_text(unicode=False, color=False, show_all=False))
         return
     sidecar, stats = bench.sidecar, bench.poller.stats
-    times: dict[str, list[float]] = {"poll": [], "render": [], "status": [], "gzip": []}
+    times: dict[str, list[float]] = {"poll": [], "render": [], "status": [], "publish": []}
     for run in range(args.runs):
         t0 = time.perf_counter()
         snapshot = bench.poll(n + 1 + run, publish=False)
         t1 = time.perf_counter()
-        body = sidecar.renderer.render(snapshot, stats)
+        sidecar.renderer.render(snapshot, stats)
         t2 = time.perf_counter()
         status_document(snapshot, True, {})
         t3 = time.perf_counter()
-        gzip.compress(body, compresslevel=1)  # as Exposition.metrics_gzip does
+        MetricsBody.compress(sidecar.renderer.render_chunks(snapshot, stats))  # as Sidecar._publish
         t4 = time.perf_counter()
         for name, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             times[name].append(dt)

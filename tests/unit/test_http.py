@@ -5,12 +5,13 @@ from __future__ import annotations
 import gzip
 import http.client
 import socket
+import struct
 import time
 from typing import Iterator
 
 import pytest
 
-from mirrorlag.exporters.http import Exposition, ExpositionServer
+from mirrorlag.exporters.http import Exposition, ExpositionServer, MetricsBody
 
 BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 
@@ -18,7 +19,7 @@ BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 @pytest.fixture
 def server() -> Iterator[ExpositionServer]:
     srv = ExpositionServer("127.0.0.1", 0)
-    srv.current = Exposition(metrics=BODY, status=b'{"ready":true}', ready=True)
+    srv.current = Exposition(metrics=MetricsBody.compress([BODY[:100], BODY[100:]]), status=b'{"ready":true}', ready=True)
     srv.start()
     yield srv
     srv.stop()
@@ -54,12 +55,30 @@ def test_only_get_and_head(server, method):
     assert (status, headers["Allow"]) == (405, "GET, HEAD")
 
 
-def test_gzip_when_asked_and_compressed_once_per_exposition(server):
+def test_gzip_when_asked_is_the_body_as_compressed_at_publish(server):
     status, headers, body = request(server, "GET", "/metrics", {"Accept-Encoding": "gzip"})
     assert (status, headers["Content-Encoding"]) == (200, "gzip")
     assert gzip.decompress(body) == BODY
-    exposition = server.current
-    assert exposition.metrics_gzip() is exposition.metrics_gzip()
+    assert body == server.current.metrics.gzipped
+
+
+def test_a_large_body_is_held_compressed_and_sent_plain_in_pieces(server):
+    lines = [f'm{{topic="t{i}",partition="{i % 7}"}} {i * 0.5!r}\n'.encode() for i in range(200_000)]
+    text = b"".join(lines)
+    body = MetricsBody.compress(b"".join(lines[i:i + 5000]) for i in range(0, len(lines), 5000))
+    assert (body.size, gzip.decompress(body.gzipped)) == (len(text), text)
+    assert len(body.gzipped) * 4 < len(text)
+    assert len(list(body.text())) > 1  # inflated a piece at a time, not at once
+    server.current = Exposition(metrics=body)
+    status, headers, got = request(server, "GET", "/metrics")
+    assert (status, headers["Content-Length"], got) == (200, str(len(text)), text)
+    assert "Content-Encoding" not in headers
+
+
+def test_an_empty_body_is_served_both_ways(server):
+    server.current = Exposition()
+    assert request(server, "GET", "/metrics")[2] == b""
+    assert gzip.decompress(request(server, "GET", "/metrics", {"Accept-Encoding": "gzip"})[2]) == b""
 
 
 def test_malformed_and_oversized_requests_are_rejected_and_the_server_lives_on(server):
@@ -78,3 +97,12 @@ def test_a_silent_client_does_not_block_a_scrape(server):
         started = time.monotonic()
         assert request(server, "GET", "/metrics")[2] == BODY
         assert time.monotonic() - started < 2
+
+
+def test_a_client_that_resets_mid_request_leaves_no_traceback(server, capfd):
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+    assert request(server, "GET", "/metrics")[2] == BODY
+    assert "Traceback" not in capfd.readouterr().err
