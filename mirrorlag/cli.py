@@ -97,11 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
+    from mirrorlag.gc_pacing import GcPacing
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
     try:
-        sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings))
+        sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),
+                          gc_pacing=GcPacing())
     except OSError as exc:  # e.g. the HTTP port is taken
         raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
     stop = threading.Event()

@@ -18,6 +18,7 @@ from mirrorlag.exporters.http import Exposition, ExpositionServer, MetricsBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
 from mirrorlag.exporters.status import status_document
 from mirrorlag.feeds.callback import ReplicationTracker
+from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.history import History
 from mirrorlag.model import Snapshot
 from mirrorlag.poller import HeartbeatSource, LroFeed, Poller
@@ -33,8 +34,12 @@ class Sidecar:
         trackers: Sequence[ReplicationTracker] = (),
         heartbeats: Sequence[HeartbeatSource] = (),
         serve_http: bool = True,
+        gc_pacing: GcPacing | None = None,
     ) -> None:
         self.settings = settings
+        # The long-running process (`mirrorlag run`) owns the interpreter's collector; a Sidecar
+        # embedded in someone else's process (tests, the demo) leaves it alone.
+        self.gc_pacing = gc_pacing
         self.poller = Poller(settings, feeds, trackers, heartbeats)
         self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full")
         self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
@@ -65,6 +70,8 @@ class Sidecar:
             self._publish(snapshot)
         for listener in self.listeners:
             listener(snapshot)
+        if self.gc_pacing is not None:
+            self.gc_pacing.after_poll(time.monotonic())
         return snapshot
 
     def _poll_job(self) -> None:

@@ -10,7 +10,8 @@ ReplicationTracker for all of them, and measures side by side in one process:
   - render: the Prometheus text rendered from that snapshot; poll_render_over_bare is the issue's
     ratio, (poll + render) / bare, per run, median;
   - publish: what Sidecar.poll adds to a poll: /metrics rendered and compressed (/status is
-    rendered only when asked for);
+    rendered only when asked for); then gc_pacing, the young collection and freeze `mirrorlag run`
+    does after each poll (--gc-pacing on off measures with and without it, in turn);
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
   - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
     Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
@@ -23,7 +24,9 @@ of the body, not decompressed or parsed.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
+import itertools
 import json
 import statistics
 import subprocess
@@ -40,6 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.embedded import EmbeddedBroker, free_port
+from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
@@ -139,7 +143,8 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path) -> dict[str, float]:
+def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
+               gc_pacing: bool) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
@@ -155,12 +160,12 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
     for topic in topics:
         for partition in range(PARTITIONS_PER_TOPIC):
             tracker.replicated(topic, partition, 0, 1)
-    sidecar = Sidecar(load_settings([config]), trackers=[tracker])
+    sidecar = Sidecar(load_settings([config]), trackers=[tracker], gc_pacing=GcPacing() if gc_pacing else None)
     sidecar.server.start()
     source = sidecar.poller.sources["src"]
     partitions = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
 
-    bare, poll, render, publish, scrape, ratios = [], [], [], [], [], []
+    bare, poll, render, publish, collect, scrape, ratios = [], [], [], [], [], [], []
     snapshot = sidecar.poll()  # warm-up: connections, first metadata
     assert len(snapshot.rows) == total, len(snapshot.rows)
     assert all(r.record_lag == 0 for r in snapshot.rows)
@@ -183,6 +188,11 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
         sidecar._publish(snapshot)  # /metrics again, compressed a family at a time
         publish.append(time.perf_counter() - t0)
 
+        if sidecar.gc_pacing is not None:  # as Sidecar.poll ends
+            t0 = time.perf_counter()
+            sidecar.gc_pacing.after_poll(time.monotonic())
+            collect.append(time.perf_counter() - t0)
+
         for _ in range(20):
             t0 = time.perf_counter()
             body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
@@ -191,10 +201,12 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
     if scrapes:
         under_polls.update(scrape_under_polls(sidecar, port, scrapes))
     sidecar.stop()
+    gc.unfreeze()  # the next variant starts with the collector as the process had it
     scrape.sort()
     return {
         "partitions": total,
         "detail": detail,
+        "gc_pacing": "on" if gc_pacing else "off",
         "bare_list_offsets_ms": median_ms(bare),
         "full_poll_ms": median_ms(poll),
         "poll_over_bare": statistics.median(poll) / statistics.median(bare),
@@ -202,6 +214,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
         # The "full poll" includes rendering /metrics: the median of each run's ratio.
         "poll_render_over_bare": statistics.median(ratios),
         "publish_ms": median_ms(publish),  # render + compress /metrics, as Sidecar.poll does
+        "gc_pacing_ms": median_ms(collect) if collect else 0.0,
         "scrape_p50_ms": median_ms(scrape),
         "scrape_p99_ms": scrape[int(len(scrape) * 0.99) - 1] * 1000,
         "metrics_bytes": len(body),
@@ -215,6 +228,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--detail", choices=["full", "lag"], nargs="+", default=["full"],
                         help="mirrorlag.metrics.detail, each measured in turn")
+    parser.add_argument("--gc-pacing", choices=["on", "off"], nargs="+", default=["on"],
+                        help="mirrorlag run's GcPacing after each poll, each measured in turn")
     parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -224,8 +239,8 @@ def main() -> None:
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
-            for detail in args.detail:
-                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp))
+            for detail, pacing in itertools.product(args.detail, args.gc_pacing):
+                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on")
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
 
