@@ -84,3 +84,23 @@ def test_record_lag_distribution_per_flow_is_a_cumulative_gauge_histogram():
     bucket = lambda le: samples[("mirrorlag_flow_record_lag_partitions_bucket", tuple(sorted(flow + (("le", le),))))]
     assert [bucket(le) for le in ("0.0", "1.0", "10.0", "100.0", "1000.0", "10000.0", "+Inf")] == [2, 2, 3, 4, 4, 5, 5]
     assert samples[("mirrorlag_flow_record_lag_partitions_gcount", flow)] == 5
+
+
+def test_flow_figures_are_kept_apart_per_flow_and_state():
+    ab, ac = ("A", "B"), ("A", "C")
+    rows = (
+        row(PartitionKey(*ab, "t", 0), State.IN_SYNC, 0),
+        row(PartitionKey(*ab, "t", 1), State.STALLED, 700, time_lag_s=400.0),
+        row(PartitionKey(*ab, "t", 2), State.GONE, 9, time_lag_s=None),  # no lag figure, still counted
+        row(PartitionKey(*ac, "t", 0), State.UNKNOWN, None, time_lag_s=None),
+        row(PartitionKey(*ac, "t", 1), State.IN_SYNC, 0),
+    )
+    samples = parse(MetricsRenderer().render(Snapshot(1.0, rows), stats()))
+    by_state = {(dict(k[1])["target"], dict(k[1])["state"]): v for k, v in samples.items() if k[0] == "mirrorlag_flow_partitions"}
+    assert by_state == {("B", "IN_SYNC"): 1, ("B", "STALLED"): 1, ("B", "GONE"): 1, ("C", "UNKNOWN"): 1, ("C", "IN_SYNC"): 1}
+    flow = lambda target: (("source", "A"), ("target", target))
+    assert samples[("mirrorlag_flow_record_lag_partitions_gcount", flow("B"))] == 2
+    assert samples[("mirrorlag_flow_record_lag_partitions_gsum", flow("B"))] == 700
+    assert samples[("mirrorlag_flow_record_lag_partitions_gcount", flow("C"))] == 1
+    time_bucket = lambda target, le: samples[("mirrorlag_flow_time_lag_seconds_partitions_bucket", tuple(sorted(flow(target) + (("le", le),))))]
+    assert [time_bucket("B", le) for le in ("0.0", "300.0", "900.0", "+Inf")] == [1, 1, 2, 2]
