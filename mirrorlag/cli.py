@@ -94,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+# The GIL switch interval of `mirrorlag run` (CPython's default is 5 ms). A scrape thread takes the
+# GIL several times per request (read, parse, write), each time waiting up to one interval for the
+# poll thread to let go; at 100k partitions polls run for seconds, so 5 ms a wait showed in the
+# scrape p99 (tests/bench/RESULTS.md). Switches happen only while a thread waits, so a poll alone
+# runs as fast as before.
+SWITCH_INTERVAL_S = 0.001
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
@@ -101,6 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),
                           gc_pacing=GcPacing())

@@ -12,6 +12,7 @@ ReplicationTracker for all of them, and measures side by side in one process:
   - publish: what Sidecar.poll adds to a poll: /metrics rendered and compressed (/status is
     rendered only when asked for); then gc_pacing, the young collection and freeze `mirrorlag run`
     does after each poll (--gc-pacing on off measures with and without it, in turn);
+    --switch-interval-ms measures with other GIL switch intervals (`mirrorlag run` sets 1 ms);
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
   - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
     Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
@@ -44,6 +45,7 @@ from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.gc_pacing import GcPacing
+from mirrorlag.cli import SWITCH_INTERVAL_S
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
@@ -230,6 +232,8 @@ def main() -> None:
                         help="mirrorlag.metrics.detail, each measured in turn")
     parser.add_argument("--gc-pacing", choices=["on", "off"], nargs="+", default=["on"],
                         help="mirrorlag run's GcPacing after each poll, each measured in turn")
+    parser.add_argument("--switch-interval-ms", type=float, nargs="+", default=[SWITCH_INTERVAL_S * 1000],
+                        help="sys.setswitchinterval during the scrapes, each measured in turn")
     parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -239,8 +243,10 @@ def main() -> None:
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
-            for detail, pacing in itertools.product(args.detail, args.gc_pacing):
+            for detail, pacing, switch_ms in itertools.product(args.detail, args.gc_pacing, args.switch_interval_ms):
+                sys.setswitchinterval(switch_ms / 1000)
                 result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on")
+                result["switch_interval_ms"] = switch_ms
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
 
