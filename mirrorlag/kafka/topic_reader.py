@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import TopicMetadata
 
 from mirrorlag.config.settings import ClusterSettings
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
@@ -25,6 +26,11 @@ GONE_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_P
 
 Apply = Callable[[str, bytes | None, bytes | None], None]  # (topic, key, value)
 
+# How long the per-poll "does it still exist" question may take: a healthy cluster answers in
+# milliseconds, and a down one must not hold every poll for the whole request timeout (a slower
+# cluster only loses the check: the topic stays assigned).
+EXISTS_TIMEOUT_S = 0.25
+
 
 def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
     config = dict(cluster.client)
@@ -35,6 +41,12 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         # Out of range (a topic that came back shorter, see TopicReader._restart_shrunk): read
         # the new log from its start; librdkafka's default, latest, would skip what it holds.
         "auto.offset.reset": "earliest",
+        # librdkafka <= 2.16 dereferences a NULL topic name (SIGSEGV in rd_kafka_metadata_update_op
+        # -> rd_kafka_metadata_cache_find -> strcmp) when a Fetch answer carries a CurrentLeader
+        # tag for a topic id it cannot name, as tansu sends for a deleted topic; the lookup only
+        # compares names when the metadata cache holds an entry. Expiring entries at once keeps it
+        # empty; the consumer needs none (leaders live in its topic handles; a lookup refetches).
+        "metadata.max.age.ms": 1,
         "logger": LIBRDKAFKA_LOGGER,
     })
     return Consumer(config)
@@ -73,39 +85,51 @@ class TopicReader:
         return [t for t in self.topics if t not in self._assigned]
 
     def drain(self, apply: Apply) -> None:
-        self._assign_new_topics()
+        self._sync_topics()
         if self._assigned:
             self._read_to_end(apply)
 
-    def _assign_new_topics(self) -> None:
-        pending = self.missing
-        if not pending:
-            return
-        try:
-            metadata = self.consumer.list_topics(timeout=self.timeout_s)
-        except KafkaException:
-            return  # the poller reports the cluster; we retry next poll
+    def _sync_topics(self) -> None:
+        """Forget assigned topics the cluster no longer has, assign the ones that appeared.
+
+        Asked every poll, not left to the consumer: librdkafka drops the fetch errors of a deleted
+        topic ("unknown topic: ignoring") without ever reporting them, and keeps fetching it.
+        One topic per request: a full listing of a large cluster costs more than the poll."""
         new: list[TopicPartition] = []
-        for topic in pending:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                if topic not in self._missing_logged:
-                    self._missing_logged.add(topic)
-                    log.warning("%s topic %s not found on cluster %s; waiting for it",
-                                self.label, topic, self.cluster_alias)
-                continue
+        for topic in self.topics:
+            assigned = topic in self._assigned
             try:
-                starts = [TopicPartition(topic, p, self.start(self.consumer, topic, p)) for p in sorted(meta.partitions)]
-            except KafkaException as exc:
-                log.debug("start offsets of %s on %s: %s; retrying next poll", topic, self.cluster_alias, exc)
-                continue
-            if topic in self._missing_logged:
-                self._missing_logged.discard(topic)
-                log.info("%s topic %s found on cluster %s", self.label, topic, self.cluster_alias)
-            self._assigned[topic] = [tp.partition for tp in starts]
-            new += starts
+                metadata = self.consumer.list_topics(
+                    topic, timeout=min(self.timeout_s, EXISTS_TIMEOUT_S) if assigned else self.timeout_s)
+            except KafkaException:
+                break  # the cluster did not answer (reported elsewhere): keep what we have, retry next poll
+            meta = metadata.topics.get(topic)
+            if assigned:
+                if meta is None or (meta.error is not None and meta.error.code() in GONE_ERRORS):
+                    self._forget(topic)
+            elif (starts := self._starts(topic, meta)) is not None:
+                self._assigned[topic] = [tp.partition for tp in starts]
+                new += starts
         if new:
             self.consumer.incremental_assign(new)
+
+    def _starts(self, topic: str, meta: TopicMetadata | None) -> list[TopicPartition] | None:
+        """Where to start reading a topic that was missing; None while it still is."""
+        if meta is None or meta.error is not None:
+            if topic not in self._missing_logged:
+                self._missing_logged.add(topic)
+                log.warning("%s topic %s not found on cluster %s; waiting for it",
+                            self.label, topic, self.cluster_alias)
+            return None
+        try:
+            starts = [TopicPartition(topic, p, self.start(self.consumer, topic, p)) for p in sorted(meta.partitions)]
+        except KafkaException as exc:
+            log.debug("start offsets of %s on %s: %s; retrying next poll", topic, self.cluster_alias, exc)
+            return None
+        if topic in self._missing_logged:
+            self._missing_logged.discard(topic)
+            log.info("%s topic %s found on cluster %s", self.label, topic, self.cluster_alias)
+        return starts
 
     def _read_to_end(self, apply: Apply) -> None:
         """Drain what has arrived; on a topic's first read, go on until each partition hit its end.

@@ -374,7 +374,7 @@ class FakeConsumer:
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read; none: nothing read yet
         self.seeks: list[tuple[str, int, int]] = []
 
-    def list_topics(self, timeout: float):
+    def list_topics(self, topic: str | None = None, timeout: float = -1):
         return SimpleNamespace(topics={t: SimpleNamespace(partitions=dict.fromkeys(parts), error=None)
                                        for t, parts in self.topics.items()})
 
