@@ -89,7 +89,7 @@ class _Partition(WindowedLagStat):
 
     __slots__ = (
         "fl", "shape", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro",
-        "lro_seen", "rewind_mark", "f_leos", "f_times",
+        "lro_seen", "rewind_mark", "f_table", "f_count", "f_leo0", "f_tick0",
         "la_x", "la_t", "lb_x", "lb_t", "ca_x", "ca_t", "cb_x", "cb_t",
         "log_start", "ls_rate", "sa_x", "sa_t", "sb_x", "sb_t", "lost_through",
     )
@@ -105,8 +105,9 @@ class _Partition(WindowedLagStat):
         self.last_lro: LroReading | None = None
         self.lro_seen: int | None = None  # the last LRO seen on this log (a RESET starts a new log)
         self.rewind_mark: int | None = None  # the LRO before a step back, until it is regained
-        # The freshness table (see `freshness`). Its newest point is always (prev_leo, prev_t).
-        self.f_leos, self.f_times = freshness.new_table()
+        # The freshness table: freshness.Table's fields, kept here rather than in a table object.
+        # Its newest point is always (prev_leo, prev_t), the time in whole ticks.
+        freshness.clear(self)
         # The append and copy rates: rates.RatePair's checkpoints, the LEO's (at leo_at) and the
         # LRO's (at now). lb_t None: no poll with both on this log yet.
         self.la_x = self.lb_x = self.ca_x = self.cb_x = 0
@@ -144,7 +145,7 @@ class _Partition(WindowedLagStat):
     def new_log(self, read_now: bool, t: float) -> None:
         """The LEO went backwards or an old LRO lies beyond it: forget what belonged to the old
         log (LEO history, rates, lost count, log start), keeping a log start read this poll."""
-        freshness.clear(self.f_leos, self.f_times)
+        freshness.clear(self)
         self.lb_t = None
         self.lost_through = 0
         self.ls_rate = None
@@ -208,7 +209,9 @@ class LagEngine:
         # argument handling, which costs as much as the rest of a row. Every row names all 21
         # fields (a test checks the length).
         new_row = tuple.__new__
-        table_add = freshness.add
+        table_add = freshness.add_ticks
+        t_ticks = freshness.to_ticks(t)  # the freshness tables' time for this poll: one int, shared
+        FITS = freshness.FITS
 
         gone: list[tuple[PartitionKey, _Partition]] = []
         if leos.keys() != parts.keys():
@@ -274,7 +277,7 @@ class LagEngine:
                 part.prev_leo = leo
                 part.prev_t = t
                 # The LEO history still grows: freshness needs it once an LRO arrives.
-                table_add(part.f_leos, part.f_times, leo, t, fl.points)
+                table_add(part, leo, t_ticks, fl.points)
                 mn, mx, av = part.measure(now)
                 append(new_row(Row, (key, UNKNOWN, leo, None, None, None, None, mn, mx, av, None,
                                      None, False, None, None, None, None, part.log_start,
@@ -298,7 +301,7 @@ class LagEngine:
                 part.prev_t = t
                 part.lro_seen = part.rewind_mark = None  # stepping back onto a new log is no rewind
                 part.new_log(key in log_starts, t)
-                table_add(part.f_leos, part.f_times, leo, t, fl.points)
+                table_add(part, leo, t_ticks, fl.points)
                 mn, mx, av = part.measure(now)
                 append(new_row(Row, (key, RESET, leo, off, r.feed, age, lag, mn, mx, av, None,
                                      None, False, None, None, None, None, part.log_start,
@@ -307,15 +310,21 @@ class LagEngine:
 
             max_s = fl.max_s
             # The freshness table; until this point is added its newest is (prev_leo, prev_t).
-            f_leos = part.f_leos
-            if leo != prev_leo:
-                # freshness.add's common case, inlined: a new point, old ones dropped in bulk.
-                f_leos.append(leo)
-                part.f_times.append(t)
-                if len(f_leos) > fl.points_limit:
-                    freshness.trim(f_leos, part.f_times, fl.points)
+            tab = part.f_table
+            n = part.f_count
+            c = len(tab) >> 1
+            dl = leo - part.f_leo0
+            dt = t_ticks - part.f_tick0
+            if leo != prev_leo and n < c <= fl.points_limit and dl < FITS and 0 <= dt < FITS:
+                # freshness.add_ticks's common case, inlined: a new point where the array has room
+                # and its offsets fit (leo > prev_leo, the table's newest LEO, so dl > 0).
+                tab[n] = dl
+                tab[c + n] = dt
+                part.f_count = n + 1
             else:
-                table_add(f_leos, part.f_times, leo, t, fl.points)  # idle: the flat segment grows
+                # Idle (the flat segment grows), full (old points are dropped in bulk), growing,
+                # or offsets that do not fit.
+                table_add(part, leo, t_ticks, fl.points)
 
             if nxt >= leo:
                 # Caught up with the LEO as of t. (nxt > leo with a fresh LRO: records were
@@ -338,7 +347,7 @@ class LagEngine:
                         fresh = 0.0
                     lower = False
                 else:
-                    fresh, lower = freshness.lag(f_leos, part.f_times, nxt, now, fl.points)
+                    fresh, lower = freshness.lag(part, nxt, now, fl.points)
                 if lcu is not None:
                     time_lag = now - lcu
                 else:

@@ -122,16 +122,18 @@ def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str
     assert len(snapshot.rows) == partitions
     row = snapshot.rows[-1]
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
-    table_points = len(poller.engine._order_parts[-1].f_leos)
+    table_points = poller.engine._order_parts[-1].f_count
     exposition = sidecar.server.current
-    metrics_bytes, status_bytes = len(exposition.metrics), len(exposition.status_json())
+    # /metrics is held as gzip only (MetricsBody); `size` is the text's length.
+    metrics_bytes, status_bytes = exposition.metrics.size, len(exposition.status_json())
     # What lives between polls without the exposition: drop it, measure, then build it again.
     sidecar.server.current = None
     del exposition
     gc.collect()
     state = _status_kib()
     sidecar._publish(snapshot)
-    gzip_bytes = len(sidecar.server.current.metrics_gzip())
+    gzip_bytes = len(sidecar.server.current.metrics.gzipped)
+    sidecar.server.current.status_json()  # as the first GET /status renders it
     gc.collect()
     served = _status_kib()
     bench.close()
@@ -154,14 +156,82 @@ def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str
     }
 
 
+def _owned_bytes(objs, seen: set[int]) -> int:
+    """getsizeof of the objects not counted yet (by id): a float or int shared by many partitions
+    (a poll's `now`, small cached ints) counts once, not once per partition."""
+    total = 0
+    for obj in objs:
+        if obj is None or isinstance(obj, bool) or id(obj) in seen:
+            continue
+        if isinstance(obj, int) and -5 <= obj <= 256:
+            continue  # CPython's cached small ints
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+    return total
+
+
+def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None:
+    """Live bytes per partition: the engine's state by part (getsizeof, each object counted once),
+    then tracemalloc's view of everything the polls left alive, by allocating line."""
+    import tracemalloc
+
+    bench = StandIn(partitions, freshness_points)
+    gc.collect()
+    tracemalloc.start()
+    for n in range(1, polls + 1):
+        snapshot = bench.poll(n, publish=False)
+    gc.collect()
+    traced = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    parts = bench.poller.engine._order_parts
+    seen: set[int] = {id(parts[0].fl), id(parts[0].shape)}
+    sizes: dict[str, int] = {}
+
+    def add(name: str, objs) -> None:
+        sizes[name] = sizes.get(name, 0) + _owned_bytes(objs, seen)
+
+    slot_names = [name for cls in type(parts[0]).__mro__ for name in getattr(cls, "__slots__", ())]
+    table_slots = {"f_table", "_d"}
+    for part in parts:
+        add("slots object", [part])
+        add("stat samples list", [part._d])
+        add("stat samples' boxed numbers", part._d)
+        add("freshness table", [part.f_table])
+        add("LRO reading (shared with the LRO cache)", [part.last_lro])
+        add("boxed numbers in slots", [getattr(part, name) for name in slot_names
+                                       if name not in table_slots and name not in ("fl", "shape", "last_lro")
+                                       and hasattr(part, name)])
+    for row in snapshot.rows:
+        add("snapshot row", [row])
+        add("snapshot row's boxed numbers", [v for v in row[2:] if isinstance(v, (int, float))])
+    print(f"partitions={partitions} polls={polls} table_points={parts[-1].f_count}")
+    print("engine state and snapshot, bytes per partition (getsizeof, shared objects once):")
+    for name, size in sizes.items():
+        print(f"  {size / partitions:8.1f}  {name}")
+    print(f"  {sum(sizes.values()) / partitions:8.1f}  total")
+    print("tracemalloc, everything the polls left alive, bytes per partition, by line:")
+    stats = traced.statistics("lineno")
+    total = sum(stat.size for stat in stats)
+    for stat in stats[:20]:
+        frame = stat.traceback[0]
+        print(f"  {stat.size / partitions:8.1f}  {frame.filename.split('/work/main/')[-1]}:{frame.lineno}")
+    print(f"  {total / partitions:8.1f}  total")
+    bench.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--polls", type=int, default=72, help="enough to fill 60-point freshness tables")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--freshness-points", type=int, help="mirrorlag.freshness.table.points (default: 60)")
+    parser.add_argument("--breakdown", type=int, metavar="PARTITIONS",
+                        help="instead: live bytes per partition by part (getsizeof and tracemalloc)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.breakdown:
+        breakdown(args.breakdown, args.polls, args.freshness_points)
+        return
     if args.child:
         print(json.dumps(child(args.child, args.polls, args.freshness_points)))
         return
