@@ -73,6 +73,15 @@ class FeedHealth:
     topics: tuple[str, ...]
     missing: tuple[str, ...]  # topics not found yet (the feed retries every poll)
     bad_records: int
+    up: bool = True  # False from a consumer error (cluster unreachable, ...) until it answers again
+    errors_total: int = 0
+    last_error: str | None = None  # the newest error's short text (secret values masked)
+
+    @classmethod
+    def of(cls, feed: str, reader: TopicReader, bad_records: int) -> "FeedHealth":
+        errors = reader.errors
+        return cls(feed, reader.cluster_alias, tuple(reader.topics), tuple(reader.missing), bad_records,
+                   errors.up, errors.total, errors.last)
 
 
 @dataclass
@@ -174,8 +183,7 @@ class Poller:
         stats.records_lost_total = dict(self.engine.records_lost_total)
         stats.mean_record_bytes = sizes
         stats.feeds = [
-            FeedHealth(feed.name, feed.reader.cluster_alias, tuple(feed.reader.topics),
-                       tuple(feed.reader.missing), feed.bad_records)
+            FeedHealth.of(feed.name, feed.reader, feed.bad_records)
             for feed in (*self.feeds, *self.heartbeats) if feed.reader is not None
         ]
         if not failed:

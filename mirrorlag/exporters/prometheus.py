@@ -242,12 +242,15 @@ class FlowCollector(Collector):
         yield heartbeat
         present = GaugeMetricFamily("mirrorlag_feed_topic_present", "1 when a feed's MM2 topic exists, 0 while the feed waits for it.", labels=["feed", "cluster", "topic"])
         bad = CounterMetricFamily("mirrorlag_feed_bad_records", "Records a feed could not decode (counted and skipped).", labels=["feed", "cluster"])
+        up = GaugeMetricFamily("mirrorlag_feed_up", "1 while a feed's cluster answers, 0 from a consumer error (unreachable, authentication, ...) until it answers again; the error is last_error in /status.", labels=["feed", "cluster"])
+        feed_errors = CounterMetricFamily("mirrorlag_feed_errors", "Errors a feed's consumer ran into (connection failures, all brokers down, failed requests).", labels=["feed", "cluster"])
         for health in s.feeds:
             for topic in health.topics:
                 present.add_metric([health.feed, health.cluster, topic], 0 if topic in health.missing else 1)
             bad.add_metric([health.feed, health.cluster], health.bad_records)
-        yield present
-        yield bad
+            up.add_metric([health.feed, health.cluster], 1 if health.up else 0)
+            feed_errors.add_metric([health.feed, health.cluster], health.errors_total)
+        yield from (present, bad, up, feed_errors)
 
 
     @staticmethod

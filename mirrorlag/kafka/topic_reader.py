@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import TopicMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from mirrorlag.config.settings import ClusterSettings
+from mirrorlag.config.settings import ClusterSettings, is_secret_key
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
 
 log = logging.getLogger(__name__)
@@ -32,9 +32,48 @@ Apply = Callable[[str, bytes | None, bytes | None], None]  # (topic, key, value)
 EXISTS_TIMEOUT_S = 0.25
 
 
+@dataclass
+class ClientErrors:
+    """What a feed's consumer ran into (librdkafka's error callback, failed requests), for
+    FeedHealth: without it a feed on an unreachable cluster just looks quiet."""
+
+    secrets: tuple[str, ...] = ()  # the cluster's secret config values: never in `last`
+    total: int = 0
+    last: str | None = None  # the newest error, short, e.g. "_TRANSPORT: ...: Connection refused"
+    up: bool = True  # False from an error until the cluster answers again
+
+    def record(self, err: KafkaError) -> None:
+        self.total += 1
+        self.up = False
+        text = f"{err.name()}: {err.str()}"
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        self.last = text[:200]
+
+    def answered(self) -> None:
+        self.up = True
+
+
+class FeedConsumer(Consumer):
+    """A Consumer whose librdkafka errors (connection failures, authentication, all brokers
+    down) land in `errors`; they are never raised to the reader.
+
+    Its metadata comes from an admin client over a connection of its own: on the consumer's, a
+    Metadata request waits behind the long-polling Fetch (up to fetch.wait.max.ms, 0.5 s) that an
+    idle assigned partition always has in flight, and so would each poll's existence check."""
+
+    def __init__(self, client: dict[str, str], config: dict[str, object], errors: ClientErrors) -> None:
+        self.errors = errors
+        super().__init__({**client, **config, "error_cb": errors.record})
+        self._admin = AdminClient({**client, "logger": config["logger"], "error_cb": errors.record,
+                                   "allow.auto.create.topics": False})  # a lookup must not create it
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        return self._admin.list_topics(topic, timeout=timeout)
+
+
 def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
-    config = dict(cluster.client)
-    config.update({
+    config: dict[str, object] = {
         "group.id": f"mirrorlag-{uuid.uuid4().hex[:12]}",  # never joins: we assign()
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -48,8 +87,9 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         # empty; the consumer needs none (leaders live in its topic handles; a lookup refetches).
         "metadata.max.age.ms": 1,
         "logger": LIBRDKAFKA_LOGGER,
-    })
-    return Consumer(config)
+    }
+    secrets = tuple(v for k, v in cluster.client.items() if is_secret_key(k) and v)
+    return FeedConsumer(cluster.client, config, ClientErrors(secrets))
 
 
 def from_beginning(consumer: Consumer, topic: str, partition: int) -> int:
@@ -78,6 +118,11 @@ class TopicReader:
     _assigned: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
     _missing_logged: set[str] = field(default_factory=set)
     _at_eof: set[tuple[str, int]] = field(default_factory=set)
+    errors: ClientErrors = field(default_factory=ClientErrors)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.consumer, FeedConsumer):
+            self.errors = self.consumer.errors  # one record for librdkafka's errors and ours
 
     @property
     def missing(self) -> list[str]:
@@ -101,8 +146,13 @@ class TopicReader:
             try:
                 metadata = self.consumer.list_topics(
                     topic, timeout=min(self.timeout_s, EXISTS_TIMEOUT_S) if assigned else self.timeout_s)
-            except KafkaException:
-                break  # the cluster did not answer (reported elsewhere): keep what we have, retry next poll
+            except KafkaException as exc:
+                # No answer: keep what we have and retry next poll. The short check timing out
+                # says nothing (a slow cluster); anything else is the cluster failing us.
+                if not (assigned and exc.args[0].code() == KafkaError._TIMED_OUT):
+                    self.errors.record(exc.args[0])
+                break
+            self.errors.answered()
             meta = metadata.topics.get(topic)
             if assigned:
                 if meta is None or (meta.error is not None and meta.error.code() in GONE_ERRORS):
@@ -150,8 +200,11 @@ class TopicReader:
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         at_eof.add((msg.topic(), msg.partition()))
-                    elif err.code() in GONE_ERRORS and msg.topic() in self._assigned:
-                        gone.add(msg.topic())
+                    elif err.code() in GONE_ERRORS:
+                        if msg.topic() in self._assigned:
+                            gone.add(msg.topic())
+                    else:
+                        self.errors.record(err)
                     continue
                 if at_eof:  # empty while draining: no tuple per record
                     at_eof.discard((msg.topic(), msg.partition()))

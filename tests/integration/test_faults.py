@@ -202,6 +202,46 @@ def test_target_broker_down_stalls_instead_of_freezing_a_healthy_lag(tmp_path, b
             target.start()
 
 
+def test_a_feed_on_a_stopped_target_reports_its_errors_and_recovers(tmp_path, brokers):
+    source, target = brokers
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
+    topic = "orders-feed-errors"
+    caught_up_topic(clusters, topic)
+    port = free_port()
+    path = config(tmp_path, clusters, port, f"topics = {topic}\nmirrorlag.lro.feeds = connect-offsets\n")
+    key = ("connect-offsets", "dst")
+
+    def health() -> dict[str, Any]:
+        [feed] = [f for f in status(port)["feeds"] if (f["feed"], f["cluster"]) == key]
+        return feed
+
+    def metrics() -> tuple[float, float]:
+        samples = scrape(port)
+        return (samples[("mirrorlag_feed_up", labels(feed=key[0], cluster=key[1]))],
+                samples[("mirrorlag_feed_errors_total", labels(feed=key[0], cluster=key[1]))])
+
+    try:
+        with running_sidecar(path, port=port, log=tmp_path / "sidecar.log") as proc:
+            eventually(lambda: _assert(health()["missing"] == [] and health()["up"] is True))
+            assert (health()["errors_total"], health()["last_error"], metrics()) == (0, None, (1, 0))
+
+            target.kill()
+            down = eventually(lambda: _assert_returning(health(), lambda f: f["up"] is False), timeout=10)
+            assert down["errors_total"] >= 1
+            assert down["last_error"].split(":")[0] in ("_TRANSPORT", "_ALL_BROKERS_DOWN"), down
+            assert len(down["last_error"]) <= 200
+            eventually(lambda: _assert(metrics()[0] == 0 and metrics()[1] >= 1))
+
+            target.start()
+            offsets_topic(clusters)
+            back = eventually(lambda: _assert_returning(health(), lambda f: f["up"] is True), timeout=10)
+            assert back["errors_total"] >= down["errors_total"] and back["last_error"]  # kept: what happened
+            assert metrics()[0] == 1 and proc.poll() is None
+    finally:
+        if target.process is None:
+            target.start()
+
+
 def test_a_feed_topic_recreated_on_a_restarted_target_is_read_again(tmp_path, brokers):
     source, target = brokers
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
@@ -316,6 +356,11 @@ def test_a_deleted_feed_topic_leaves_the_sidecar_running_and_is_read_again_when_
 def _assert(condition: bool) -> bool:
     assert condition
     return True
+
+
+def _assert_returning(value: Any, check: Any) -> Any:
+    assert check(value), str(value)
+    return value
 
 
 def _fail(message: str) -> bool:

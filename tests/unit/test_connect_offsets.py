@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
 from hypothesis import given, strategies as st
 
 from mirrorlag.config.loader import load_settings
@@ -26,6 +26,7 @@ from mirrorlag.config.settings import FlowSettings
 from mirrorlag.feeds.connect_offsets import ConnectOffsetsFeed, connect_offsets_feeds, connect_offsets_topic
 from mirrorlag.feeds.heartbeats import HeartbeatFeed, heartbeat_feeds, heartbeats_topic
 from mirrorlag.formats import ConnectOffsetKey, encode_connect_offset
+from mirrorlag.kafka.topic_reader import ClientErrors, FeedConsumer, assign_only_consumer
 from mirrorlag.model import FlowId, PartitionKey
 
 FLOW = FlowId("src", "dst")
@@ -373,8 +374,11 @@ class FakeConsumer:
         self.assigned: dict[tuple[str, int], int] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read; none: nothing read yet
         self.seeks: list[tuple[str, int, int]] = []
+        self.unreachable: KafkaError | None = None  # what every metadata request fails with
 
     def list_topics(self, topic: str | None = None, timeout: float = -1):
+        if self.unreachable is not None:
+            raise KafkaException(self.unreachable)
         return SimpleNamespace(topics={t: SimpleNamespace(partitions=dict.fromkeys(parts), error=None)
                                        for t, parts in self.topics.items()})
 
@@ -459,3 +463,64 @@ def test_a_partition_that_now_ends_before_the_position_is_read_again_from_the_st
     f.offsets()
     assert consumer.seeks == [("mm2-offsets.src.internal", 0, OFFSET_BEGINNING)]  # 1 is at its end: left alone
 
+
+
+def test_a_deleted_feed_topic_is_seen_by_the_metadata_check_alone():
+    """librdkafka never reports a deleted topic's fetch errors: the reader's metadata check must."""
+    consumer = FakeConsumer({TOPIC: {0: (0, 1)}})
+    f = ConnectOffsetsFeed("dst", consumer, {TOPIC: [FLOW]}, timeout_s=1)  # type: ignore[arg-type]
+    consumer.batches = [[FakeMessage(TOPIC, 0, GOLDEN_KEY, GOLDEN_VALUE), eof(TOPIC, 0)]]
+    assert f.offsets() == {ORDERS_3: 1234}
+    del consumer.topics[TOPIC]
+    f.offsets()  # no error message at all
+    assert f.reader is not None and f.reader.missing == [TOPIC] and consumer.assigned == {}
+    consumer.topics[TOPIC] = {0: (0, 0)}
+    consumer.batches = [[eof(TOPIC, 0)]]
+    f.offsets()
+    assert f.reader.missing == [] and consumer.assigned == {(TOPIC, 0): OFFSET_BEGINNING}
+
+
+def test_a_feed_counts_its_consumer_errors_and_is_up_again_once_the_cluster_answers():
+    consumer = FakeConsumer({TOPIC: {0: (0, 1)}})
+    f = ConnectOffsetsFeed("dst", consumer, {TOPIC: [FLOW]}, timeout_s=1)  # type: ignore[arg-type]
+    assert f.reader is not None
+    errors = f.reader.errors
+    consumer.batches = [[eof(TOPIC, 0)]]
+    f.offsets()
+    assert (errors.up, errors.total, errors.last) == (True, 0, None)
+
+    consumer.unreachable = KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure")
+    consumer.batches = [[FakeMessage(TOPIC, 0, error=KafkaError.TOPIC_AUTHORIZATION_FAILED)]]
+    f.offsets()
+    assert not errors.up and errors.total == 2 and errors.last is not None
+    assert errors.last.startswith("TOPIC_AUTHORIZATION_FAILED")  # the newest one
+    assert consumer.assigned == {(TOPIC, 0): OFFSET_BEGINNING}  # no answer is no deletion
+
+    consumer.unreachable = KafkaError(KafkaError._TIMED_OUT)  # the short check of a slow cluster
+    f.offsets()
+    assert errors.total == 2 and not errors.up  # says nothing either way
+
+    consumer.unreachable = None
+    f.offsets()
+    assert errors.up and errors.total == 2 and errors.last.startswith("TOPIC_AUTHORIZATION_FAILED")
+
+
+def test_consumer_errors_never_show_a_secret_and_stay_short():
+    errors = ClientErrors(secrets=("S3cr3t-pw",))
+    errors.record(KafkaError(KafkaError._AUTHENTICATION, "SASL failed for password S3cr3t-pw " + "x" * 300))
+    assert errors.last is not None and "S3cr3t-pw" not in errors.last and "***" in errors.last
+    assert errors.last.startswith("_AUTHENTICATION: ") and len(errors.last) == 200
+
+
+def test_the_feed_consumer_masks_the_clusters_secret_values(tmp_path):
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:1\ndst.bootstrap.servers = 127.0.0.1:1\n"
+                    "src->dst.enabled = true\ndst.security.protocol = SASL_PLAINTEXT\ndst.sasl.mechanism = PLAIN\n"
+                    'dst.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required '
+                    'username="u" password="Pw-4e1d";\n')
+    consumer = assign_only_consumer(load_settings([path]).clusters["dst"])
+    try:
+        assert isinstance(consumer, FeedConsumer) and "Pw-4e1d" in consumer.errors.secrets
+        assert "u" not in consumer.errors.secrets  # a user name is no secret (and would mask every "u")
+    finally:
+        consumer.close()
