@@ -129,8 +129,12 @@ def _rebuild(tab: TableFields, capacity: int, typecode: str, leo_shift: int = 0,
     new[0:n] = array(typecode, [x - leo_shift for x in old[0:n]])
     new[capacity:capacity + n] = array(typecode, [x - tick_shift for x in old[c:c + n]])
     tab.f_table = new
-    tab.f_leo0 += leo_shift
-    tab.f_tick0 += tick_shift
+    # Only when they move: a large int plus 0 is a new object, and the base time is one int
+    # shared by every table that started at the same poll.
+    if leo_shift:
+        tab.f_leo0 += leo_shift
+    if tick_shift:
+        tab.f_tick0 += tick_shift
 
 
 def _refit(tab: TableFields, leo: int, tick: int) -> None:

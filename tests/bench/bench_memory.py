@@ -198,16 +198,17 @@ def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None
         add("stat samples' boxed numbers", part._d)
         add("freshness table", [part.f_table])
         add("LRO reading (shared with the LRO cache)", [part.last_lro])
-        add("boxed numbers in slots", [getattr(part, name) for name in slot_names
-                                       if name not in table_slots and name not in ("fl", "shape", "last_lro")
-                                       and hasattr(part, name)])
+        for name in slot_names:  # an object two slots share counts for the first
+            if name not in table_slots and name not in ("fl", "shape", "last_lro") and hasattr(part, name):
+                add(f"boxed number in slot {name}", [getattr(part, name)])
     for row in snapshot.rows:
         add("snapshot row", [row])
         add("snapshot row's boxed numbers", [v for v in row[2:] if isinstance(v, (int, float))])
     print(f"partitions={partitions} polls={polls} table_points={parts[-1].f_count}")
     print("engine state and snapshot, bytes per partition (getsizeof, shared objects once):")
     for name, size in sizes.items():
-        print(f"  {size / partitions:8.1f}  {name}")
+        if size:
+            print(f"  {size / partitions:8.1f}  {name}")
     print(f"  {sum(sizes.values()) / partitions:8.1f}  total")
     print("tracemalloc, everything the polls left alive, bytes per partition, by line:")
     stats = traced.statistics("lineno")
