@@ -13,13 +13,15 @@ from typing import Iterable
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
-from mirrorlag.formats import BadRecord, decode_offset_sync
+from mirrorlag.formats import SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from mirrorlag.model import PartitionKey
 
 log = logging.getLogger(__name__)
 
 FEED_NAME = "offset-syncs"
+
+_unpack_upstream = SYNC_UPSTREAM_OFFSET.unpack_from
 
 
 def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:
@@ -41,6 +43,9 @@ class OffsetSyncsFeed:
     name: str = FEED_NAME
     bad_records: int = 0
     _latest: dict[PartitionKey, int] = field(default_factory=dict)
+    # sync topic -> raw key bytes -> its PartitionKey: a compacted topic repeats a few thousand
+    # keys millions of times, and decoding each key again cost most of a restart's drain.
+    _keys: dict[str, dict[bytes, PartitionKey]] = field(default_factory=dict)
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
 
     def __post_init__(self) -> None:
@@ -55,14 +60,25 @@ class OffsetSyncsFeed:
         return dict(self._latest)
 
     def _apply(self, sync_topic: str, key: bytes | None, value: bytes | None) -> None:
+        keys = self._keys.setdefault(sync_topic, {})
+        partition_key = keys.get(key) if key is not None else None
+        # A key seen before decoded fine: only the value's checks are left (>= 16 bytes, a
+        # non-negative upstream offset); anything else takes the full decode, which counts it.
+        if partition_key is not None and value is not None and len(value) >= 16:
+            (upstream,) = _unpack_upstream(value)
+            if upstream >= 0:
+                self._latest[partition_key] = upstream
+                return
         try:
             sync = decode_offset_sync(key, value)
         except BadRecord as exc:
             self.bad_records += 1
             log.debug("bad offset sync in %s: %s", sync_topic, exc)
             return
+        assert key is not None  # decode_offset_sync rejects a null key
         flow = self.flows_by_topic[sync_topic]
-        self._latest[PartitionKey(flow.source, flow.target, sync.topic, sync.partition)] = sync.upstream_offset
+        partition_key = keys[key] = PartitionKey(flow.source, flow.target, sync.topic, sync.partition)
+        self._latest[partition_key] = sync.upstream_offset
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""

@@ -1,10 +1,17 @@
 """Golden bytes built by hand from OffsetSync.KEY_SCHEMA/VALUE_SCHEMA (Kafka Struct, big-endian):
 key = int16 topic length, UTF-8 topic, int32 partition; value = int64 upstreamOffset, int64 offset."""
 
+import re
+import struct
+
 import pytest
 from hypothesis import given, strategies as st
 
+from mirrorlag.config.policy import ReplicationPolicy
+from mirrorlag.config.settings import FlowSettings
+from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
 from mirrorlag.formats import BadRecord, OffsetSync, decode_offset_sync, encode_offset_sync
+from mirrorlag.model import PartitionKey
 
 # topic "orders", partition 3, upstreamOffset 1234, downstream offset 567
 GOLDEN_KEY = bytes([0x00, 0x06]) + b"orders" + bytes([0x00, 0x00, 0x00, 0x03])
@@ -57,3 +64,16 @@ def test_never_raises_anything_but_bad_record(key, value):
 def test_round_trip(topic, partition, upstream, downstream):
     sync = OffsetSync(topic, partition, upstream, downstream)
     assert decode_offset_sync(*encode_offset_sync(sync)) == sync
+
+
+def test_the_feed_checks_every_value_of_a_key_it_has_seen():
+    """The feed decodes a key once (then looks its raw bytes up): each value is still checked."""
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    orders_3 = PartitionKey("src", "dst", "orders", 3)
+    for value, latest, bad in ((GOLDEN_VALUE, 1234, 0), (GOLDEN_VALUE[:15], 1234, 1), (None, 1234, 2),
+                               (struct.pack(">qq", -1, 0), 1234, 3), (struct.pack(">qq", 99, -5) + b"x", 99, 3)):
+        feed._apply("syncs", GOLDEN_KEY, value)
+        assert (feed._latest, feed.bad_records) == ({orders_3: latest}, bad)
+    feed._apply("syncs", GOLDEN_KEY + b"\x00", GOLDEN_VALUE)  # trailing bytes: another raw key, same partition
+    assert (feed._latest, feed.bad_records) == ({orders_3: 1234}, 3)
