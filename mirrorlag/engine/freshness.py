@@ -36,7 +36,8 @@ Compact, because 100k partitions each keep up to 60 (+ slack) points:
   decrease and the times are polls of one clock, so the offsets span one table's life:
   4.29e9 offsets or 48.5 days. When a new point does not fit, the bases move up to the oldest
   point (`_refit`); a table that spans more than that even so (an idle partition holding its
-  flat segment's start for 49 days) widens to 8-byte items, exact for any LEO and time.
+  flat segment's start for 49 days) widens to 8-byte items, exact for any LEO and time, until
+  the table restarts (a new log).
 - The array is allocated exactly: it grows by doubling up to `cap + slack(cap)` points, never
   over-allocates, and points beyond `cap` are dropped in bulk once `slack(cap)` more have
   gathered (dropping one per poll would move the whole table at every poll of every busy
