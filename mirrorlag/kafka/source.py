@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirrorlag.config.settings import ClusterSettings, FlowSettings
+from mirrorlag.config.settings import ClusterSettings, FlowSettings, is_secret_key
+from mirrorlag.errors import ConfigError
 from mirrorlag.model import FlowId
 
 # librdkafka logs every reconnect; the poller logs state changes once instead.
@@ -23,11 +25,53 @@ class SourceUnavailable(Exception):
     """Metadata or offsets could not be read from a source cluster this poll."""
 
 
-def make_admin(cluster: ClusterSettings, timeout_s: float) -> AdminClient:
-    config = dict(cluster.client)
+class SourceAdmin(AdminClient):
+    """An admin client that remembers librdkafka's last error report. A failed request only
+    says "Broker transport failure"; the cause ("SSL handshake failed: certificate verify
+    failed", "SASL authentication error") reaches the error callback alone."""
+
+    def __init__(self, config: dict[str, object], secrets: Sequence[str]) -> None:
+        self.last_error: str | None = None
+        self._secrets = tuple(secrets)
+        super().__init__({**config, "error_cb": self._record})
+
+    def _record(self, err: KafkaError) -> None:
+        self.last_error = _masked(err.str(), self._secrets)[:300]
+
+
+def make_admin(cluster: ClusterSettings, timeout_s: float) -> SourceAdmin:
+    config: dict[str, object] = dict(cluster.client)
     config.setdefault("socket.timeout.ms", str(int(timeout_s * 1000)))
     config["logger"] = LIBRDKAFKA_LOGGER
-    return AdminClient(config)
+    with refused_config(cluster):
+        return SourceAdmin(config, _secret_values(cluster))
+
+
+def _secret_values(cluster: ClusterSettings) -> list[str]:
+    return [value for key, value in cluster.client.items() if value and is_secret_key(key)]
+
+
+def _masked(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+@contextmanager
+def refused_config(cluster: ClusterSettings) -> Iterator[None]:
+    """Turns librdkafka refusing a client it is asked to build into a one-line config error.
+
+    librdkafka reads TLS material when a client is built: a truststore that is not there, or a
+    key its password does not open, fail then with _INVALID_ARG (a traceback and exit 1 before)."""
+    try:
+        yield
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if err is None or err.code() != KafkaError._INVALID_ARG:
+            raise
+        text = _masked(err.str(), _secret_values(cluster))
+        raise ConfigError(f"librdkafka cannot build a client with this configuration: {text}",
+                          key=f"cluster {cluster.alias}") from None
 
 
 @dataclass
@@ -46,7 +90,9 @@ class SourceCluster:
         try:
             metadata = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
-            raise SourceUnavailable(f"metadata from cluster {self.alias}: {exc.args[0]}") from None
+            raise SourceUnavailable(f"metadata from cluster {self.alias}: {exc.args[0]}{self._cause()}") from None
+        if isinstance(self.admin, SourceAdmin):
+            self.admin.last_error = None  # answered: an older error is no cause of a later failure
         topics = {
             name: sorted(meta.partitions)
             for name, meta in metadata.topics.items()
@@ -93,8 +139,14 @@ class SourceCluster:
                 first_error = exc
         if all(v is None for v in offsets.values()):
             reason = first_error or f"no answer within {timeout_ms} ms"
-            raise SourceUnavailable(f"{what} from cluster {self.alias}: {reason}")
+            raise SourceUnavailable(f"{what} from cluster {self.alias}: {reason}{self._cause()}")
         return offsets
+
+    def _cause(self) -> str:
+        if isinstance(self.admin, SourceAdmin):
+            self.admin.poll(0)  # serves the error callbacks librdkafka has queued
+        last = getattr(self.admin, "last_error", None)
+        return f" (last client error: {last})" if last else ""
 
 
 def isolation_level(name: str) -> IsolationLevel:

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from mirrorlag.config.settings import ClusterSettings, is_secret_key
-from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
+from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, refused_config
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         "logger": LIBRDKAFKA_LOGGER,
     }
     secrets = tuple(v for k, v in cluster.client.items() if is_secret_key(k) and v)
-    return FeedConsumer(cluster.client, config, ClientErrors(secrets))
+    with refused_config(cluster):
+        return FeedConsumer(cluster.client, config, ClientErrors(secrets))
 
 
 def from_beginning(consumer: Consumer, topic: str, partition: int) -> int:

@@ -1,8 +1,8 @@
 """End-to-end TLS: the real `mirrorlag run` reads lag through TLS and mutual TLS, configured by
 the Java keys of an MM2 file (PEM truststores and keystores, as files and inline, an encrypted
-key with ssl.key.password), and stays up, not ready, when a handshake fails. Two strict xfails
-pin gaps found here outside the translation: the log does not say that a failure is TLS, and PEM
-material librdkafka cannot load ends the CLI in a traceback.
+key with ssl.key.password), and stays up, not ready, when a handshake fails, with librdkafka's
+own cause (certificate verify failed) in its log line; PEM material librdkafka cannot load is a
+one-line config error, exit 2.
 
 tansu 0.6.0 does not serve TLS (`--cert` and `--key` are mutually exclusive in its argument
 parser; `--cert` alone leaves the listener plain TCP), so each broker sits behind a TLS proxy in
@@ -249,19 +249,12 @@ def test_a_wrong_ca_or_hostname_fails_the_handshake_and_the_sidecar_stays_up_not
     assert KEY_PASSWORD not in run.log + str(run.status) + str(run.samples)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the poller logs librdkafka's generic 'Broker transport failure'; librdkafka's own "
-    "'SSL handshake failed: ... certificate verify failed' is only logged at --log-level DEBUG "
-    "(mirrorlag/cli.py silences mirrorlag.librdkafka below DEBUG)"))
 def test_the_log_says_the_failure_is_tls(failed_run: FailedRun) -> None:
     for alias in BAD:
         (line,) = [line for line in failed_run.log.splitlines() if f"source cluster {alias}: unavailable" in line]
         assert "SSL" in line or "TLS" in line or "certificate" in line, line
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "librdkafka refuses such a client when it is built (KafkaException _INVALID_ARG, first from "
-    "Consumer() in mirrorlag/kafka/topic_reader.py): a traceback and exit 1, which `check` uses for lag"))
 @pytest.mark.parametrize("keys", [
     "ssl.truststore.location = {missing}\n",
     "ssl.keystore.location = {keystore}\nssl.key.password = Not-The-Password\n",
@@ -275,4 +268,8 @@ def test_pem_material_librdkafka_cannot_load_is_a_one_line_error(tmp_path: Path,
         + keys.format(missing=tmp_path / "no-such-ca.pem", keystore=brokers.pki.keystore)
     )
     result = mirrorlag("check", "--config", str(config), "--timeout", "1", timeout=30)
+    # librdkafka checks TLS material when a client is built: one line naming the cluster, exit 2
+    # (not a traceback and exit 1, which `check` uses for lag).
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1), result.stderr
+    assert "cluster src: librdkafka cannot build a client" in result.stderr
+    assert "Not-The-Password" not in result.stderr
