@@ -82,8 +82,12 @@ class OffsetSyncsFeed:
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
-        for key in keys:
+        gone = set(keys)
+        for key in gone:
             self._latest.pop(key, None)
+        for raw_keys in self._keys.values():  # rare (a partition went GONE): one pass is fine
+            for raw in [raw for raw, key in raw_keys.items() if key in gone]:
+                del raw_keys[raw]
 
     def close(self) -> None:
         if self.reader is not None:

@@ -77,3 +77,13 @@ def test_the_feed_checks_every_value_of_a_key_it_has_seen():
         assert (feed._latest, feed.bad_records) == ({orders_3: latest}, bad)
     feed._apply("syncs", GOLDEN_KEY + b"\x00", GOLDEN_VALUE)  # trailing bytes: another raw key, same partition
     assert (feed._latest, feed.bad_records) == ({orders_3: 1234}, 3)
+
+
+def test_a_forgotten_partition_leaves_the_key_cache_too():
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)
+    feed.forget([PartitionKey("src", "dst", "orders", 3)])
+    assert (feed._latest, feed._keys) == ({}, {"syncs": {}})
+    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # the topic came back: read as new
+    assert feed._latest == {PartitionKey("src", "dst", "orders", 3): 1234}
