@@ -36,7 +36,7 @@ class SourceAdmin(AdminClient):
         super().__init__({**config, "error_cb": self._record})
 
     def _record(self, err: KafkaError) -> None:
-        self.last_error = _masked(err.str(), self._secrets)[:300]
+        self.last_error = masked(err.str(), self._secrets)[:300]
 
 
 def make_admin(cluster: ClusterSettings, timeout_s: float) -> SourceAdmin:
@@ -44,14 +44,15 @@ def make_admin(cluster: ClusterSettings, timeout_s: float) -> SourceAdmin:
     config.setdefault("socket.timeout.ms", str(int(timeout_s * 1000)))
     config["logger"] = LIBRDKAFKA_LOGGER
     with refused_config(cluster):
-        return SourceAdmin(config, _secret_values(cluster))
+        return SourceAdmin(config, secret_values(cluster))
 
 
-def _secret_values(cluster: ClusterSettings) -> list[str]:
-    return [value for key, value in cluster.client.items() if value and is_secret_key(key)]
+def secret_values(cluster: ClusterSettings) -> tuple[str, ...]:
+    """The cluster's secret config values (passwords, JAAS config, keys): never in a message."""
+    return tuple(value for key, value in cluster.client.items() if value and is_secret_key(key))
 
 
-def _masked(text: str, secrets: Iterable[str]) -> str:
+def masked(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, "***")
     return text
@@ -69,7 +70,7 @@ def refused_config(cluster: ClusterSettings) -> Iterator[None]:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if err is None or err.code() != KafkaError._INVALID_ARG:
             raise
-        text = _masked(err.str(), _secret_values(cluster))
+        text = masked(err.str(), secret_values(cluster))
         raise ConfigError(f"librdkafka cannot build a client with this configuration: {text}",
                           key=f"cluster {cluster.alias}") from None
 
@@ -143,9 +144,10 @@ class SourceCluster:
         return offsets
 
     def _cause(self) -> str:
-        if isinstance(self.admin, SourceAdmin):
-            self.admin.poll(0)  # serves the error callbacks librdkafka has queued
-        last = getattr(self.admin, "last_error", None)
+        if not isinstance(self.admin, SourceAdmin):  # a stand-in (benchmarks, tests)
+            return ""
+        self.admin.poll(0)  # serves the error callbacks librdkafka has queued
+        last = self.admin.last_error
         return f" (last client error: {last})" if last else ""
 
 

@@ -16,8 +16,8 @@ from typing import Callable, Sequence
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from mirrorlag.config.settings import ClusterSettings, is_secret_key
-from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, refused_config
+from mirrorlag.config.settings import ClusterSettings
+from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, masked, refused_config, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,7 @@ class ClientErrors:
     def record(self, err: KafkaError) -> None:
         self.total += 1
         self.up = False
-        text = f"{err.name()}: {err.str()}"
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        self.last = text[:200]
+        self.last = masked(f"{err.name()}: {err.str()}", self.secrets)[:200]
 
     def answered(self) -> None:
         self.up = True
@@ -88,9 +85,8 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         "metadata.max.age.ms": 1,
         "logger": LIBRDKAFKA_LOGGER,
     }
-    secrets = tuple(v for k, v in cluster.client.items() if is_secret_key(k) and v)
     with refused_config(cluster):
-        return FeedConsumer(cluster.client, config, ClientErrors(secrets))
+        return FeedConsumer(cluster.client, config, ClientErrors(secret_values(cluster)))
 
 
 def from_beginning(consumer: Consumer, topic: str, partition: int) -> int:
