@@ -239,7 +239,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "replication.record.lag.metric.last.replicated.offset.ttl": (_seconds(1), "20000"),
     "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
     "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
-    "mirrorlag.leo.chunk.size": (_integer(1), "1000"),
+    "mirrorlag.leo.chunk.size": (_integer(1), "250"),
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
     "mirrorlag.freshness.table.points": (_integer(2), "60"),

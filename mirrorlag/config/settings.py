@@ -121,7 +121,7 @@ class Settings:
     http_host: str = "0.0.0.0"  # mirrorlag.http.listener, host part
     http_port: int = 9464  # mirrorlag.http.listener, port part
     leo_isolation: str = "read_uncommitted"  # mirrorlag.leo.isolation.level
-    leo_chunk_size: int = 1000  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
+    leo_chunk_size: int = 250  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
     lro_feeds: tuple[str, ...] = LRO_FEEDS  # mirrorlag.lro.feeds: MM2 topics to read LROs from
     metrics_detail: str = "full"  # mirrorlag.metrics.detail: full | lag (fewer series per partition)
