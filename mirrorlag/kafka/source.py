@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
@@ -93,6 +94,31 @@ def submit_list_offsets(admin: AdminClient, request: list[TopicPartition], isola
 
 
 @dataclass
+class PendingOffsets:
+    """ListOffsets requests in flight: the partitions asked, one future per chunk."""
+
+    partitions: Sequence[TopicPart]
+    chunks: list[concurrent.futures.Future]
+    deadline: float  # time.monotonic() after which an unanswered chunk counts as failed
+
+    def collect(self) -> tuple[dict[TopicPart, int | None], BaseException | KafkaError | None]:
+        """Every partition asked, its offset or None, and the first error seen (if any)."""
+        done, _ = concurrent.futures.wait(self.chunks, timeout=max(0.0, self.deadline - time.monotonic()))
+        offsets: dict[TopicPart, int | None] = dict.fromkeys(self.partitions)
+        first_error: BaseException | KafkaError | None = None
+        for chunk in done:
+            if (exc := chunk.exception()) is not None:
+                first_error = first_error or exc
+                continue
+            for tp, info in chunk.result().items():
+                if isinstance(info, KafkaError):
+                    first_error = first_error or info
+                else:
+                    offsets[(tp.topic, tp.partition)] = info.offset
+        return offsets, first_error
+
+
+@dataclass
 class SourceCluster:
     """One source cluster's admin client and the flows that read from it."""
 
@@ -121,45 +147,49 @@ class SourceCluster:
             for flow in self.flows
         }
 
-    def end_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
-        """ListOffsets `latest`: the offset the next record will get (the LEO, or the LSO)."""
-        return self.list_offsets(partitions, OFFSET_END, "end offsets")
+    def request_end_offsets(self, partitions: Sequence[TopicPart]) -> PendingOffsets:
+        """Sends ListOffsets `latest` for `partitions` and returns at once: a poll asks for the
+        partitions it already knows before the metadata request, so the round trips overlap."""
+        return self._request(partitions, OFFSET_END)
+
+    def end_offsets(self, partitions: Iterable[TopicPart],
+                    pending: PendingOffsets | None = None) -> dict[TopicPart, int | None]:
+        """ListOffsets `latest`: the offset the next record will get (the LEO, or the LSO).
+        Partitions `pending` asked for are taken from its answer; only the others are asked now."""
+        return self.list_offsets(partitions, OFFSET_END, "end offsets", pending)
 
     def start_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
         """ListOffsets `earliest`: the log start, which retention moves forward."""
         return self.list_offsets(partitions, OFFSET_BEGINNING, "log-start offsets")
 
-    def list_offsets(self, partitions: Iterable[TopicPart], spec: int, what: str) -> dict[TopicPart, int | None]:
-        """ListOffsets (`spec`: OFFSET_END for latest, OFFSET_BEGINNING for earliest) in
-        concurrent chunks; a partition that fails maps to None.
-
-        Many small requests in flight beat a few big ones: librdkafka's CPU per request grows with
-        the square of its partitions (100k partitions in chunks of 250: 0.8 s of client CPU; of
-        1,000: 1.2 s; of 20,000: 12 s). Raises SourceUnavailable when nothing at all came back.
-        """
+    def list_offsets(self, partitions: Iterable[TopicPart], spec: int, what: str,
+                     pending: PendingOffsets | None = None) -> dict[TopicPart, int | None]:
+        """ListOffsets (`spec`: OFFSET_END for latest, OFFSET_BEGINNING for earliest); a partition
+        that fails maps to None. Raises SourceUnavailable when nothing at all came back."""
         partitions = list(partitions)
         if not partitions:
             return {}
-        chunks: list[concurrent.futures.Future] = []
-        for start in range(0, len(partitions), self.chunk_size):
-            request = [TopicPartition(t, p, spec) for t, p in partitions[start:start + self.chunk_size]]
-            chunks.append(submit_list_offsets(self.admin, request, self.isolation, self.timeout_s))
-        done, _ = concurrent.futures.wait(chunks, timeout=self.timeout_s + 1)
-        offsets: dict[TopicPart, int | None] = dict.fromkeys(partitions)
-        first_error: BaseException | KafkaError | None = None
-        for chunk in done:
-            if (exc := chunk.exception()) is not None:
-                first_error = first_error or exc
-                continue
-            for tp, info in chunk.result().items():
-                if isinstance(info, KafkaError):
-                    first_error = first_error or info
-                else:
-                    offsets[(tp.topic, tp.partition)] = info.offset
+        answered, error = pending.collect() if pending is not None else ({}, None)
+        offsets = {tp: answered.get(tp) for tp in partitions}
+        if missing := [tp for tp in partitions if tp not in answered]:
+            more, more_error = self._request(missing, spec).collect()
+            offsets.update(more)
+            error = error or more_error
         if all(v is None for v in offsets.values()):
-            reason = first_error or f"no answer within {int(self.timeout_s * 1000)} ms"
+            reason = error or f"no answer within {int(self.timeout_s * 1000)} ms"
             raise SourceUnavailable(f"{what} from cluster {self.alias}: {reason}{self._cause()}")
         return offsets
+
+    def _request(self, partitions: Sequence[TopicPart], spec: int) -> PendingOffsets:
+        """ListOffsets in concurrent chunks. Many small requests in flight beat a few big ones:
+        librdkafka's CPU per request grows with the square of its partitions (100k partitions in
+        chunks of 250: 0.8 s of client CPU; of 1,000: 1.2 s; of 20,000: 12 s)."""
+        chunks = [
+            submit_list_offsets(self.admin, [TopicPartition(t, p, spec) for t, p in partitions[i:i + self.chunk_size]],
+                                self.isolation, self.timeout_s)
+            for i in range(0, len(partitions), self.chunk_size)
+        ]
+        return PendingOffsets(partitions, chunks, time.monotonic() + self.timeout_s + 1)
 
     def _cause(self) -> str:
         if not isinstance(self.admin, SourceAdmin):  # a stand-in (benchmarks, tests)

@@ -60,7 +60,10 @@ class StandInSource:
     def discover(self):
         return {flow.id: self.partitions for flow in self.flows}
 
-    def end_offsets(self, partitions):
+    def request_end_offsets(self, partitions):
+        return None  # answered at once by end_offsets
+
+    def end_offsets(self, partitions, pending=None):
         n = self.polls = self.polls + 1
         # Offsets past 2**30 (as on a long-lived topic): ints that are not small cached objects.
         return {tp: (1 << 30) + n * (3 + i % 5) for i, tp in enumerate(partitions)}

@@ -56,3 +56,17 @@ def test_nothing_answered_is_source_unavailable_naming_the_cluster(tmp_path, clu
     with pytest.raises(SourceUnavailable, match=r"^end offsets from cluster src: "):
         source.end_offsets([(f"{topic_name}-absent", 0), (f"{topic_name}-absent", 1)])
     assert source.end_offsets([]) == {}
+
+
+def test_offsets_asked_before_the_metadata_are_used_and_only_partitions_they_lack_are_asked_after(
+        tmp_path, clusters, topic_name):
+    clusters.create_topic(topic_name, 3)
+    clusters.produce(topic_name, {0: 2, 1: 1, 2: 1})
+    source = source_cluster(tmp_path, clusters, topic_name)
+    pending = source.request_end_offsets([(topic_name, 0), (topic_name, 2)])
+    assert pending.collect() == ({(topic_name, 0): 2, (topic_name, 2): 1}, None)  # answered by now
+    clusters.produce(topic_name, {0: 5, 1: 5})
+
+    # (topic, 0) comes from the answer in hand (2, not 7); (topic, 1) is asked now; (topic, 2), gone
+    # from the partitions wanted, is left out.
+    assert source.end_offsets([(topic_name, 0), (topic_name, 1)], pending) == {(topic_name, 0): 2, (topic_name, 1): 6}
