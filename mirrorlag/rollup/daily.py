@@ -1,7 +1,7 @@
-"""The daily tables: partition, topic and flow level, from the day's three passes.
+"""The daily tables: partition, topic and flow level, from the day's one pass (samples.partition_days).
 
-- intervals (samples.interval_summary): time in each state, stall episodes, hours;
-- record-lag and time-lag histograms (histograms.lag_histogram): counts, min/avg/max, percentiles.
+- per partition (partition_day.PER_PARTITION): time in each state, stall episodes, hours, maxima;
+- record-lag and time-lag histograms (histograms.py): counts, min/avg/max, percentiles.
 
 Topic and flow figures are built from their partitions' passes, never from the partition
 table's figures: percentiles come from the merged histograms (a percentile of percentiles is
@@ -16,10 +16,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import histograms
+from mirrorlag.rollup.partition_day import HOURS
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 DAY_SECONDS = 86_400.0
-HOURS = 24
 
 # Column order of the tables after date, flow and the level's key (documented in __init__.py).
 MEASURES = [
@@ -33,29 +33,6 @@ MEASURES = [
     "first_ts", "last_ts", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour",
 ]
 _SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", "unknown_state_samples"]
-
-
-def _by_hour(ms: str) -> Column:
-    return F.array(*[F.coalesce(F.sum(F.when(F.col("hour") == h, F.col(ms))), F.lit(0)) for h in range(HOURS)])
-
-
-def partition_intervals(intervals: DataFrame, key: list[str]) -> DataFrame:
-    """Per partition: the interval pass summed over hours and episodes, the hour array, the
-    number of stall episodes and the longest (its samples' intervals added up)."""
-    per = intervals.groupBy(*key).agg(
-        *[F.sum(c).alias(c) for c in _SUMS],
-        F.min("first_ms").alias("first_ms"),
-        F.max("last_ms").alias("last_ms"),
-        _by_hour("out_of_sync_ms").alias("hours_ms"),
-        _by_hour("covered_ms").alias("covered_hours_ms"),
-    )
-    episodes = (
-        intervals.where(F.col("stall_episode") >= 0)
-        .groupBy(*key, "stall_episode").agg(F.sum("stalled_ms").alias("_episode_ms"))
-        .groupBy(*key).agg(F.count(F.lit(1)).alias("stall_episodes"), F.max("_episode_ms").alias("longest_stall_ms"))
-    )
-    joined = per.join(episodes, key, "left")
-    return joined.fillna(0, ["stall_episodes", "longest_stall_ms"])
 
 
 def named(df: DataFrame, names: DataFrame, key: list[str]) -> DataFrame:
@@ -77,7 +54,7 @@ def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataF
 
 
 def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, keys: list[str], day: date) -> DataFrame:
-    """One daily table. `parts`: named per-partition interval rows (partition_intervals)."""
+    """One daily table. `parts`: named per-partition rows (partition_day.PER_PARTITION)."""
     extra: list[str] = []
     if keys == PARTITION_KEY:
         w = parts
@@ -93,10 +70,11 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
             F.max("last_ms").alias("last_ms"),
             F.sum("stall_episodes").alias("stall_episodes"),
             F.max("longest_stall_ms").alias("longest_stall_ms"),
+            F.max("freshness_max").alias("freshness_max"),
+            F.max("byte_max").alias("byte_max"),
             *[F.array(*[F.sum(F.col(c)[h]) for h in range(HOURS)]).alias(c) for c in ("hours_ms", "covered_hours_ms")],
         )
-    lag_extra = [F.max("freshness_max").alias("freshness_max"), F.max("byte_max").alias("byte_max")]
-    lag = histograms.stats(histograms.merge(lag_hist, keys, lag_extra), keys, "record_lag", extra=lag_extra)
+    lag = histograms.stats(histograms.merge(lag_hist, keys), keys, "record_lag")
     tl = histograms.stats(histograms.merge(time_hist, keys), keys, "time_lag", scale=1000.0)
     tl = tl.select(*keys, *[F.col(c).alias(f"{c}_s") if c.startswith("time_lag") else F.col(c) for c in tl.columns if c not in keys])
     df = _null_safe_join(_null_safe_join(w, lag, keys), tl, keys)

@@ -1,9 +1,9 @@
 """Lag distributions as mergeable histograms, and their percentiles.
 
 A partition's samples are counted into buckets: exact below 100, above that log-spaced 1 % wide
-(the largest and smallest value of a bucket differ by less than 1 %). Counting needs no order,
-so it runs straight off the scan with partial aggregation, and topic and flow histograms are
-sums of their partitions' ones: every level's percentiles come from one pass over the day.
+(the largest and smallest value of a bucket differ by less than 1 %). A partition's histogram is
+counted in the day's one pass (partition_day.histogram), and topic and flow histograms are sums
+of their partitions' ones: every level's percentiles come from that one pass over the day.
 
 Percentile q is the nearest-rank one (the ceil(q * n)-th smallest sample, numpy's
 method="inverted_cdf"), reported as the largest sample of the bucket that holds it: a real
@@ -31,32 +31,18 @@ def bucket(v: Column) -> Column:
     return F.when(v < EXACT_BELOW, v).otherwise(log_bucket).cast("long")
 
 
-def lag_histogram(raw: DataFrame, column: str, key: list[Column], extra: list[Column] | None = None) -> DataFrame:
-    """Per partition (`key`) and bucket: n, vmin, vmax, vsum (a double: a day of huge lags must
-    not overflow a long), plus `extra` aggregates that also add up over buckets."""
-    v = F.col(column)
-    return raw.groupBy(*key, bucket(v).alias("bucket")).agg(
-        F.count(F.lit(1)).alias("n"),
-        F.min(v).alias("vmin"),
-        F.max(v).alias("vmax"),
-        F.sum(v.cast("double")).alias("vsum"),
-        *(extra or []),
-    )
-
-
-def merge(hist: DataFrame, keys: list[str], extra: list[Column] | None = None) -> DataFrame:
+def merge(hist: DataFrame, keys: list[str]) -> DataFrame:
     """The histogram of a topic or flow: its partitions' buckets added up."""
     if keys == PARTITION_KEY:
         return hist
     return hist.groupBy(*keys, "bucket").agg(
         F.sum("n").alias("n"), F.min("vmin").alias("vmin"), F.max("vmax").alias("vmax"),
-        F.sum("vsum").alias("vsum"), *(extra or []),
+        F.sum("vsum").alias("vsum"),
     )
 
 
-def stats(hist: DataFrame, keys: list[str], prefix: str, scale: float = 1.0, extra: list[Column] | None = None) -> DataFrame:
-    """Per key: {prefix}_min/_avg/_max/_p50/_p95/_p99 (divided by `scale`), null_{prefix}_samples,
-    and `extra` aggregates over the buckets."""
+def stats(hist: DataFrame, keys: list[str], prefix: str, scale: float = 1.0) -> DataFrame:
+    """Per key: {prefix}_min/_avg/_max/_p50/_p95/_p99 (divided by `scale`), null_{prefix}_samples."""
     known = F.col("bucket").isNotNull()
     n_known = F.when(known, F.col("n")).otherwise(F.lit(0))
     ordered = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -81,5 +67,4 @@ def stats(hist: DataFrame, keys: list[str], prefix: str, scale: float = 1.0, ext
         scaled(F.max("vmax")).alias(f"{prefix}_max"),
         *quantiles,
         F.coalesce(F.sum(F.when(~known, F.col("n"))), F.lit(0)).alias(f"null_{prefix}_samples"),
-        *(extra or []),
     )

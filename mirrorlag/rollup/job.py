@@ -1,11 +1,11 @@
 """One day end to end, and a run over several days.
 
-Per day the history is scanned three times, which is cheaper than caching it (measured: see
-tests/bench/bench_rollup.py): two histogram passes that aggregate straight off the scan, and the
-one pass in time order (samples.py), the day's only full shuffle. Their outputs are small (per
-partition and bucket, per partition and hour) and are the only frames cached. The report's line
-charts read the worst partitions' rows with a fourth, filtered scan. Trends read the daily tables
-back (dates <= the day), so a backfill, which runs days in order, sees every day it wrote before.
+Per day the history is scanned twice: once for the day's partition keys (a partial aggregation
+off the scan), and once for the one pass per partition (samples.partition_days), the day's only
+full shuffle. Its output is small (a row per partition, with its histograms) and is the only
+frame cached. The report's line charts read the worst partitions' rows with a third, filtered
+scan. Trends read the daily tables back (dates <= the day), so a backfill, which runs days in
+order, sees every day it wrote before.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
 
-from mirrorlag.rollup import daily, histograms, trends
+from mirrorlag.rollup import daily, trends
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, report_path, table_path, trends_path, write_text
-from mirrorlag.rollup.samples import DayWindow, interval_summary, key_columns, partition_id, read_day
+from mirrorlag.rollup.partition_day import PER_PARTITION
+from mirrorlag.rollup.samples import DayWindow, histogram_rows, partition_days, partition_id, read_day
+from mirrorlag.rollup.session import local_workers_use_this_python
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 
@@ -125,21 +127,17 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
 
     try:
         raw = read_day(spark, day_dir(opts.history, day))
-        # Two histogram passes, no order needed: partial aggregation straight off the scan. The
-        # time-lag one is keyed by the partition's own columns and so also names the partitions ...
-        time_hist = hold(histograms.lag_histogram(raw, "time_lag_ms", [F.col(k) for k in PARTITION_KEY]))
-        names = hold(time_hist.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY)))
+        names = hold(raw.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY)))
         counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("ids")).first()
         if counts["n"] == 0:
             return DayResult(day, DayStatus.EMPTY)
-        # ... the others run on a 64-bit hash of it, unless two of the day's keys share one.
+        # The pass runs on a 64-bit hash of the key, unless two of the day's keys share one.
         key = ["pid"] if counts["ids"] == counts["n"] else PARTITION_KEY
-        lag_hist = hold(daily.named(histograms.lag_histogram(raw, "record_lag", key_columns(key), [
-            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
-        ]), names, key))
-        # ... and the one pass in time order.
-        intervals = hold(interval_summary(raw, window, opts.max_gap_seconds, key))
-        parts = hold(daily.named(daily.partition_intervals(intervals, key), names, key))
+        local_workers_use_this_python(spark)
+        per = hold(partition_days(raw, window, opts.max_gap_seconds, key))
+        parts = hold(daily.named(per.select(*key, *PER_PARTITION), names, key))
+        lag_hist, time_hist = (hold(daily.named(per.select(*key, histogram_rows(m)), names, key))
+                               for m in ("record_lag", "time_lag"))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         for level, df in daily.tables(parts, lag_hist, time_hist, day).items():
             write_table(df, table_path(opts.out, level), sort_keys[level])

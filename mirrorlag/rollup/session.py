@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -63,3 +64,13 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def local_workers_use_this_python(spark) -> None:
+    """The day's pass runs numpy in Python workers (samples.partition_days). On a local master
+    they are processes of this machine: unless PYSPARK_PYTHON names one, start them with this
+    interpreter, which has the rollup's dependencies, not whatever `python3` is first on the
+    PATH (PySpark's default). On a cluster the deployment sets PYSPARK_PYTHON (the image does)."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        sc.pythonExec = sys.executable
