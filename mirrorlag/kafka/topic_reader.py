@@ -68,6 +68,18 @@ class FeedConsumer(Consumer):
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         return self._admin.list_topics(topic, timeout=timeout)
 
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Assign after the consumer itself learnt the topics' leaders: a partition assigned at
+        OFFSET_BEGINNING before that waits librdkafka's fixed 500 ms "no current leader" retry
+        before it asks for the offset, half a second added to each first read. A slow answer
+        only loses that head start."""
+        for topic in {tp.topic for tp in partitions}:
+            try:
+                super().list_topics(topic, timeout=EXISTS_TIMEOUT_S)
+            except KafkaException:
+                pass
+        super().incremental_assign(partitions)
+
 
 def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
     config: dict[str, object] = {
