@@ -201,6 +201,9 @@ class TopicReader:
 
         A partition stays "at end" until a newer record arrives (librdkafka reports EOF once per
         arrival at the end), so a quiet topic costs one short consume per poll, not a timeout.
+        A partition read up to the high watermark of its last fetch is at its end as well: the
+        EOF for it comes only with the next fetch, which the broker holds for fetch.wait.max.ms
+        (0.5 s) when nothing is new.
         """
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -227,9 +230,22 @@ class TopicReader:
             for topic in gone:
                 self._forget(topic)
             assigned = {(t, p) for t, parts in self._assigned.items() for p in parts}
-            if not assigned or (not messages and assigned <= self._at_eof):
+            if messages:
+                self._mark_fetched_ends(assigned - at_eof)
+            if not assigned or assigned <= self._at_eof:
                 break
         self._restart_shrunk()
+
+    def _mark_fetched_ends(self, partitions: set[tuple[str, int]]) -> None:
+        """Add to `_at_eof` the partitions whose position reached the high watermark their last
+        fetch brought (cached: no request). One that never reaches it (a transaction marker last,
+        an open transaction) still gets librdkafka's EOF."""
+        if not partitions:
+            return
+        for tp in self.consumer.position([TopicPartition(t, p) for t, p in partitions]):
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if 0 <= high <= tp.offset:
+                self._at_eof.add((tp.topic, tp.partition))
 
     def _restart_shrunk(self) -> None:
         """A partition whose end is now below our position is a new log (the topic was deleted
