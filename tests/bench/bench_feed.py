@@ -8,21 +8,28 @@ side in each run:
   - feed: a fresh OffsetSyncsFeed (its own assign-only consumer, from the beginning) and one
     `offsets()` call, i.e. what the sidecar's first poll does: metadata, assign, fetch every record,
     decode it, keep the newest per partition;
-  - consume: a bare consumer reading the same records to the end without decoding (the floor the
-    feed cannot beat: librdkafka, the broker and the Python message objects);
+  - consume: a bare consumer (the feed's consumer settings) reading the same records without
+    decoding, stopping at the last one (the floor the feed cannot beat: librdkafka, the broker and
+    the Python message objects);
   - decode: the feed's `_apply` over the records already in memory (the Python part alone).
-Prints medians of --runs as records/s; target >= 200,000 records/s for the feed.
+Prints medians of --runs as records/s; target >= 200,000 records/s for the feed. Then the CPU
+split of the feed and the bare consume (medians, seconds and share of one core over the run's wall
+time): the broker process (tansu, /proc/<pid>/stat), the client's main thread (Python and the
+librdkafka work consume() does on it) and its other threads (librdkafka's).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlag.config import load_settings
@@ -55,21 +62,39 @@ def write_syncs(bootstrap: str, records: int, partitions: int) -> list[tuple[byt
     return encoded
 
 
-def bare_consume(settings, records: int) -> float:
+def bare_consume(settings, records: int) -> Callable[[], None]:
     consumer = assign_only_consumer(settings.clusters["src"])
-    t0 = time.perf_counter()
-    consumer.assign([TopicPartition(SYNC_TOPIC, 0, OFFSET_BEGINNING)])
+    consumer.incremental_assign([TopicPartition(SYNC_TOPIC, 0, OFFSET_BEGINNING)])  # as the feed does
     seen = 0
-    while True:
-        messages = consumer.consume(num_messages=10_000, timeout=1.0)
-        if any(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
-            seen += sum(1 for m in messages if m.error() is None)
-            break
-        seen += len(messages)
-    elapsed = time.perf_counter() - t0
-    consumer.close()
+    while seen < records:
+        seen += sum(1 for m in consumer.consume(num_messages=10_000, timeout=1.0) if m.error() is None)
     assert seen == records, (seen, records)
-    return elapsed
+    return consumer.close
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU of a whole process (all its threads) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Run:
+    wall_s: float
+    broker_cpu_s: float
+    main_cpu_s: float  # this thread: Python, and librdkafka's work inside consume()
+    other_cpu_s: float  # the client's other threads: librdkafka's broker and main threads
+
+
+def timed(broker_pid: int, read: Callable[[], Callable[[], None]]) -> Run:
+    """Run `read`, then the close it returns: the close's wait is not timed, its CPU is (the
+    process's CPU clock keeps what librdkafka's threads used after they exit)."""
+    broker0, main0, proc0, t0 = process_cpu_s(broker_pid), time.thread_time(), time.process_time(), time.perf_counter()
+    close = read()
+    wall = time.perf_counter() - t0
+    close()
+    main = time.thread_time() - main0
+    return Run(wall, process_cpu_s(broker_pid) - broker0, main, time.process_time() - proc0 - main)
 
 
 def main() -> None:
@@ -92,18 +117,22 @@ def main() -> None:
         )
         settings = load_settings([config])
         flow = settings.flows[0]
-        feed_times, consume_times, decode_times = [], [], []
-        for _ in range(args.runs):
+        feed_runs: list[Run] = []
+        consume_runs: list[Run] = []
+        decode_times: list[float] = []
+        broker_pid = broker.process.pid  # setpriv execs tansu: the same process
+
+        def feed_drain() -> Callable[[], None]:
             feed = OffsetSyncsFeed("src", assign_only_consumer(settings.clusters["src"]), {SYNC_TOPIC: flow},
                                    settings.request_timeout_s)
-            t0 = time.perf_counter()
             offsets = feed.offsets()
-            feed_times.append(time.perf_counter() - t0)
-            feed.close()
             assert len(offsets) == min(args.partitions, args.records) and feed.bad_records == 0
             assert max(offsets.values()) == args.records - 1
+            return feed.close
 
-            consume_times.append(bare_consume(settings, args.records))
+        for _ in range(args.runs):
+            feed_runs.append(timed(broker_pid, feed_drain))
+            consume_runs.append(timed(broker_pid, lambda: bare_consume(settings, args.records)))
 
             feed = OffsetSyncsFeed("src", None, {SYNC_TOPIC: flow})
             apply = feed._apply
@@ -115,11 +144,18 @@ def main() -> None:
         def rate(times: list[float]) -> float:
             return args.records / statistics.median(times)
 
+        feed_s = statistics.median(r.wall_s for r in feed_runs)
+        consume_s = statistics.median(r.wall_s for r in consume_runs)
         print(f"records={args.records} partitions={args.partitions} runs={args.runs} "
-              f"feed_records_per_s={rate(feed_times):.0f} feed_s={statistics.median(feed_times):.2f} "
-              f"bare_consume_records_per_s={rate(consume_times):.0f} "
-              f"decode_apply_records_per_s={rate(decode_times):.0f} "
-              f"feed_over_bare={statistics.median(feed_times) / statistics.median(consume_times):.2f}")
+              f"feed_records_per_s={rate([r.wall_s for r in feed_runs]):.0f} feed_s={feed_s:.2f} "
+              f"bare_consume_records_per_s={rate([r.wall_s for r in consume_runs]):.0f} "
+              f"decode_apply_records_per_s={rate(decode_times):.0f} feed_over_bare={feed_s / consume_s:.2f}")
+        for name, runs in (("feed", feed_runs), ("bare_consume", consume_runs)):
+            wall = statistics.median(r.wall_s for r in runs)
+            cpu = {part: statistics.median(getattr(r, f"{part}_cpu_s") for r in runs)
+                   for part in ("broker", "main", "other")}
+            print(f"cpu {name}: wall_s={wall:.2f} " + " ".join(
+                f"{part}_cpu_s={s:.2f} ({s / wall:.0%})" for part, s in cpu.items()))
 
 
 if __name__ == "__main__":
