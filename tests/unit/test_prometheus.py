@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorlag.exporters.prometheus import MetricsRenderer
+from mirrorlag.exporters.prometheus import FAMILIES, MetricsRenderer, PartitionBlock, _number
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, Snapshot, State
 from mirrorlag.poller import PollStats
 
@@ -104,3 +106,88 @@ def test_flow_figures_are_kept_apart_per_flow_and_state():
     assert samples[("mirrorlag_flow_record_lag_partitions_gcount", flow("C"))] == 1
     time_bucket = lambda target, le: samples[("mirrorlag_flow_time_lag_seconds_partitions_bucket", tuple(sorted(flow(target) + (("le", le),))))]
     assert [time_bucket("B", le) for le in ("0.0", "300.0", "900.0", "+Inf")] == [1, 1, 2, 2]
+
+
+def series_values(block: PartitionBlock, rows: tuple[PartitionRow, ...]) -> dict[tuple[str, int], str]:
+    """(family, partition) -> the value exactly as written, from the rendered block."""
+    text = b"".join(block.render(rows)).decode()
+    return {(line.split("{")[0], int(line.split('partition="')[1].split('"')[0])): line.rsplit(" ", 1)[1]
+            for line in text.splitlines() if not line.startswith("#")}
+
+
+def column(field: str, values: list) -> tuple[PartitionRow, ...]:
+    return tuple(row(PartitionKey("A", "B", "t", p), State.IN_SYNC, 0)._replace(**{field: v})
+                 for p, v in enumerate(values))
+
+
+FLOATS = [0.0, -0.0, 1.0, -1.5, 0.1, 1 / 3, 1e-7, 3e-5, 5e-324, 2.2250738585072014e-308, 123456789012.0,
+          1e15, 1e16, 2.0 ** 53 + 2, 1.2345678901234567e19, 1e21, -1e300, 1.7976931348623157e308]
+INTS = [0, 1, -5, 2 ** 31, 123456789012, 10 ** 15]
+
+
+def test_float_values_parse_back_to_the_same_float():
+    written = series_values(PartitionBlock(), column("record_lag_avg", FLOATS))
+    for p, value in enumerate(FLOATS):
+        text = written[("mirrorlag_replication_record_lag_avg", p)]
+        assert float(text) == value and math.copysign(1, float(text)) == math.copysign(1, value), (value, text)
+
+
+def test_int_values_are_written_as_exact_integers():
+    # Beyond 2**53 (no double holds them), past int64, and an int among floats.
+    for values in (INTS, [2 ** 53 + 1, 2 ** 63 - 1, -(2 ** 63)], [2 ** 64 + 1, 7], [1.5, 2 ** 53 + 1]):
+        written = series_values(PartitionBlock(), column("record_lag_min", values))
+        for p, value in enumerate(values):
+            text = written[("mirrorlag_replication_record_lag_min", p)]
+            assert (int(text) if isinstance(value, int) else float(text)) == value, (value, text)
+
+
+def test_nan_and_infinities_keep_prometheus_spelling():
+    written = series_values(PartitionBlock(), column("time_lag_s", [math.nan, math.inf, -math.inf, 2.5, None]))
+    name = "mirrorlag_replication_time_lag_seconds"
+    assert [written.get((name, p)) for p in range(5)] == ["NaN", "+Inf", "-Inf", "2.5", None]
+
+
+def reference(rows: tuple[PartitionRow, ...]) -> str:
+    """The per-partition block written line by line, as the exposition format defines it."""
+    def escape(value: str) -> str:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+    def label_text(key: PartitionKey) -> str:
+        return (f'source="{escape(key.source)}",target="{escape(key.target)}",'
+                f'topic="{escape(key.topic)}",partition="{key.partition}"')
+    out = []
+    for family in FAMILIES:
+        out.append(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n")
+        for r in rows:
+            value = family.value(r)
+            if r.state is not State.GONE and value is not None:
+                feed = f',feed="{escape(r.lro_feed or "")}"' if family.feed else ""
+                out.append(f"{family.name}{{{label_text(r.key)}{feed}}} {_number(value)}\n")
+    out.append("# HELP mirrorlag_partition_state 1 for the partition's current state "
+               "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
+               "# TYPE mirrorlag_partition_state gauge\n")
+    out.extend(f'mirrorlag_partition_state{{{label_text(r.key)},state="{r.state.value}"}} 1\n' for r in rows)
+    return "".join(out)
+
+
+def samples_in_order(text: str) -> list[tuple]:
+    return [(s.name, s.labels, "NaN" if math.isnan(s.value) else s.value)
+            for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def test_block_means_what_a_line_by_line_writer_means_across_topology_changes():
+    odd = PartitionKey('s"\\\n', "B", 'to"pic\\n', 3)
+    first = (
+        row(K1, State.LAGGING, 7, freshness_lower_bound=True, records_lost=4, retention_headroom_s=60.0),
+        row(odd, State.IN_SYNC, 0, lro_feed='fe"ed\\\n'),
+        row(K0, State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
+    )
+    gone = (row(K0, State.IN_SYNC, 0, lro_feed=None), row(odd, State.GONE, None, lro_feed=None), first[0])
+    block = PartitionBlock()
+    for rows in (first, first, gone, first[:1], ()):  # keys kept, reordered, a GONE row, fewer, none
+        chunks = list(block.render(rows))
+        assert len(chunks) == len(FAMILIES) + 1 and all(isinstance(c, bytes) for c in chunks)
+        text, expected = b"".join(chunks).decode(), reference(rows)
+        assert [line for line in text.splitlines() if line.startswith("#")] == \
+               [line for line in expected.splitlines() if line.startswith("#")]
+        assert samples_in_order(text) == samples_in_order(expected)
