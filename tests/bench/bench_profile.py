@@ -2,13 +2,16 @@
 
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --runs 5
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --pyinstrument
+    .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --render-only --runs 7
 
 A real Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
 polls), then per run, timed separately: `Poller.poll_once` (feeds, LRO cache, engine, snapshot:
 everything a poll adds to the ListOffsets round trips), the /metrics render, the /status document,
 and the publish of /metrics (render and gzip a family at a time, as the sidecar does). Medians of
 --runs. With --pyinstrument, one poll and publish run under pyinstrument (pip install
-pyinstrument; not a dependency) and its tree is printed.
+pyinstrument; not a dependency) and its tree is printed. With --render-only, only the
+per-partition block of /metrics (`PartitionBlock.render`, its chunks consumed one by one) is timed,
+over one snapshot.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--pyinstrument", action="store_true")
+    parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
     bench = StandIn(args.partitions)
     n = 0
@@ -43,6 +47,17 @@ def main() -> None:
         print(profiler.output_text(unicode=False, color=False, show_all=False))
         return
     sidecar, stats = bench.sidecar, bench.poller.stats
+    if args.render_only:
+        rows = bench.poll(n + 1, publish=False).rows
+        block_times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            for _chunk in sidecar.renderer.partitions.render(rows):
+                pass
+            block_times.append(time.perf_counter() - t0)
+        bench.close()
+        print(f"partitions={args.partitions} runs={args.runs} block_ms={statistics.median(block_times) * 1000:.0f}")
+        return
     times: dict[str, list[float]] = {"poll": [], "render": [], "status": [], "publish": []}
     for run in range(args.runs):
         t0 = time.perf_counter()
