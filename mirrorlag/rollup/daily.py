@@ -54,10 +54,11 @@ def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataF
 
 
 def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, keys: list[str], day: date) -> DataFrame:
-    """One daily table. `parts`: named per-partition rows (partition_day.PER_PARTITION)."""
+    """One daily table. `parts`: named per-partition rows (partition_day.PER_PARTITION), which
+    carry the partition level's lag figures; the other levels' come from merged histograms."""
     extra: list[str] = []
     if keys == PARTITION_KEY:
-        w = parts
+        df = parts
     else:
         counts = [F.count(F.lit(1)).alias("partitions")]
         if keys == FLOW_KEY:
@@ -74,10 +75,10 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
             F.max("byte_max").alias("byte_max"),
             *[F.array(*[F.sum(F.col(c)[h]) for h in range(HOURS)]).alias(c) for c in ("hours_ms", "covered_hours_ms")],
         )
-    lag = histograms.stats(histograms.merge(lag_hist, keys), keys, "record_lag")
-    tl = histograms.stats(histograms.merge(time_hist, keys), keys, "time_lag", scale=1000.0)
-    tl = tl.select(*keys, *[F.col(c).alias(f"{c}_s") if c.startswith("time_lag") else F.col(c) for c in tl.columns if c not in keys])
-    df = _null_safe_join(_null_safe_join(w, lag, keys), tl, keys)
+        lag = histograms.stats(histograms.merge(lag_hist, keys), keys, "record_lag")
+        tl = histograms.stats(histograms.merge(time_hist, keys), keys, "time_lag", scale=1000.0)
+        tl = tl.select(*keys, *[F.col(c).alias(f"{c}_s") if c.startswith("time_lag") else F.col(c) for c in tl.columns if c not in keys])
+        df = _null_safe_join(_null_safe_join(w, lag, keys), tl, keys)
     members = F.col("partitions") if keys != PARTITION_KEY else F.lit(1)
     seconds = {
         "covered_seconds": "covered_ms", "out_of_sync_seconds": "out_of_sync_ms", "at_risk_seconds": "at_risk_ms",

@@ -2,8 +2,9 @@
 
 A partition's samples are counted into buckets: exact below 100, above that log-spaced 1 % wide
 (the largest and smallest value of a bucket differ by less than 1 %). A partition's histogram is
-counted in the day's one pass (partition_day.histogram), and topic and flow histograms are sums
-of their partitions' ones: every level's percentiles come from that one pass over the day.
+counted in the day's one pass (partition_day.py, which also derives the partition's own figures
+from it as `stats` does), and topic and flow histograms are sums of their partitions' ones:
+every level's percentiles come from that one pass over the day.
 
 Percentile q is the nearest-rank one (the ceil(q * n)-th smallest sample, numpy's
 method="inverted_cdf"), reported as the largest sample of the bucket that holds it: a real
@@ -18,8 +19,6 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup.schema import PARTITION_KEY
-
 EXACT_BELOW = 100
 GAMMA = 1.01
 PERCENTILES = {"p50": 500, "p95": 950, "p99": 990}  # per mille: ranks in integer arithmetic
@@ -33,8 +32,6 @@ def bucket(v: Column) -> Column:
 
 def merge(hist: DataFrame, keys: list[str]) -> DataFrame:
     """The histogram of a topic or flow: its partitions' buckets added up."""
-    if keys == PARTITION_KEY:
-        return hist
     return hist.groupBy(*keys, "bucket").agg(
         F.sum("n").alias("n"), F.min("vmin").alias("vmin"), F.max("vmax").alias("vmax"),
         F.sum("vsum").alias("vsum"),

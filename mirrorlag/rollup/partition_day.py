@@ -9,18 +9,22 @@ run of consecutive STALLED samples. Null times sort first and account for max_ga
 window did (least() skips nulls); they count in hour 0.
 
 The lag histograms (histograms.py) come out of the same call, as (bucket, n, vmin, vmax, vsum)
-rows; the buckets themselves are computed by Spark (histograms.bucket) so they are the very
+rows for the topic and flow levels to merge, with the partition's own min/avg/max/percentiles
+computed from them as histograms.stats does; the buckets themselves are computed by Spark (histograms.bucket) so they are the very
 doubles Spark's log gives. Sums are of integer-valued doubles, exact below 2**53 whatever the
 order, so they equal Spark's own sums (a day of one partition's lags is far below that).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructField, StructType
 
+from mirrorlag.rollup.histograms import PERCENTILES
 from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
 
 HOURS = 24
@@ -36,13 +40,26 @@ _HIST_FIELDS = {"bucket": LongType(), "n": LongType(), "vmin": LongType(), "vmax
 # objects, and a list of structs costs several times as much (measured: 6 ms -> 0.1 ms each).
 HISTOGRAM = StructType([StructField(name, ArrayType(t)) for name, t in _HIST_FIELDS.items()])
 HISTOGRAM_FIELDS = list(_HIST_FIELDS)
+_ARROW = {LongType(): pa.int64(), DoubleType(): pa.float64()}
+SCALES = {"record_lag": 1.0, "time_lag": 1000.0}  # time lag in seconds, as the tables have it
+
+
+def _stat_fields(measure: str) -> dict[str, DataType]:
+    """The partition's figures of one measure, named as in the tables (histograms.stats)."""
+    scale = SCALES[measure]
+    value = LongType() if scale == 1.0 else DoubleType()
+    names = [f"{measure}_{stat}{'' if scale == 1.0 else '_s'}" for stat in ("min", "avg", "max", *PERCENTILES)]
+    return {**dict(zip(names, [value, DoubleType(), *[value] * 4])), f"null_{measure}_samples": LongType()}
+
+
 _FIELDS: dict[str, DataType] = {
     "samples": LongType(), "covered_ms": LongType(), "out_of_sync_ms": LongType(), "at_risk_ms": LongType(),
     "stalled_ms": LongType(), "unknown_state_samples": LongType(), "first_ms": LongType(), "last_ms": LongType(),
     "hours_ms": ArrayType(LongType(), containsNull=False), "covered_hours_ms": ArrayType(LongType(), containsNull=False),
     "stall_episodes": LongType(), "longest_stall_ms": LongType(),
     "freshness_max": LongType(), "byte_max": LongType(),
-    "record_lag": HISTOGRAM, "time_lag": HISTOGRAM,
+    **_stat_fields("record_lag"), "record_lag": HISTOGRAM,
+    **_stat_fields("time_lag"), "time_lag": HISTOGRAM,
 }
 # What `summarise` returns per partition, as Spark sees it.
 DAY = StructType([StructField(name, t) for name, t in _FIELDS.items()])
@@ -65,30 +82,61 @@ def _list(values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
 
 
-def histogram(values: pa.Array, buckets: pa.Array) -> pa.StructArray:
-    """Per bucket: n, vmin, vmax, vsum, in bucket order; samples without a value in one row with
-    a null bucket (and null vmin/vmax/vsum), as Spark's group-by gave them."""
+class Histogram(NamedTuple):
+    """Known values per bucket, in bucket order, and how many samples had no value."""
+
+    bucket: np.ndarray
+    n: np.ndarray
+    vmin: np.ndarray
+    vmax: np.ndarray
+    vsum: np.ndarray  # of integer-valued doubles, as Spark's sum of the values cast to double
+    nulls: int
+
+
+def histogram(values: pa.Array, buckets: pa.Array) -> Histogram:
     v, valid = _numpy(values)
     b, _ = _numpy(buckets)  # null exactly where the value is
     if valid is not None:
         v, b = v[valid], b[valid]
     order = np.argsort(b)
     v, b = v[order], b[order]
-    starts = np.flatnonzero(np.diff(b, prepend=b[:1] - 1)) if b.size else np.empty(0, np.int64)
     nulls = 0 if valid is None else int(valid.size - valid.sum())
-    tail = [nulls] if nulls else []
-    mask = np.r_[np.zeros(starts.size, bool), np.ones(len(tail), bool)]
+    if not b.size:
+        return Histogram(b, b, v, v, v.astype(np.float64), nulls)
+    starts = np.flatnonzero(np.diff(b, prepend=b[0] - 1))
+    return Histogram(b[starts], np.diff(np.r_[starts, b.size]), np.minimum.reduceat(v, starts),
+                     np.maximum.reduceat(v, starts), np.add.reduceat(v.astype(np.float64), starts), nulls)
 
-    def column(reduced: np.ndarray, dtype: type) -> pa.Array:
-        return pa.array(np.r_[reduced, np.zeros(len(tail), dtype)], mask=mask)
 
-    return pa.StructArray.from_arrays([_list(a) for a in (
-        column(b[starts], np.int64),
-        pa.array(np.r_[np.diff(np.r_[starts, b.size]), tail].astype(np.int64)),
-        column(np.minimum.reduceat(v, starts) if b.size else v, np.int64),
-        column(np.maximum.reduceat(v, starts) if b.size else v, np.int64),
-        column(np.add.reduceat(v.astype(np.float64), starts) if b.size else v.astype(np.float64), np.float64),
-    )], names=HISTOGRAM_FIELDS)
+def _rows(h: Histogram) -> pa.StructArray:
+    """As the rows Spark's group-by by bucket gave: a null bucket (null vmin, vmax, vsum) for
+    the samples without a value."""
+    tail = [h.nulls] if h.nulls else []
+    mask = np.r_[np.zeros(h.bucket.size, bool), np.ones(len(tail), bool)]
+
+    def column(a: np.ndarray) -> pa.Array:
+        return pa.array(np.r_[a, np.zeros(len(tail), a.dtype)], mask=mask)
+
+    n = pa.array(np.r_[h.n, tail].astype(np.int64))
+    return pa.StructArray.from_arrays([_list(a) for a in (column(h.bucket), n, column(h.vmin), column(h.vmax), column(h.vsum))],
+                                      names=HISTOGRAM_FIELDS)
+
+
+def _stats(h: Histogram, scale: float) -> list:
+    """histograms.stats for one partition: min, avg, max, p50, p95, p99 and the null count, with
+    the same arithmetic (a percentile is the vmax of the bucket holding its nearest rank)."""
+    total = int(h.n.sum())
+    if not total:
+        return [None] * 6 + [h.nulls]
+    cum = np.cumsum(h.n)
+    ranks = [max(1, (total * per_mille + 999) // 1000) for per_mille in PERCENTILES.values()]
+    quantiles = h.vmax[np.searchsorted(cum, ranks)]
+
+    def scaled(x: np.integer) -> int | float:  # scale 1 keeps the values' own type (records stay integers)
+        return x / scale if scale != 1.0 else int(x)
+
+    return [scaled(h.vmin.min()), float(h.vsum.sum()) / total / scale, scaled(h.vmax.max()),
+            *[scaled(q) for q in quantiles], h.nulls]
 
 
 def _by_hour(hour: np.ndarray, ms: np.ndarray) -> pa.ListArray:
@@ -130,6 +178,9 @@ def summarise(ts_ms: pa.Array, code: pa.Array, record_lag: pa.Array, record_buck
         _by_hour(hour, out_of_sync), _by_hour(hour, interval),
         pa.array([episode_starts.size], pa.int64()), pa.array([longest], pa.int64()),
         pa.array([_max(freshness)], pa.int64()), pa.array([_max(byte_lag)], pa.int64()),
-        histogram(record_lag, record_bucket), histogram(time_lag, time_bucket),
     ]
+    for name, lags, buckets in (("record_lag", record_lag, record_bucket), ("time_lag", time_lag, time_bucket)):
+        h = histogram(lags, buckets)
+        row += [pa.array([x], _ARROW[t]) for x, t in zip(_stats(h, SCALES[name]), _stat_fields(name).values())]
+        row.append(_rows(h))
     return pa.StructArray.from_arrays(row, names=list(_FIELDS))[0]
