@@ -64,8 +64,9 @@ def state_code(state: Column) -> Column:
     return expr.otherwise(F.lit(UNRECOGNIZED)).cast("tinyint")
 
 
-def partition_days(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[str]) -> DataFrame:
-    """Columns: `key`, then partition_day.DAY's fields (each partition's day summarised).
+def partition_days(raw: DataFrame, window: DayWindow, max_gap_s: float, key: list[str], tasks: int | None) -> DataFrame:
+    """Columns: `key`, then partition_day.DAY's fields (each partition's day summarised), from
+    `tasks` tasks (None: spark.sql.shuffle.partitions).
 
     The buckets are computed after the shuffle, so only the raw lags travel through it."""
     narrow = raw.select(
@@ -73,7 +74,8 @@ def partition_days(raw: DataFrame, window: DayWindow, max_gap_s: float, key: lis
         F.unix_millis("ts").alias("ts_ms"),
         state_code(F.col("state")).alias("code"),
         "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate",
-    ).repartition(*key)
+    )
+    narrow = narrow.repartition(tasks, *key) if tasks else narrow.repartition(*key)
     summarise = partial(partition_day.summarise, start_ms=window.start_ms, end_ms=window.end_ms,
                         cap_ms=int(max_gap_s * 1000))
     with warnings.catch_warnings():
