@@ -1,6 +1,7 @@
 """The daily tables: partition, topic and flow level, from the day's one pass (samples.partition_days).
 
-- per partition (partition_day.PER_PARTITION): time in each state, stall episodes, hours, maxima;
+- per partition (partition_day.PER_PARTITION, and the maxima of freshness and byte lag): time in
+  each state, stall episodes, hours, the partition's own lag figures;
 - record-lag and time-lag histograms (histograms.py): counts, min/avg/max, percentiles.
 
 Topic and flow figures are built from their partitions' passes, never from the partition
@@ -36,10 +37,12 @@ _SUMS = ["samples", "covered_ms", "out_of_sync_ms", "at_risk_ms", "stalled_ms", 
 
 
 def named(df: DataFrame, names: DataFrame, key: list[str]) -> DataFrame:
-    """Give rows keyed by the partition hash their partition key back (`names`: the day's
-    distinct keys with their `pid`, a few thousand rows, so the join is a broadcast)."""
+    """Give rows keyed by the partition hash their partition key back, with what else `names`
+    holds per partition (`names`: the day's distinct keys with their `pid`, a few thousand rows,
+    so the join is a broadcast)."""
     if key == PARTITION_KEY:
-        return df
+        extra = [c for c in names.columns if c not in (*key, "pid")]
+        return _null_safe_join(df, names.select(*key, *extra), key) if extra else df
     return df.join(F.broadcast(names), "pid", "inner").drop("pid")
 
 

@@ -1,9 +1,9 @@
 """One day end to end, and a run over several days.
 
-Per day the history is scanned twice: once for the day's partition keys (a partial aggregation
-off the scan), and once for the one pass per partition (samples.partition_days), the day's only
-full shuffle. Its output is small (a row per partition, with its histograms) and is the only
-frame cached. The report's line charts read the worst partitions' rows with a third, filtered
+Per day the history is scanned twice: once for the day's partition keys and the maxima that need
+no order (a partial aggregation off the scan), and once for the one pass per partition
+(samples.partition_days), the day's only full shuffle. Their outputs are small (a row per
+partition, with its histograms) and are what is cached. The report's line charts read the worst partitions' rows with a third, filtered
 scan. Trends read the daily tables back (dates <= the day), so a backfill, which runs days in
 order, sees every day it wrote before.
 """
@@ -129,7 +129,11 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
 
     try:
         raw = read_day(spark, day_dir(opts.history, day))
-        names = hold(raw.select(*PARTITION_KEY).distinct().withColumn("pid", partition_id(*PARTITION_KEY)))
+        # The day's keys, with the maxima that need no order (one partial aggregation off the scan).
+        keys = hold(raw.groupBy(*PARTITION_KEY).agg(
+            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
+        ).withColumn("pid", partition_id(*PARTITION_KEY)))
+        names = keys.select(*PARTITION_KEY, "pid")
         counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("ids")).first()
         if counts["n"] == 0:
             return DayResult(day, DayStatus.EMPTY)
@@ -137,7 +141,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         key = ["pid"] if counts["ids"] == counts["n"] else PARTITION_KEY
         local_workers_use_this_python(spark)
         per = hold(partition_days(raw, window, opts.max_gap_seconds, key, tasks))
-        parts = hold(daily.named(per.select(*key, *PER_PARTITION), names, key))
+        parts = hold(daily.named(per.select(*key, *PER_PARTITION), keys, key))
         lag_hist, time_hist = (hold(daily.named(per.select(*key, histogram_rows(m)), names, key))
                                for m in ("record_lag", "time_lag"))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}

@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructField, StructType
 
 from mirrorlag.rollup.histograms import PERCENTILES
@@ -57,7 +58,6 @@ _FIELDS: dict[str, DataType] = {
     "stalled_ms": LongType(), "unknown_state_samples": LongType(), "first_ms": LongType(), "last_ms": LongType(),
     "hours_ms": ArrayType(LongType(), containsNull=False), "covered_hours_ms": ArrayType(LongType(), containsNull=False),
     "stall_episodes": LongType(), "longest_stall_ms": LongType(),
-    "freshness_max": LongType(), "byte_max": LongType(),
     **_stat_fields("record_lag"), "record_lag": HISTOGRAM,
     **_stat_fields("time_lag"), "time_lag": HISTOGRAM,
 }
@@ -71,10 +71,6 @@ def _numpy(a: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     if a.null_count == 0:
         return a.to_numpy(zero_copy_only=False), None
     return a.fill_null(0).to_numpy(zero_copy_only=False), a.is_valid().to_numpy(zero_copy_only=False)
-
-
-def _max(a: pa.Array) -> int | None:
-    return pc.max(a).as_py()
 
 
 def _list(values: pa.Array) -> pa.ListArray:
@@ -144,19 +140,21 @@ def _by_hour(hour: np.ndarray, ms: np.ndarray) -> pa.ListArray:
     return _list(pa.array(np.bincount(hour, weights=ms, minlength=HOURS).astype(np.int64)))
 
 
-def summarise(ts_ms: pa.Array, code: pa.Array, record_lag: pa.Array, record_bucket: pa.Array,
-              time_lag: pa.Array, time_bucket: pa.Array, freshness: pa.Array, byte_lag: pa.Array,
-              *, start_ms: int, end_ms: int, cap_ms: int) -> pa.StructScalar:
-    """One partition's samples (any order) -> one DAY value."""
-    ts, ts_valid = _numpy(ts_ms)
-    codes = code.to_numpy(zero_copy_only=False)  # never null: state_code maps null to UNRECOGNIZED
-    if ts_valid is not None:
-        ts = np.where(ts_valid, ts, _NULL_TS)  # nulls first, as Spark orders them
-    # (ts, code) in one long: the samples arrive as a few time-ordered runs (one per segment),
-    # which a stable sort (timsort) merges many times faster than lexsort sorts two keys.
-    order = np.argsort((ts << _CODE_BITS) | (codes + 1).astype(np.int64), kind="stable")
-    ts, codes = ts[order], codes[order]
-    timed = np.ones(ts.size, bool) if ts_valid is None else ts_valid[order]
+def time_and_code(ts_ms: Column, code: Column) -> Column:
+    """A sample's time and state code in one long that orders as (ts_ms, code), nulls first:
+    one column less through the shuffle, and the sort key `summarise` needs."""
+    return F.shiftleft(F.coalesce(ts_ms, F.lit(_NULL_TS)), _CODE_BITS).bitwiseOR((code + 1).cast("long"))
+
+
+def summarise(time_code: pa.Array, record_lag: pa.Array, record_bucket: pa.Array,
+              time_lag: pa.Array, time_bucket: pa.Array, *, start_ms: int, end_ms: int, cap_ms: int) -> pa.StructScalar:
+    """One partition's samples (any order; `time_code` from time_and_code) -> one DAY value."""
+    key = time_code.to_numpy(zero_copy_only=False)  # never null
+    # The samples arrive as a few time-ordered runs (one per segment), which a stable sort
+    # (timsort) merges many times faster than it sorts at random.
+    key = key[np.argsort(key, kind="stable")]
+    ts, codes = key >> _CODE_BITS, (key & ((1 << _CODE_BITS) - 1)) - 1
+    timed = ts != _NULL_TS
     gap = np.r_[ts[1:], end_ms] - ts  # a null time is followed by times or nulls only: masked below
     interval = np.where(timed, np.clip(gap, 0, cap_ms), cap_ms)
     interval[codes == GONE] = 0
@@ -177,7 +175,6 @@ def summarise(ts_ms: pa.Array, code: pa.Array, record_lag: pa.Array, record_buck
     row = [pa.array([x], pa.int64()) for x in values] + [
         _by_hour(hour, out_of_sync), _by_hour(hour, interval),
         pa.array([episode_starts.size], pa.int64()), pa.array([longest], pa.int64()),
-        pa.array([_max(freshness)], pa.int64()), pa.array([_max(byte_lag)], pa.int64()),
     ]
     for name, lags, buckets in (("record_lag", record_lag, record_bucket), ("time_lag", time_lag, time_bucket)):
         h = histogram(lags, buckets)

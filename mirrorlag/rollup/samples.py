@@ -68,12 +68,13 @@ def partition_days(raw: DataFrame, window: DayWindow, max_gap_s: float, key: lis
     """Columns: `key`, then partition_day.DAY's fields (each partition's day summarised), from
     `tasks` tasks (None: spark.sql.shuffle.partitions).
 
-    The buckets are computed after the shuffle, so only the raw lags travel through it."""
+    Only what needs the partition's samples together travels through the shuffle: the key, time
+    and state in one long, and the two lags (their buckets are computed after it); the maxima of
+    freshness and byte lag are taken with the day's keys (job.py), off the scan."""
     narrow = raw.select(
         *key_columns(key),
-        F.unix_millis("ts").alias("ts_ms"),
-        state_code(F.col("state")).alias("code"),
-        "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate",
+        partition_day.time_and_code(F.unix_millis("ts"), state_code(F.col("state"))).alias("time_code"),
+        "record_lag", "time_lag_ms",
     )
     narrow = narrow.repartition(tasks, *key) if tasks else narrow.repartition(*key)
     summarise = partial(partition_day.summarise, start_ms=window.start_ms, end_ms=window.end_ms,
@@ -83,8 +84,8 @@ def partition_days(raw: DataFrame, window: DayWindow, max_gap_s: float, key: lis
         warnings.filterwarnings("ignore", "It is preferred to specify type hints", UserWarning)
         day = arrow_udf(summarise, partition_day.DAY, ArrowUDFType.GROUPED_AGG)
     per = narrow.groupBy(*key).agg(day(
-        "ts_ms", "code", "record_lag", histograms.bucket(F.col("record_lag")),
-        "time_lag_ms", histograms.bucket(F.col("time_lag_ms")), "freshness_lag_ms", "byte_lag_estimate",
+        "time_code", "record_lag", histograms.bucket(F.col("record_lag")),
+        "time_lag_ms", histograms.bucket(F.col("time_lag_ms")),
     ).alias("day"))
     # Spark takes any Python result for nullable; the hour arrays never are null, and the
     # tables' schemas have always said so.
