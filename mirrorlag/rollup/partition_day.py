@@ -10,9 +10,10 @@ window did (least() skips nulls); they count in hour 0.
 
 The lag histograms (histograms.py) come out of the same call, as (bucket, n, vmin, vmax, vsum)
 rows for the topic and flow levels to merge, with the partition's own min/avg/max/percentiles
-computed from them as histograms.stats does; the buckets themselves are computed by Spark (histograms.bucket) so they are the very
-doubles Spark's log gives. Sums are of integer-valued doubles, exact below 2**53 whatever the
-order, so they equal Spark's own sums (a day of one partition's lags is far below that).
+computed from them as histograms.stats does. The buckets themselves are computed by Spark
+(histograms.bucket), so they come from the very doubles Spark's log gives. Sums are of
+integer-valued doubles, exact below 2**53 whatever the order, so they equal Spark's own sums (a
+day of one partition's lags is far below that).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _NULL_TS = -(1 << 58)
 
 _HIST_FIELDS = {"bucket": LongType(), "n": LongType(), "vmin": LongType(), "vmax": LongType(), "vsum": DoubleType()}
 # Columns of lists, not a list of rows: PySpark converts each partition's value through Python
-# objects, and a list of structs costs several times as much (measured: 6 ms -> 0.1 ms each).
+# objects, and lists of structs cost 9 times as much (measured: 6.3 -> 0.7 ms a partition).
 HISTOGRAM = StructType([StructField(name, ArrayType(t)) for name, t in _HIST_FIELDS.items()])
 HISTOGRAM_FIELDS = list(_HIST_FIELDS)
 _ARROW = {LongType(): pa.int64(), DoubleType(): pa.float64()}
