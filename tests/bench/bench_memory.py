@@ -112,7 +112,11 @@ class StandIn:
         self.sidecar.server.httpd.server_close()
 
 
-def child(partitions: int, polls: int, freshness_points: int | None) -> dict[str, float]:
+def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str) -> dict[str, float]:
+    if arrow_pool == "run":
+        from mirrorlag.cli import tune_process
+
+        tune_process()
     bench = StandIn(partitions, freshness_points)
     sidecar, poller = bench.sidecar, bench.poller
     gc.collect()
@@ -231,19 +235,22 @@ def main() -> None:
     parser.add_argument("--freshness-points", type=int, help="mirrorlag.freshness.table.points (default: 60)")
     parser.add_argument("--breakdown", type=int, metavar="PARTITIONS",
                         help="instead: live bytes per partition by part (getsizeof and tracemalloc)")
+    parser.add_argument("--arrow-pool", choices=["run", "default"], default="run",
+                        help="run: mirrorlag run's process settings (Arrow on the system allocator); default: pyarrow's own")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.breakdown:
         breakdown(args.breakdown, args.polls, args.freshness_points)
         return
     if args.child:
-        print(json.dumps(child(args.child, args.polls, args.freshness_points)))
+        print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool)))
         return
     for total in args.partitions:
         results = []
         for _ in range(args.runs):
             out = subprocess.run(
-                [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls)]
+                [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls),
+                 "--arrow-pool", args.arrow_pool]
                 + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else []),
                 check=True, capture_output=True, text=True,
             ).stdout

@@ -45,7 +45,7 @@ from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.gc_pacing import GcPacing
-from mirrorlag.cli import SWITCH_INTERVAL_S
+from mirrorlag.cli import SWITCH_INTERVAL_S, tune_process
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
@@ -240,6 +240,7 @@ def main() -> None:
     if args.scrape_client:
         print(json.dumps(scrape_client(args.scrape_client, args.scrapes)))
         return
+    tune_process()  # as `mirrorlag run`; --switch-interval-ms then overrides its interval
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
