@@ -3,9 +3,9 @@
 Per day the history is scanned twice: once for the day's partition keys and the maxima that need
 no order (a partial aggregation off the scan), and once for the one pass per partition
 (samples.partition_days), the day's only full shuffle. Their outputs are small (a row per
-partition, with its histograms) and are what is cached. The report's line charts read the worst partitions' rows with a third, filtered
-scan. Trends read the daily tables back (dates <= the day), so a backfill, which runs days in
-order, sees every day it wrote before.
+partition, with its histograms) and are what is cached. The report's line charts read the worst
+partitions' rows with a third, filtered scan. Trends read the daily tables back (dates <= the
+day), so a backfill, which runs days in order, sees every day it wrote before.
 """
 
 from __future__ import annotations
