@@ -1,22 +1,28 @@
 """When the cyclic garbage collector walks the sidecar's long-lived state.
 
-A poll at 100k partitions leaves ~1M tracked objects alive (engine slots, snapshot rows, label
-strings) and allocates hundreds of thousands more, so CPython's full collections, each walking all
-of them while holding the GIL, came every poll or two and took 0.5-1 s: the longest pause a scrape
-waited behind (tests/bench/RESULTS.md). Almost all of that state is freed by reference counting;
-the collector only ever finds the odd cycle (an exception's traceback, a logging record).
+A poll at 100k partitions leaves ~750k tracked objects alive (engine slots, snapshot rows, label
+strings) and allocates hundreds of thousands more. Left to itself, CPython's collector ran inside
+the poll: a few hundred young collections and one or two full ones per poll, each holding the GIL
+while it walks (young ones up to 35 ms, as a young 100k-row list is walked whole each time; full
+ones 30-210 ms). Those holds were what a scrape waited behind (tests/bench/RESULTS.md). Almost all
+of that state is freed by reference counting; a poll leaves no cyclic garbage (0 found in polls
+at 100k), the collector only ever finds the odd cycle (an exception's traceback, a logging record).
 
-So after each poll the young generations are collected (cheap: only what the poll made) and
-everything still alive is frozen out of the collector's sight (`gc.freeze`); reference counting
-still frees frozen objects. A cycle that died after reaching the old generation would never be
-found while frozen, so once per `full_every_s` the state is unfrozen and collected in full: one
-long pause an hour instead of one per poll, and cyclic garbage is bounded by an hour's worth.
+So the automatic collector is off while a poll runs, and when it ends everything alive is frozen
+out of the collector's sight (`gc.freeze`: a list splice, no walk); reference counting still frees
+frozen objects. Between polls the collector runs as usual for the other threads' objects. A
+cycle that became frozen would never be found, so once per `full_every_s` the state is unfrozen
+and collected in full: one long pause an hour (~170 ms at 100k) instead of several per poll, and
+cyclic garbage is bounded by an hour's worth.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 FULL_EVERY_S = 3600.0
 
@@ -30,13 +36,29 @@ class GcPacing:
     def due(self, now: float) -> bool:
         return self.last_full_at is None or now - self.last_full_at >= self.full_every_s
 
+    @contextmanager
+    def around_poll(self, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+        """Run a poll (on the poll thread) with the automatic collector off, then `after_poll`,
+        even when the poll failed. The collector comes back on only after the freeze: the poll
+        left ~1M objects counted as young, and the first allocation after re-enabling would
+        otherwise walk them all."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            try:
+                self.after_poll(clock())
+            finally:
+                if enabled:
+                    gc.enable()
+
     def after_poll(self, now: float) -> None:
-        """Call on the poll thread after a poll was published, with a monotonic `now`."""
+        """Freeze what lives after a poll; collect in full first when `full_every_s` has passed
+        (and at the first call). `now` is monotonic seconds."""
         if self.due(now):
             gc.unfreeze()
             gc.collect()
             self.last_full_at = now
             self.full_collections += 1
-        else:
-            gc.collect(1)  # the poll's own cyclic garbage, before it would be frozen with the rest
         gc.freeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -64,14 +65,14 @@ class Sidecar:
         return stats.last_success_at is not None and stats.last_success_at == stats.last_poll_at
 
     def poll(self) -> Snapshot:
-        with self._poll_lock:
-            snapshot = self.poller.poll_once()
-            self.latest = snapshot
-            self._publish(snapshot)
-        for listener in self.listeners:
-            listener(snapshot)
-        if self.gc_pacing is not None:
-            self.gc_pacing.after_poll(time.monotonic())
+        pacing = self.gc_pacing
+        with pacing.around_poll() if pacing is not None else contextlib.nullcontext():
+            with self._poll_lock:
+                snapshot = self.poller.poll_once()
+                self.latest = snapshot
+                self._publish(snapshot)
+            for listener in self.listeners:
+                listener(snapshot)
         return snapshot
 
     def _poll_job(self) -> None:

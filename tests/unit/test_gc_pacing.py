@@ -1,4 +1,5 @@
-"""GcPacing: young collections every poll, a full one per period, and no cycle kept past it."""
+"""GcPacing: no automatic collection inside a poll, a freeze after it, a full collection per period,
+and no cycle kept past it."""
 
 from __future__ import annotations
 
@@ -42,11 +43,43 @@ def test_what_lives_through_a_poll_is_frozen_out_of_the_collectors_sight() -> No
     assert gc.get_freeze_count() >= len(kept)
 
 
-def test_a_cycle_made_and_dropped_within_a_poll_is_collected_at_once() -> None:
+def test_the_collector_is_off_during_a_poll_and_back_on_after_the_freeze() -> None:
     pacing = GcPacing(full_every_s=100)
     pacing.after_poll(0.0)
-    node = weakref.ref(Node())
-    pacing.after_poll(1.0)
+    with pacing.around_poll(clock=lambda: 1.0):
+        assert not gc.isenabled()
+        kept = [Node() for _ in range(5000)]  # far past the young threshold: no collection ran
+        assert gc.get_count()[0] >= len(kept)
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 100, "frozen before re-enabling: the next allocation walks nothing"
+    assert gc.get_freeze_count() >= len(kept)
+
+
+def test_a_failed_poll_still_freezes_and_re_enables() -> None:
+    pacing = GcPacing(full_every_s=100)
+    with pytest.raises(RuntimeError), pacing.around_poll(clock=lambda: 0.0):
+        raise RuntimeError("source down")
+    assert gc.isenabled() and pacing.full_collections == 1
+
+
+def test_a_collector_switched_off_by_the_host_stays_off() -> None:
+    gc.disable()
+    try:
+        with GcPacing().around_poll():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_cycle_made_and_dropped_within_a_poll_waits_for_the_next_full_collection() -> None:
+    pacing = GcPacing(full_every_s=100)
+    pacing.after_poll(0.0)
+    with pacing.around_poll(clock=lambda: 1.0):
+        node = weakref.ref(Node())
+    assert node() is not None, "no collection between polls: frozen with the rest"
+    with pacing.around_poll(clock=lambda: 100.0):
+        pass
     assert node() is None
 
 
