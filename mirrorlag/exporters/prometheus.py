@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
+from mirrorlag.gil import pieces
 from mirrorlag.history import HistoryStats
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, Snapshot, State
 from mirrorlag.poller import PollStats
@@ -203,20 +204,22 @@ class FlowCollector(Collector):
 
     def _flow_metrics(self) -> Iterator[Metric]:
         # Column at a time (C-level map/zip), not a Python loop reading four fields per row:
-        # 0.47 s -> 0.1 s at 50k partitions. A flow is its key's (source, target).
-        rows = self.snapshot.rows if self.snapshot else ()
-        flows = list(map(_FLOW_OF_KEY, map(_KEY, rows)))
-        states = list(map(_STATE, rows))
-        per_state = Counter(zip(flows, states))
+        # 0.47 s -> 0.1 s at 50k partitions; in pieces, so no one C call holds the GIL long
+        # (mirrorlag.gil). A flow is its key's (source, target).
+        per_state: Counter[tuple[tuple[str, str], State]] = Counter()
         record_lags: dict[tuple[str, str], list[int]] = {}
         time_lags: dict[tuple[str, str], list[float]] = {}
         GONE = State.GONE
-        for flow, state, lag in zip(flows, states, map(_RECORD_LAG, rows)):
-            if lag is not None and state is not GONE:
-                record_lags.setdefault(flow, []).append(lag)
-        for flow, lag in zip(flows, map(_TIME_LAG, rows)):
-            if lag is not None:
-                time_lags.setdefault(flow, []).append(lag)
+        for rows in pieces(self.snapshot.rows if self.snapshot else ()):
+            flows = list(map(_FLOW_OF_KEY, map(_KEY, rows)))
+            states = list(map(_STATE, rows))
+            per_state.update(zip(flows, states))
+            for flow, state, lag in zip(flows, states, map(_RECORD_LAG, rows)):
+                if lag is not None and state is not GONE:
+                    record_lags.setdefault(flow, []).append(lag)
+            for flow, lag in zip(flows, map(_TIME_LAG, rows)):
+                if lag is not None:
+                    time_lags.setdefault(flow, []).append(lag)
 
         partitions = GaugeMetricFamily("mirrorlag_flow_partitions", "Partitions of each flow by state.", labels=["source", "target", "state"])
         for ((source, target), state), count in sorted(per_state.items()):  # a StrEnum sorts as its value

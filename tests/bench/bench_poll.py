@@ -18,6 +18,7 @@ ReplicationTracker for all of them, and measures side by side in one process:
     Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
     /metrics, publish), half asking `Accept-Encoding: gzip` as Prometheus does and half
     uncompressed, interleaved.
+--holds-ms 15 also prints where the poll thread held the GIL longer (HoldWatch).
 Medians of --runs; the ratio poll/bare is the figure to watch. Scrape times are to the last byte
 of the body, not decompressed or parsed.
 """
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 from pathlib import Path
 
@@ -105,18 +107,65 @@ def scrape_client(port: int, scrapes: int) -> dict:
     return {"times": times, "sizes": sizes, "failures": failures}
 
 
-def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int) -> dict[str, float]:
-    """scrape_client in a child process while this one runs polls (with publish) back to back."""
+class HoldWatch:
+    """Where a thread holds the GIL long: a watchdog sleeps 1 ms at a time and, when it wakes more
+    than `threshold_s` late, records where the watched thread is (the line right after the hold:
+    a long C call, or a collection it set off). It competes for the GIL itself, so measure
+    scrapes without it."""
+
+    def __init__(self, threshold_s: float) -> None:
+        self.threshold_s = threshold_s
+        self.thread_id: int | None = None
+        self.worst: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-holdwatch", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            time.sleep(0.001)
+            late = time.perf_counter() - t0
+            frame = sys._current_frames().get(self.thread_id) if late > self.threshold_s else None
+            if frame is not None:
+                where = " <- ".join(f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{line}:{f.f_code.co_name}"
+                                    for f, line in itertools.islice(traceback.walk_stack(frame), 3))
+                self.worst[where] = max(self.worst.get(where, 0.0), late)
+                self.count[where] = self.count.get(where, 0) + 1
+
+    def __enter__(self) -> HoldWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self, top: int = 12) -> str:
+        lines = [f"GIL holds > {self.threshold_s * 1000:.0f} ms on the poll thread (worst, count, where it was after):"]
+        for where, late in sorted(self.worst.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {late * 1000:7.1f} ms x{self.count[where]:3d}  {where}")
+        return "\n".join(lines)
+
+
+def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, holds_ms: float = 0.0) -> dict[str, float]:
+    """scrape_client in a child process while this one runs polls (with publish) back to back;
+    with `holds_ms`, a HoldWatch on the poll thread prints where it held the GIL longer."""
     stop = threading.Event()
     polls = []
+    watch = HoldWatch(holds_ms / 1000) if holds_ms else None
 
     def poll_loop() -> None:
+        if watch is not None:
+            watch.thread_id = threading.get_ident()
         while not stop.is_set():
             t0 = time.perf_counter()
             sidecar.poll()
             polls.append(time.perf_counter() - t0)
 
     poller = threading.Thread(target=poll_loop, name="bench-polls")
+    if watch is not None:
+        watch.__enter__()
     poller.start()
     try:
         while not polls:  # the scrapes must see polls running
@@ -128,6 +177,9 @@ def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int) -> dict[str, f
     finally:
         stop.set()
         poller.join()
+        if watch is not None:
+            watch.__exit__()
+            print(watch.report(), flush=True)
     client = json.loads(out.strip().splitlines()[-1])
     label = "under_polls"
     result = {}
@@ -147,7 +199,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
-               gc_pacing: bool) -> dict[str, float]:
+               gc_pacing: bool, holds_ms: float = 0.0) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
@@ -202,7 +254,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
             scrape.append(time.perf_counter() - t0)
     under_polls: dict[str, float] = {}
     if scrapes:
-        under_polls.update(scrape_under_polls(sidecar, port, scrapes))
+        under_polls.update(scrape_under_polls(sidecar, port, scrapes, holds_ms))
     sidecar.stop()
     gc.unfreeze()  # the next variant starts with the collector as the process had it
     scrape.sort()
@@ -236,6 +288,8 @@ def main() -> None:
     parser.add_argument("--switch-interval-ms", type=float, nargs="+", default=[SWITCH_INTERVAL_S * 1000],
                         help="sys.setswitchinterval during the scrapes, each measured in turn")
     parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
+    parser.add_argument("--holds-ms", type=float, default=0.0,
+                        help="with --scrapes: also print where the poll thread held the GIL longer than this")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scrape_client:
@@ -247,7 +301,7 @@ def main() -> None:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
             for detail, pacing, switch_ms in itertools.product(args.detail, args.gc_pacing, args.switch_interval_ms):
                 sys.setswitchinterval(switch_ms / 1000)
-                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on")
+                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on", args.holds_ms)
                 result["switch_interval_ms"] = switch_ms
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
