@@ -16,8 +16,8 @@ ReplicationTracker for all of them, and measures side by side in one process:
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
   - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
     Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
-    /metrics, publish), half asking `Accept-Encoding: gzip` as Prometheus does and half
-    uncompressed, interleaved.
+    /metrics, publish), taking turns between --encodings (default: gzip, as Prometheus asks,
+    and identity; `--encodings gzip` for Prometheus's scrapes alone).
 --holds-ms 15 also prints where the poll thread held the GIL longer (HoldWatch).
 Medians of --runs; the ratio poll/bare is the figure to watch. Scrape times are to the last byte
 of the body, not decompressed or parsed.
@@ -78,17 +78,18 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
-def scrape_client(port: int, scrapes: int) -> dict:
+def scrape_client(port: int, scrapes: int, encodings: list[str]) -> dict:
     """The scraper, run in its own process as Prometheus is (in the sidecar's process it would
     wait for the GIL the polls hold): `scrapes` GETs of /metrics on one keep-alive connection,
-    gzip and identity alternating. A failed scrape (e.g. the server dropped a slow transfer) is
-    counted and the connection reopened."""
-    times: dict[str, list[float]] = {"gzip": [], "identity": []}
+    the `encodings` taking turns (gzip is what Prometheus asks for; identity is inflated per
+    request, ~0.5 s of CPU at 100k, which the other processes on a small machine feel). A failed
+    scrape (e.g. the server dropped a slow transfer) is counted and the connection reopened."""
+    times: dict[str, list[float]] = {encoding: [] for encoding in encodings}
     sizes: dict[str, int] = {}
     failures = 0
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for i in range(scrapes):
-        encoding = "gzip" if i % 2 == 0 else "identity"
+        encoding = encodings[i % len(encodings)]
         t0 = time.perf_counter()
         try:
             conn.request("GET", "/metrics", headers={"Accept-Encoding": encoding})
@@ -148,7 +149,8 @@ class HoldWatch:
         return "\n".join(lines)
 
 
-def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, holds_ms: float = 0.0) -> dict[str, float]:
+def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, encodings: list[str],
+                       holds_ms: float = 0.0) -> dict[str, float]:
     """scrape_client in a child process while this one runs polls (with publish) back to back;
     with `holds_ms`, a HoldWatch on the poll thread prints where it held the GIL longer."""
     stop = threading.Event()
@@ -171,7 +173,8 @@ def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, holds_ms: floa
         while not polls:  # the scrapes must see polls running
             time.sleep(0.01)
         out = subprocess.run(
-            [sys.executable, "-m", "tests.bench.bench_poll", "--scrape-client", str(port), "--scrapes", str(scrapes)],
+            [sys.executable, "-m", "tests.bench.bench_poll", "--scrape-client", str(port), "--scrapes", str(scrapes),
+             "--encodings", *encodings],
             check=True, capture_output=True, text=True,
         ).stdout
     finally:
@@ -199,7 +202,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
-               gc_pacing: bool, holds_ms: float = 0.0) -> dict[str, float]:
+               gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
@@ -254,7 +257,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
             scrape.append(time.perf_counter() - t0)
     under_polls: dict[str, float] = {}
     if scrapes:
-        under_polls.update(scrape_under_polls(sidecar, port, scrapes, holds_ms))
+        under_polls.update(scrape_under_polls(sidecar, port, scrapes, encodings, holds_ms))
     sidecar.stop()
     gc.unfreeze()  # the next variant starts with the collector as the process had it
     scrape.sort()
@@ -288,12 +291,14 @@ def main() -> None:
     parser.add_argument("--switch-interval-ms", type=float, nargs="+", default=[SWITCH_INTERVAL_S * 1000],
                         help="sys.setswitchinterval during the scrapes, each measured in turn")
     parser.add_argument("--scrapes", type=int, default=0, help="scrapes under running polls, per variant (0: skip)")
+    parser.add_argument("--encodings", choices=["gzip", "identity"], nargs="+", default=["gzip", "identity"],
+                        help="the scrapes' Accept-Encoding, taking turns (Prometheus asks for gzip)")
     parser.add_argument("--holds-ms", type=float, default=0.0,
                         help="with --scrapes: also print where the poll thread held the GIL longer than this")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scrape_client:
-        print(json.dumps(scrape_client(args.scrape_client, args.scrapes)))
+        print(json.dumps(scrape_client(args.scrape_client, args.scrapes, args.encodings)))
         return
     tune_process()  # as `mirrorlag run`; --switch-interval-ms then overrides its interval
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
@@ -301,7 +306,8 @@ def main() -> None:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
             for detail, pacing, switch_ms in itertools.product(args.detail, args.gc_pacing, args.switch_interval_ms):
                 sys.setswitchinterval(switch_ms / 1000)
-                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on", args.holds_ms)
+                result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on", args.encodings,
+                                    args.holds_ms)
                 result["switch_interval_ms"] = switch_ms
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
