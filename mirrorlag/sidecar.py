@@ -15,9 +15,9 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mirrorlag.config.settings import Settings
-from mirrorlag.exporters.http import Exposition, ExpositionServer, MetricsBody
+from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
-from mirrorlag.exporters.status import status_document
+from mirrorlag.exporters.status import status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.history import History
@@ -98,9 +98,9 @@ class Sidecar:
         # Compressed here, on the poll thread, a family at a time: compressing on the first scrape
         # made that scrape wait (1-3 s at 100k partitions), and the 170 MB text never exists whole.
         self.server.current = Exposition(
-            metrics=MetricsBody.compress(self.renderer.render_chunks(snapshot, stats, history)),
+            metrics=GzipBody.compress(self.renderer.render_chunks(snapshot, stats, history)),
             ready=self.ready,
-            render_status=functools.partial(status_document, snapshot, self.ready, extra),
+            render_status=functools.partial(status_chunks, snapshot, self.ready, extra),
         )
 
     def start(self) -> None:

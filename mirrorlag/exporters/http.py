@@ -1,9 +1,10 @@
 """The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status.
 
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
-partitions and can never slow a poll down. /metrics is kept compressed only (what Prometheus asks
-for): at 100k partitions the text is ~170 MB and its gzip ~5 MB, so a client that wants it plain
-gets it inflated piece by piece as it is sent. Only GET and HEAD exist. Each request (and each idle
+partitions and can never slow a poll down. /metrics and /status are kept compressed only (gzip is
+what Prometheus asks for): at 100k partitions the /metrics text is ~170 MB and its gzip ~5 MB, the
+/status JSON ~50 MB and ~4 MB, so a client that wants them plain gets them inflated piece by piece
+as they are sent. Only GET and HEAD exist. Each request (and each idle
 wait between keep-alive requests) must arrive within one deadline in total, not per read: a client
 that trickles a byte at a time is cut off like a silent one, so a slow client holds one thread for
 a bounded time and never blocks others.
@@ -32,14 +33,14 @@ _INFLATE_STEP = 64 * 1024  # compressed bytes inflated per write (~2 MB of text 
 
 
 @dataclass(frozen=True)
-class MetricsBody:
-    """The /metrics text, held only as gzip: what Prometheus asks for, 30x smaller than the text."""
+class GzipBody:
+    """A response body held only as gzip: what Prometheus asks for, ~30x smaller than the text."""
 
     gzipped: bytes
     size: int  # bytes of the text, for an uncompressed response's Content-Length
 
     @classmethod
-    def compress(cls, chunks: Iterable[bytes]) -> MetricsBody:
+    def compress(cls, chunks: Iterable[bytes]) -> GzipBody:
         """Compresses the text a chunk at a time, so the whole of it never exists at once
         (level 1: 32:1 on exposition text at ~0.5 GB/s, and the poll thread pays it)."""
         deflate = zlib.compressobj(1, zlib.DEFLATED, _GZIP_WBITS)
@@ -63,26 +64,31 @@ class MetricsBody:
             yield tail
 
 
-EMPTY_METRICS = MetricsBody.compress([])
+EMPTY_BODY = GzipBody.compress([])
+EMPTY_STATUS = GzipBody.compress([b"{}"])
 
 
 @dataclass(eq=False)
 class Exposition:
     """Everything the endpoints serve, replaced as a whole after each poll."""
 
-    metrics: MetricsBody = EMPTY_METRICS
-    status: bytes = b"{}"
+    metrics: GzipBody = EMPTY_BODY
+    status: GzipBody = EMPTY_STATUS
     ready: bool = False
-    # Renders `status` on the first GET /status after a poll: the document of 100k partitions
-    # takes ~1.2 s and most polls nobody asks (Prometheus reads /metrics).
-    render_status: Callable[[], bytes] | None = field(default=None, repr=False)
+    # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
+    # 100k partitions takes ~1.2 s and most polls nobody asks (Prometheus reads /metrics).
+    render_status: Callable[[], Iterable[bytes]] | None = field(default=None, repr=False)
     _status_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def status_json(self) -> bytes:
+    def status_body(self) -> GzipBody:
         with self._status_lock:
             if self.render_status is not None:
-                self.status, self.render_status = self.render_status(), None
+                self.status, self.render_status = GzipBody.compress(self.render_status()), None
             return self.status
+
+    def status_json(self) -> bytes:
+        """The /status document as text (tests and benchmarks)."""
+        return b"".join(self.status_body().text())
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -162,20 +168,22 @@ class ExpositionServer:
                 exp = server.current  # one read: all parts come from the same poll
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    body = exp.metrics
-                    if "gzip" in self.headers.get("Accept-Encoding", ""):
-                        self._send(200, CONTENT_TYPE_LATEST, body.gzipped, send_body, encoding="gzip")
-                    else:
-                        self._send_pieces(200, CONTENT_TYPE_LATEST, body.size, body.text(), send_body)
+                    self._send_gzip_body(CONTENT_TYPE_LATEST, exp.metrics, send_body)
                 elif path == "/healthz":
                     self._send(200, "text/plain", b"ok\n", send_body)
                 elif path == "/readyz":
                     ok = exp.ready
                     self._send(200 if ok else 503, "text/plain", b"ready\n" if ok else b"not ready\n", send_body)
                 elif path == "/status":
-                    self._send(200, "application/json", exp.status_json(), send_body)
+                    self._send_gzip_body("application/json", exp.status_body(), send_body)
                 else:
                     self._send(404, "text/plain", b"not found\n", send_body)
+
+            def _send_gzip_body(self, ctype: str, body: GzipBody, send_body: bool) -> None:
+                if "gzip" in self.headers.get("Accept-Encoding", ""):
+                    self._send(200, ctype, body.gzipped, send_body, encoding="gzip")
+                else:
+                    self._send_pieces(200, ctype, body.size, body.text(), send_body)
 
             def _send(self, code: int, ctype: str, body: bytes, send_body: bool, encoding: str = "") -> None:
                 self._send_pieces(code, ctype, len(body), (body,), send_body, encoding)

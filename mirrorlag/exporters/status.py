@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
+from mirrorlag.gil import pieces
 from mirrorlag.model import PartitionRow, Snapshot
 
 
@@ -43,11 +44,23 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+STATUS_PIECE_ROWS = 2000  # rows per json.dumps call: a few ms with the GIL held, a few MB alive
+
+
+def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any]) -> Iterator[bytes]:
+    """The /status document, a piece at a time: its head, then the partitions `STATUS_PIECE_ROWS`
+    at a time. The same bytes as one json.dumps of the whole document, without its cost at 100k
+    partitions: 100k row dicts (~120 MB) and one C call that held the GIL for ~0.3 s."""
+    head = json.dumps({"ready": ready, "taken_at": snapshot.taken_at if snapshot else None, **extra},
+                      separators=(",", ":"))
+    yield f'{head[:-1]},"partitions":['.encode()
+    sep = ""
+    for rows in pieces(snapshot.rows if snapshot else (), STATUS_PIECE_ROWS):
+        yield (sep + json.dumps([row_to_dict(r) for r in rows], separators=(",", ":"))[1:-1]).encode()
+        sep = ","
+    yield b"]}"
+
+
 def status_document(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any]) -> bytes:
-    doc = {
-        "ready": ready,
-        "taken_at": snapshot.taken_at if snapshot else None,
-        **extra,
-        "partitions": [row_to_dict(r) for r in snapshot.rows] if snapshot else [],
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
+    """The whole /status document at once."""
+    return b"".join(status_chunks(snapshot, ready, extra))

@@ -131,7 +131,7 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
     table_points = poller.engine._order_parts[-1].f_count
     exposition = sidecar.server.current
-    # /metrics is held as gzip only (MetricsBody); `size` is the text's length.
+    # /metrics is held as gzip only (GzipBody); `size` is the text's length.
     metrics_bytes, status_bytes = exposition.metrics.size, len(exposition.status_json())
     # What lives between polls without the exposition: drop it, measure, then build it again.
     sidecar.server.current = None

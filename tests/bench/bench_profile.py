@@ -20,7 +20,7 @@ import argparse
 import statistics
 import time
 
-from mirrorlag.exporters.http import MetricsBody
+from mirrorlag.exporters.http import GzipBody
 from mirrorlag.exporters.status import status_document
 from tests.bench.bench_memory import StandIn
 
@@ -67,7 +67,7 @@ def main() -> None:
         t2 = time.perf_counter()
         status_document(snapshot, True, {})
         t3 = time.perf_counter()
-        MetricsBody.compress(sidecar.renderer.render_chunks(snapshot, stats))  # as Sidecar._publish
+        GzipBody.compress(sidecar.renderer.render_chunks(snapshot, stats))  # as Sidecar._publish
         t4 = time.perf_counter()
         for name, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             times[name].append(dt)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mirrorlag.embedded import free_port
-from mirrorlag.exporters.http import Exposition, ExpositionServer, MetricsBody
+from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
 from tests.conftest import write_properties
 from tests.helpers import eventually, mirrorlag, running_sidecar, scrape
 
@@ -120,7 +120,7 @@ def test_a_trickling_client_is_cut_off_after_the_deadline_not_kept_alive_by_each
     """The per-request deadline is a total, not per read: one byte every 0.2 s (well inside the
     read timeout) still gets the connection closed once the 1 s deadline has passed."""
     server = ExpositionServer("127.0.0.1", 0, client_timeout_s=1.0)
-    server.current = Exposition(metrics=MetricsBody.compress([b"x 1\n"]), ready=True)
+    server.current = Exposition(metrics=GzipBody.compress([b"x 1\n"]), ready=True)
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:

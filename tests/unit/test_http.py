@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from mirrorlag.exporters.http import Exposition, ExpositionServer, MetricsBody
+from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
 
 BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 
@@ -19,7 +19,7 @@ BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 @pytest.fixture
 def server() -> Iterator[ExpositionServer]:
     srv = ExpositionServer("127.0.0.1", 0)
-    srv.current = Exposition(metrics=MetricsBody.compress([BODY[:100], BODY[100:]]), status=b'{"ready":true}', ready=True)
+    srv.current = Exposition(metrics=GzipBody.compress([BODY[:100], BODY[100:]]), status=GzipBody.compress([b'{"ready":true}']), ready=True)
     srv.start()
     yield srv
     srv.stop()
@@ -65,7 +65,7 @@ def test_gzip_when_asked_is_the_body_as_compressed_at_publish(server):
 def test_a_large_body_is_held_compressed_and_sent_plain_in_pieces(server):
     lines = [f'm{{topic="t{i}",partition="{i % 7}"}} {i * 0.5!r}\n'.encode() for i in range(200_000)]
     text = b"".join(lines)
-    body = MetricsBody.compress(b"".join(lines[i:i + 5000]) for i in range(0, len(lines), 5000))
+    body = GzipBody.compress(b"".join(lines[i:i + 5000]) for i in range(0, len(lines), 5000))
     assert (body.size, gzip.decompress(body.gzipped)) == (len(text), text)
     assert len(body.gzipped) * 4 < len(text)
     assert len(list(body.text())) > 1  # inflated a piece at a time, not at once
@@ -106,3 +106,14 @@ def test_a_client_that_resets_mid_request_leaves_no_traceback(server, capfd):
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
     assert request(server, "GET", "/metrics")[2] == BODY
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_status_is_held_compressed_and_served_gzip_or_plain(server):
+    doc = b'{"ready":true,"partitions":[' + b",".join(b'{"p":%d}' % i for i in range(20_000)) + b"]}"
+    server.current = Exposition(render_status=lambda: iter([doc[:1000], doc[1000:]]))
+    status, headers, body = request(server, "GET", "/status", {"Accept-Encoding": "gzip"})
+    assert (status, headers["Content-Encoding"], gzip.decompress(body)) == (200, "gzip", doc)
+    assert len(server.current.status.gzipped) * 4 < len(doc)  # rendered once, kept as gzip only
+    status, headers, body = request(server, "GET", "/status")
+    assert (status, headers["Content-Length"], body) == (200, str(len(doc)), doc)
+    assert "Content-Encoding" not in headers
