@@ -106,7 +106,10 @@ def tune_process() -> None:
     """Process-wide settings of `mirrorlag run` (the benchmarks measure with the same)."""
     import pyarrow
 
+    from mirrorlag.malloc import tune_malloc
+
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    tune_malloc()
     # Arrow (the /metrics render, history's Parquet) allocates from glibc, as Python does: with
     # Arrow's default, mimalloc, neither could reuse the other's freed pages and a 100k-partition
     # render left ~25-34 MiB more resident, for a render ~6 % faster (tests/bench/RESULTS.md).

@@ -4,7 +4,8 @@
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --pyinstrument
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --render-only --runs 7
 
-A real Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
+With `mirrorlag run`'s process settings (`tune_process`, `GcPacing` around each run), a real
+Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
 polls), then per run, timed separately: `Poller.poll_once` (feeds, LRO cache, engine, snapshot:
 everything a poll adds to the ListOffsets round trips), the /metrics render, the /status document,
 and the publish of /metrics (render and gzip a family at a time, as the sidecar does). Medians of
@@ -20,7 +21,9 @@ import argparse
 import statistics
 import time
 
+from mirrorlag.cli import tune_process
 from mirrorlag.exporters.http import GzipBody
+from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.exporters.status import status_document
 from tests.bench.bench_memory import StandIn
 
@@ -33,7 +36,9 @@ def main() -> None:
     parser.add_argument("--pyinstrument", action="store_true")
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
+    tune_process()  # as `mirrorlag run`
     bench = StandIn(args.partitions)
+    pacing = GcPacing()  # as `mirrorlag run`: each run below is one poll and its publish
     n = 0
     for n in range(1, args.warmup + 1):
         bench.poll(n, publish=False)
@@ -60,15 +65,16 @@ def main() -> None:
         return
     times: dict[str, list[float]] = {"poll": [], "render": [], "status": [], "publish": []}
     for run in range(args.runs):
-        t0 = time.perf_counter()
-        snapshot = bench.poll(n + 1 + run, publish=False)
-        t1 = time.perf_counter()
-        sidecar.renderer.render(snapshot, stats)
-        t2 = time.perf_counter()
-        status_document(snapshot, True, {})
-        t3 = time.perf_counter()
-        GzipBody.compress(sidecar.renderer.render_chunks(snapshot, stats))  # as Sidecar._publish
-        t4 = time.perf_counter()
+        with pacing.around_poll():
+            t0 = time.perf_counter()
+            snapshot = bench.poll(n + 1 + run, publish=False)
+            t1 = time.perf_counter()
+            sidecar.renderer.render(snapshot, stats)
+            t2 = time.perf_counter()
+            status_document(snapshot, True, {})
+            t3 = time.perf_counter()
+            GzipBody.compress(sidecar.renderer.render_chunks(snapshot, stats))  # as Sidecar._publish
+            t4 = time.perf_counter()
         for name, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             times[name].append(dt)
     bench.close()
