@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from typing import Mapping
 
 M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 M_MMAP_THRESHOLD = -3
@@ -20,7 +21,7 @@ THRESHOLD_BYTES = 128 * 1024
 _ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")  # the operator's own tuning wins
 
 
-def tune_malloc(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+def tune_malloc(environ: Mapping[str, str] = os.environ) -> bool:
     """Fix glibc's mmap and trim thresholds; False where there is no glibc (musl, macOS) or the
     environment already sets them."""
     if any(name in environ for name in _ENV):

@@ -3,11 +3,11 @@
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
 partitions and can never slow a poll down. /metrics and /status are kept compressed only (gzip is
 what Prometheus asks for): at 100k partitions the /metrics text is ~170 MB and its gzip ~5 MB, the
-/status JSON ~50 MB and ~4 MB, so a client that wants them plain gets them inflated piece by piece
-as they are sent. Only GET and HEAD exist. Each request (and each idle
-wait between keep-alive requests) must arrive within one deadline in total, not per read: a client
-that trickles a byte at a time is cut off like a silent one, so a slow client holds one thread for
-a bounded time and never blocks others.
+/status JSON ~50 MB and ~1.5 MB, so a client that wants them plain gets them inflated piece by piece
+as they are sent. Only GET and HEAD exist. Each request (and each idle wait between keep-alive
+requests) must arrive within one deadline in total, not per read: a client that trickles a byte at
+a time is cut off like a silent one, so a slow client holds one thread for a bounded time and never
+blocks others.
 """
 
 from __future__ import annotations
