@@ -9,10 +9,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from mirrorlag import __version__
 from mirrorlag.errors import MirrorlagError
+
+if TYPE_CHECKING:
+    from mirrorlag.gc_pacing import GcPacing
 
 log = logging.getLogger("mirrorlag")
 
@@ -106,27 +109,31 @@ def tune_process() -> None:
     """Process-wide settings of `mirrorlag run` (the benchmarks measure with the same)."""
     import pyarrow
 
-    from mirrorlag.malloc import tune_malloc
-
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    tune_malloc()
     # Arrow (the /metrics render, history's Parquet) allocates from glibc, as Python does: with
     # Arrow's default, mimalloc, neither could reuse the other's freed pages and a 100k-partition
     # render left ~25-34 MiB more resident, for a render ~6 % faster (tests/bench/RESULTS.md).
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
+def run_pacing() -> GcPacing:
+    """What `mirrorlag run` does to its process around each poll (the benchmarks do the same)."""
+    from mirrorlag.gc_pacing import GcPacing
+    from mirrorlag.malloc import heap_trimmer
+
+    return GcPacing(release_memory=heap_trimmer())
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
-    from mirrorlag.gc_pacing import GcPacing
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
     tune_process()
     try:
         sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),
-                          gc_pacing=GcPacing())
+                          gc_pacing=run_pacing())
     except OSError as exc:  # e.g. the HTTP port is taken
         raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
     stop = threading.Event()

@@ -13,7 +13,8 @@ out of the collector's sight (`gc.freeze`: a list splice, no walk); reference co
 frozen objects. Between polls the collector runs as usual for the other threads' objects. A
 cycle that became frozen would never be found, so once per `full_every_s` the state is unfrozen
 and collected in full: one long pause an hour (~170 ms at 100k) instead of several per poll, and
-cyclic garbage is bounded by an hour's worth.
+cyclic garbage is bounded by an hour's worth. Then, optionally, the heap's free pages go back to
+the system (mirrorlag.malloc).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class GcPacing:
     full_every_s: float = FULL_EVERY_S
     last_full_at: float | None = None  # monotonic seconds; None: not yet (the first call collects)
     full_collections: int = 0
+    # Called after each freeze, to hand the poll's freed heap pages back to the system
+    # (mirrorlag.malloc.heap_trimmer in `mirrorlag run`).
+    release_memory: Callable[[], object] | None = None
 
     def due(self, now: float) -> bool:
         return self.last_full_at is None or now - self.last_full_at >= self.full_every_s
@@ -62,3 +66,5 @@ class GcPacing:
             self.last_full_at = now
             self.full_collections += 1
         gc.freeze()
+        if self.release_memory is not None:
+            self.release_memory()

@@ -26,6 +26,7 @@ and VmHWM, the peak. Per-partition growth is (X - base) / partitions for each. M
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import statistics
@@ -113,16 +114,20 @@ class StandIn:
 
 
 def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str) -> dict[str, float]:
+    pacing = None
     if arrow_pool == "run":
-        from mirrorlag.cli import tune_process
+        from mirrorlag.cli import run_pacing, tune_process
 
         tune_process()
+        pacing = run_pacing()
     bench = StandIn(partitions, freshness_points)
     sidecar, poller = bench.sidecar, bench.poller
+    sidecar.gc_pacing = pacing  # the published poll below paces as `mirrorlag run` does
     gc.collect()
     base = _status_kib()
     for n in range(1, polls):
-        bench.poll(n, publish=False)
+        with pacing.around_poll() if pacing is not None else contextlib.nullcontext():
+            bench.poll(n, publish=False)
     gc.collect()
     polled = _status_kib()  # engine + poller (+ the last snapshot), nothing rendered yet
     snapshot = bench.poll(polls, publish=True)
@@ -236,7 +241,8 @@ def main() -> None:
     parser.add_argument("--breakdown", type=int, metavar="PARTITIONS",
                         help="instead: live bytes per partition by part (getsizeof and tracemalloc)")
     parser.add_argument("--arrow-pool", choices=["run", "default"], default="run",
-                        help="run: mirrorlag run's process settings (Arrow on the system allocator); default: pyarrow's own")
+                        help="run: mirrorlag run's process settings (Arrow on the system allocator, the collector paused "
+                             "during polls and the heap trimmed after each); default: none of them")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.breakdown:

@@ -47,8 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.embedded import EmbeddedBroker, free_port
-from mirrorlag.gc_pacing import GcPacing
-from mirrorlag.cli import SWITCH_INTERVAL_S, tune_process
+from mirrorlag.cli import SWITCH_INTERVAL_S, run_pacing, tune_process
 from mirrorlag.sidecar import Sidecar
 
 PARTITIONS_PER_TOPIC = 100
@@ -218,7 +217,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
     for topic in topics:
         for partition in range(PARTITIONS_PER_TOPIC):
             tracker.replicated(topic, partition, 0, 1)
-    sidecar = Sidecar(load_settings([config]), trackers=[tracker], gc_pacing=GcPacing() if gc_pacing else None)
+    sidecar = Sidecar(load_settings([config]), trackers=[tracker], gc_pacing=run_pacing() if gc_pacing else None)
     sidecar.server.start()
     source = sidecar.poller.sources["src"]
     partitions = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]

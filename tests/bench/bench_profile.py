@@ -4,7 +4,7 @@
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --pyinstrument
     .venv/bin/python -m tests.bench.bench_profile --partitions 100000 --render-only --runs 7
 
-With `mirrorlag run`'s process settings (`tune_process`, `GcPacing` around each run), a real
+With `mirrorlag run`'s process settings (`tune_process`, `run_pacing` around each run), a real
 Sidecar over bench_memory's stand-in source (all features on, tables filled by --warmup
 polls), then per run, timed separately: `Poller.poll_once` (feeds, LRO cache, engine, snapshot:
 everything a poll adds to the ListOffsets round trips), the /metrics render, the /status document,
@@ -21,9 +21,8 @@ import argparse
 import statistics
 import time
 
-from mirrorlag.cli import tune_process
+from mirrorlag.cli import run_pacing, tune_process
 from mirrorlag.exporters.http import GzipBody
-from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.exporters.status import status_document
 from tests.bench.bench_memory import StandIn
 
@@ -38,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     tune_process()  # as `mirrorlag run`
     bench = StandIn(args.partitions)
-    pacing = GcPacing()  # as `mirrorlag run`: each run below is one poll and its publish
+    pacing = run_pacing()  # as `mirrorlag run`: each run below is one poll and its publish
     n = 0
     for n in range(1, args.warmup + 1):
         bench.poll(n, publish=False)

@@ -1,19 +1,30 @@
-"""tune_malloc: applied on glibc, never over the operator's own MALLOC_* settings."""
+"""heap_trimmer: glibc's malloc_trim where there is glibc, and GcPacing calls it after each poll."""
 
 from __future__ import annotations
 
+import gc
 import platform
 
 import pytest
 
-from mirrorlag.malloc import tune_malloc
+from mirrorlag.gc_pacing import GcPacing
+from mirrorlag.malloc import heap_trimmer
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
-def test_applied_on_glibc() -> None:
-    assert tune_malloc({}) is True
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc_trim")
+def test_trims_on_glibc() -> None:
+    trim = heap_trimmer()
+    assert trim is not None
+    assert trim() in (0, 1)  # 1: memory was released, 0: there was none to release
 
 
-@pytest.mark.parametrize("name", ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"])
-def test_left_alone_when_the_environment_sets_it(name: str) -> None:
-    assert tune_malloc({name: "65536"}) is False
+def test_gc_pacing_releases_memory_after_each_poll() -> None:
+    calls = []
+    pacing = GcPacing(full_every_s=100, release_memory=lambda: calls.append(gc.isenabled()))
+    try:
+        for now in (0.0, 1.0):
+            with pacing.around_poll(clock=lambda now=now: now):
+                pass
+    finally:
+        gc.unfreeze()
+    assert calls == [False, False]  # after the freeze, before the collector is back on
