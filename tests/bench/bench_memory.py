@@ -16,10 +16,12 @@ RSS (VmRSS from /proc/self/status) is read:
   - base: after imports and the sidecar are built, before any partition exists;
   - polled: after all polls but the last, none of which rendered anything: the engine and poller
     alone (engine state, LRO cache, tracker, the latest snapshot);
-  - state: after the last poll, which also rendered /metrics and /status (as every sidecar poll
-    does), with the exposition dropped: what rendering leaves resident (freed memory the
-    allocator could not return);
-  - served: after /metrics, /status and the gzip copy were made (what a serving sidecar holds);
+  - state: after the last poll, which also rendered /metrics (as every sidecar poll does), with
+    the exposition dropped: what rendering leaves resident (freed memory the allocator could not
+    return);
+  - served: after /metrics was published again and the first GET /status rendered (what a
+    serving sidecar holds; with run's settings the heap is trimmed after the publish, as at the
+    end of each poll, and not after the /status render, which waits for the next poll's trim);
 and VmHWM, the peak. Per-partition growth is (X - base) / partitions for each. Medians over --runs children.
 """
 
@@ -137,15 +139,18 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     table_points = poller.engine._order_parts[-1].f_count
     exposition = sidecar.server.current
     # /metrics is held as gzip only (GzipBody); `size` is the text's length.
-    metrics_bytes, status_bytes = exposition.metrics.size, len(exposition.status_json())
+    metrics_bytes = exposition.metrics.size
     # What lives between polls without the exposition: drop it, measure, then build it again.
     sidecar.server.current = None
     del exposition
     gc.collect()
+    if pacing is not None and pacing.release_memory is not None:
+        pacing.release_memory()  # as the end of the poll that published would
     state = _status_kib()
-    sidecar._publish(snapshot)
+    with pacing.around_poll() if pacing is not None else contextlib.nullcontext():
+        sidecar._publish(snapshot)  # a publish is part of its poll
     gzip_bytes = len(sidecar.server.current.metrics.gzipped)
-    sidecar.server.current.status_json()  # as the first GET /status renders it
+    status_bytes = len(sidecar.server.current.status_json())  # as the first GET /status renders it
     gc.collect()
     served = _status_kib()
     bench.close()
