@@ -44,7 +44,7 @@ class GcPacing:
     def around_poll(self, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
         """Run a poll (on the poll thread) with the automatic collector off, then `after_poll`,
         even when the poll failed. The collector comes back on only after the freeze: the poll
-        left ~1M objects counted as young, and the first allocation after re-enabling would
+        left ~750k objects counted as young, and the first allocation after re-enabling would
         otherwise walk them all."""
         enabled = gc.isenabled()
         gc.disable()

@@ -66,11 +66,12 @@ class Sidecar:
 
     def poll(self) -> Snapshot:
         pacing = self.gc_pacing
-        with pacing.around_poll() if pacing is not None else contextlib.nullcontext():
-            with self._poll_lock:
-                snapshot = self.poller.poll_once()
-                self.latest = snapshot
-                self._publish(snapshot)
+        # The pacing inside the lock: a poll that waited for another must not find the collector
+        # switched back on by the first one's end.
+        with self._poll_lock, pacing.around_poll() if pacing is not None else contextlib.nullcontext():
+            snapshot = self.poller.poll_once()
+            self.latest = snapshot
+            self._publish(snapshot)
             for listener in self.listeners:
                 listener(snapshot)
         return snapshot
