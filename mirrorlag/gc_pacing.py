@@ -20,12 +20,15 @@ the system (mirrorlag.malloc).
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 FULL_EVERY_S = 3600.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,4 +70,10 @@ class GcPacing:
             self.full_collections += 1
         gc.freeze()
         if self.release_memory is not None:
-            self.release_memory()
+            try:
+                self.release_memory()
+            except Exception:
+                # Memory handed back is a saving, not a duty: it must never replace the poll's own
+                # outcome (this runs in the poll's `finally`). Logged once, then not tried again.
+                log.warning("releasing free heap memory failed; not trying again", exc_info=True)
+                self.release_memory = None

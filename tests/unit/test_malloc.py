@@ -28,3 +28,25 @@ def test_gc_pacing_releases_memory_after_each_poll() -> None:
     finally:
         gc.unfreeze()
     assert calls == [False, False]  # after the freeze, before the collector is back on
+
+
+def test_a_failing_release_never_replaces_the_polls_own_outcome(caplog: pytest.LogCaptureFixture) -> None:
+    calls = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise OSError("no such symbol")
+
+    pacing = GcPacing(full_every_s=100, release_memory=broken)
+    was_enabled = gc.isenabled()
+    try:
+        with pytest.raises(ValueError, match="the poll's own error"):
+            with pacing.around_poll(clock=lambda: 0.0):
+                raise ValueError("the poll's own error")
+        with pacing.around_poll(clock=lambda: 1.0):
+            pass  # a poll that succeeds stays a success
+    finally:
+        gc.unfreeze()
+    assert calls == [1]  # warned once, then not tried again
+    assert gc.isenabled() == was_enabled
+    assert [r.levelname for r in caplog.records if "releasing free heap memory" in r.message] == ["WARNING"]
