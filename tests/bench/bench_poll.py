@@ -31,6 +31,7 @@ import gc
 import http.client
 import itertools
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,9 @@ def prepare(bootstrap: str, total: int, prefix: str) -> list[str]:
 
 
 def percentile(samples: list[float], q: float) -> float:
+    """Nearest rank; NaN without samples (every scrape of an encoding failed)."""
+    if not samples:
+        return math.nan
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
@@ -188,8 +192,8 @@ def scrape_under_polls(sidecar: Sidecar, port: int, scrapes: int, encodings: lis
     for encoding, samples in client["times"].items():
         result[f"{label}_{encoding}_p50_ms"] = percentile(samples, 0.5) * 1000
         result[f"{label}_{encoding}_p99_ms"] = percentile(samples, 0.99) * 1000
-        result[f"{label}_{encoding}_max_ms"] = max(samples) * 1000
-        result[f"{encoding}_bytes"] = client["sizes"][encoding]
+        result[f"{label}_{encoding}_max_ms"] = max(samples, default=math.nan) * 1000
+        result[f"{encoding}_bytes"] = client["sizes"].get(encoding, 0)
     result[f"{label}_failed_scrapes"] = client["failures"]
     result[f"{label}_polls_during"] = len(polls)
     result[f"{label}_poll_publish_ms"] = statistics.median(polls) * 1000
