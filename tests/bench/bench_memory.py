@@ -237,6 +237,48 @@ def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None
     bench.close()
 
 
+def floor_layout(partitions: int, freshness_points: int | None) -> dict[str, float]:
+    """RSS growth per partition of the leanest layout the same state could have: every number
+    the engine, the LRO cache and the snapshot keep per partition in flat typed columns (no
+    Python object per partition), the freshness table packed at exactly its points (4-byte
+    offsets, no slack), a partition named by a topic index and its number (slots contiguous per
+    topic, so no key object and no per-partition dictionary). What a columnar redesign could
+    reach, not what any code here does. Field counts come from the code, so they stay true:
+    the engine's per-partition slots, the window's samples, the snapshot row's fields."""
+    from array import array
+
+    from mirrorlag.config.settings import EngineParams
+    from mirrorlag.engine.lag_engine import _Partition
+    from mirrorlag.model import PartitionRow, State
+
+    points = freshness_points or EngineParams.__dataclass_fields__["freshness_points"].default
+    num_samples = EngineParams.__dataclass_fields__["num_samples"].default
+    per_flow = {"fl", "shape", "_window_s", "_num_samples"}  # held once per flow, not per partition
+    elsewhere = {"f_table", "last_lro", "_d"}  # the table, the LRO columns and the samples, below
+    engine_numbers = [name for cls in _Partition.__mro__ for name in getattr(cls, "__slots__", ())
+                      if name not in per_flow | elsewhere]
+    one_byte = {"state", "lro_feed", "freshness_lower_bound"}  # codes and flags
+    row_fields = [name for name in PartitionRow._fields if name != "key"]
+    layout = {  # column name -> bytes per partition
+        "engine numbers (%d slots x 8 B)" % len(engine_numbers): 8 * len(engine_numbers),
+        "record-lag window (%d samples x 5 x 8 B)" % num_samples: 8 * 5 * num_samples,
+        "freshness table (%d points x 2 x 4 B)" % points: 8 * points,
+        "LRO (offset, time 8 B; feed, stale 1 B)": 18,
+        "feed's offset (8 B)": 8,
+        "snapshot (%d fields, 8 B or 1 B codes)" % len(row_fields):
+            sum(1 if name in one_byte else 8 for name in row_fields),
+        "key (topic index, partition: 2 x 4 B)": 8,
+    }
+    assert len(State) < 256
+    gc.collect()
+    base = _status_kib()["VmRSS"]
+    columns = [array("B", bytes(size * partitions)) for size in layout.values()]  # zeroed: pages touched
+    grown = (_status_kib()["VmRSS"] - base) * 1024 / partitions
+    assert sum(map(len, columns)) == partitions * sum(layout.values())
+    return {"partitions": partitions, "points": points, "layout": layout,
+            "bytes_per_partition": sum(layout.values()), "rss_bytes_per_partition": grown}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[10_000, 100_000])
@@ -248,8 +290,13 @@ def main() -> None:
     parser.add_argument("--arrow-pool", choices=["run", "default"], default="run",
                         help="run: mirrorlag run's process settings (Arrow on the system allocator, the collector paused "
                              "during polls and the heap trimmed after each); default: none of them")
+    parser.add_argument("--floor", action="store_true",
+                        help="instead: RSS per partition of the leanest flat layout of the same state (see floor_layout)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor and args.child:
+        print(json.dumps(floor_layout(args.child, args.freshness_points)))
+        return
     if args.breakdown:
         breakdown(args.breakdown, args.polls, args.freshness_points)
         return
@@ -262,10 +309,15 @@ def main() -> None:
             out = subprocess.run(
                 [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls),
                  "--arrow-pool", args.arrow_pool]
-                + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else []),
+                + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else [])
+                + (["--floor"] if args.floor else []),
                 check=True, capture_output=True, text=True,
             ).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
+        if args.floor:
+            for name, size in results[0]["layout"].items():
+                print(f"  {size:5d}  {name}")
+            results = [{k: v for k, v in r.items() if k != "layout"} for r in results]
         medians = {k: statistics.median(r[k] for r in results) for k in results[0]}
         print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) and not v.is_integer() else f"{k}={int(v)}"
                        for k, v in medians.items()), flush=True)
