@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from mirrorlag.config.settings import FlowSettings, Settings
-from mirrorlag.engine import LagEngine
+from mirrorlag.engine import ColumnarLagEngine
 from mirrorlag.gil import pieces
 from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTracker
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, TopicPart, isolation_level, make_admin
@@ -136,7 +136,7 @@ class Poller:
         self.trackers = {t.flow: t for t in trackers}
         self.feeds: list[LroFeed] = [*feeds, *(TrackerFeed(t) for t in trackers)]
         self.heartbeats = list(heartbeats)
-        self.engine = LagEngine(lambda flow_id: settings.flow(flow_id).engine)
+        self.engine = ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
         self.cache = LroCache(settings.lro_ttl_s)
         self.stats = PollStats()
         self.sources = {

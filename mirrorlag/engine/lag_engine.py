@@ -15,6 +15,10 @@ lives in one slotted object (no per-partition sub-objects for the collector to t
 common cases of the freshness table and of the rate trackers are inlined (the modules keep the
 reference code, and property tests check the engine agrees with it), and rows are built as
 tuples directly.
+
+The poller runs ColumnarLagEngine (columnar.py), which keeps the same state in flat columns and
+computes the common cases for all partitions at once; this class is its reference (a property
+test holds the two equal) and runs its rare rows.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     assert len(snapshot.rows) == partitions
     row = snapshot.rows[-1]
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
-    table_points = poller.engine._order_parts[-1].f_count
+    table_points = int(poller.engine._c.f_count[-1])
     exposition = sidecar.server.current
     # /metrics is held as gzip only (GzipBody); `size` is the text's length.
     metrics_bytes = exposition.metrics.size
@@ -200,33 +200,20 @@ def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None
     gc.collect()
     traced = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    parts = bench.poller.engine._order_parts
-    seen: set[int] = {id(parts[0].fl), id(parts[0].shape)}
-    sizes: dict[str, int] = {}
-
-    def add(name: str, objs) -> None:
-        sizes[name] = sizes.get(name, 0) + _owned_bytes(objs, seen)
-
-    slot_names = [name for cls in type(parts[0]).__mro__ for name in getattr(cls, "__slots__", ())]
-    table_slots = {"f_table", "_d"}
-    for part in parts:
-        add("slots object", [part])
-        add("stat samples list", [part._d])
-        add("stat samples' boxed numbers", part._d)
-        add("freshness table", [part.f_table])
-        add("LRO reading (shared with the LRO cache)", [part.last_lro])
-        for name in slot_names:  # an object two slots share counts for the first
-            if name not in table_slots and name not in ("fl", "shape", "last_lro") and hasattr(part, name):
-                add(f"boxed number in slot {name}", [getattr(part, name)])
-    for row in snapshot.rows:
-        add("snapshot row", [row])
-        add("snapshot row's boxed numbers", [v for v in row[2:] if isinstance(v, (int, float))])
-    print(f"partitions={partitions} polls={polls} table_points={parts[-1].f_count}")
-    print("engine state and snapshot, bytes per partition (getsizeof, shared objects once):")
-    for name, size in sizes.items():
-        if size:
-            print(f"  {size / partitions:8.1f}  {name}")
-    print(f"  {sum(sizes.values()) / partitions:8.1f}  total")
+    columns = bench.poller.engine._c
+    print(f"partitions={partitions} polls={polls} table_points={int(columns.f_count[-1])}")
+    print("engine columns, bytes per partition (array sizes; the table and window arrays at their widths):")
+    by_name = {name: a.nbytes + (sum(map(sys.getsizeof, a)) if a.dtype == object else 0)
+               for name, a in columns.a.items()}
+    for name, size in sorted(by_name.items(), key=lambda item: -item[1]):
+        print(f"  {size / partitions:8.1f}  {name}")
+    print(f"  {sum(by_name.values()) / partitions:8.1f}  total (object columns count their objects, which the LRO cache shares)")
+    rows = snapshot.rows
+    seen: set[int] = set()
+    row_bytes = sum(_owned_bytes([row], seen) for row in rows)
+    boxed = sum(_owned_bytes([v for v in row[2:] if isinstance(v, (int, float))], seen) for row in rows)
+    print(f"  {row_bytes / partitions:8.1f}  snapshot row")
+    print(f"  {boxed / partitions:8.1f}  snapshot row's boxed numbers")
     print("tracemalloc, everything the polls left alive, bytes per partition, by line:")
     stats = traced.statistics("lineno")
     total = sum(stat.size for stat in stats)

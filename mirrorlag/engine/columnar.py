@@ -1,0 +1,805 @@
+"""The lag engine over columns: LagEngine's contract and exact results, with every partition's
+state in typed arrays (a row per partition) and each poll's common cases computed for all
+partitions at once.
+
+Why: LagEngine keeps a slotted object per partition, ~10 boxed numbers, a sample list and a
+freshness array each, ~1.35 KB a partition, and walks them in a Python loop. Here the same state
+is ~0.84 KB of flat columns and a poll is a few dozen numpy operations over all of them: at 100k
+partitions the sidecar holds 273 instead of 334 MiB after polling, and the update takes about
+half the time (tests/bench/RESULTS.md, fifth pass).
+
+How it stays exact: LagEngine (lag_engine.py) remains the reference. Each poll sorts its
+partitions into what the array code here does (LEO unreadable; no LRO yet; the ordinary case:
+time lag, freshness from the two newest points or the table, rewinds, rates, retention, states,
+the record-lag window, a partition's first poll, a window restarted in a new shape, a full table
+cut back) and the rare rest: a new log (RESET, or an LEO gone backwards without an LRO), and a
+freshness table whose offsets outgrow 32 bits, that a smaller configured size must cut, or that
+has widened to 64-bit items. The rare rows are loaded into LagEngine's own partition objects, run
+through LagEngine.update and stored back, so they follow the reference code line for line.
+tests/unit/test_columnar_engine.py checks that both engines give equal snapshots and counters,
+poll after poll, on random estates and config changes.
+
+Numbers: offsets and counts are int64 (Kafka's offsets are), times float64; "unknown" is a mask
+beside an int column and NaN in a float column (times are never NaN). The window's min/max/sum
+are float64, exact for lags below 2**53 as LagEngine's ints are.
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import repeat
+from typing import Callable, Mapping, NamedTuple
+
+import numpy as np
+
+from mirrorlag.config.settings import EngineParams
+from mirrorlag.engine import freshness
+from mirrorlag.engine.lag_engine import LagEngine, _Flow, _Partition
+from mirrorlag.gil import pieces
+from mirrorlag.model import FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, Snapshot, State
+
+_STATES = list(State)
+_CODE = {state: code for code, state in enumerate(_STATES)}
+_STATE_OBJECTS = np.array(_STATES, dtype=object)
+_FITS = freshness.FITS
+_TICKS = float(freshness.TICKS_PER_S)
+_NAN = float("nan")
+
+# The per-partition columns, by type (a new partition: 0, False, NaN for the optional floats).
+_INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", "log_start", "sa_x", "sb_x",
+         "lost_through", "f_leo0", "f_tick0")
+_OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start")  # each with a has_<name> mask
+_FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
+_OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: None
+_SMALL = ("f_count", "w_cur", "w_created", "shape", "flow")
+
+
+class _Columns:
+    """The per-partition state, one array per field, rows in the engine's key order."""
+
+    def __init__(self, n: int, samples: int, points: int) -> None:
+        self.n = n
+        self.samples = samples
+        self.points = points
+        self.a: dict[str, np.ndarray] = {}
+        for name in _INTS:
+            self.a[name] = np.zeros(n, np.int64)
+        for name in _OPTIONAL_INTS:
+            self.a["has_" + name] = np.zeros(n, bool)
+        for name in _FLOATS:
+            self.a[name] = np.full(n, _NAN if name in _OPTIONAL_FLOATS else 0.0)
+        for name in _SMALL:
+            self.a[name] = np.zeros(n, np.int32)
+        self.a["last_lro"] = np.full(n, None, dtype=object)
+        self.a["w_start"] = np.zeros((n, samples))
+        self.a["w_count"] = np.zeros((n, samples), np.int64)
+        self.a["w_min"] = np.full((n, samples), np.inf)
+        self.a["w_max"] = np.full((n, samples), -np.inf)
+        self.a["w_sum"] = np.zeros((n, samples))
+        self.a["t_leo"] = np.zeros((n, points), np.uint32)
+        self.a["t_tick"] = np.zeros((n, points), np.uint32)
+
+    def moved(self, n: int, old_rows: np.ndarray, new_rows: np.ndarray, samples: int, points: int) -> "_Columns":
+        """A new set of rows: new_rows[i] takes this set's old_rows[i]; the others start empty."""
+        out = _Columns(n, max(samples, self.samples), max(points, self.points))
+        for name, old in self.a.items():
+            new = out.a[name]
+            if old.ndim == 2:
+                new[new_rows, :old.shape[1]] = old[old_rows]
+            else:
+                new[new_rows] = old[old_rows]
+        return out
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["a"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _objects(values: np.ndarray, valid: np.ndarray | None = None, shared: bool = False) -> list:
+    """The values as Python numbers, None where not valid. `shared`: equal values become one
+    object, for columns whose rows mostly repeat a few values (times since a poll's instants,
+    small lags): the snapshot lives until the next poll, and a float is 24 bytes per row."""
+    if shared:
+        seen: dict = {}
+        plain = values.tolist()
+        out = np.empty(len(plain), dtype=object)
+        out[:] = list(map(seen.setdefault, plain, plain))
+    elif valid is None:
+        return values.tolist()
+    else:
+        out = values.astype(object)
+    if valid is not None:
+        out[~valid] = None
+    return out.tolist()
+
+
+class ColumnarLagEngine:
+    """LagEngine's contract (see its docs and DESIGN §3) over columns."""
+
+    def __init__(self, params: Callable[[FlowId], EngineParams]) -> None:
+        self._params = params
+        self._keys: list[PartitionKey] = []  # the rows' keys, sorted
+        self._index: dict[PartitionKey, int] = {}
+        self._flows: dict[FlowId, _Flow] = {}
+        self._flow_list: list[_Flow] = []  # a row's `flow` column indexes it
+        self._flow_ids: dict[FlowId, int] = {}
+        self._shape_of_flow: dict[int, tuple[object, int]] = {}  # flow index -> (its shape object, shape id)
+        self._shapes: list[tuple[float, int]] = [(0.0, 0)]  # shape id -> (window_s, num_samples)
+        self._wide: dict[PartitionKey, array] = {}  # freshness tables that outgrew 32-bit offsets
+        self._c = _Columns(0, 2, 4)
+        self._gen = 0
+        self.rewinds_total: dict[FlowId, int] = {}
+        self.records_lost_total: dict[FlowId, int] = {}
+        self._ref = LagEngine(params)  # runs the rare rows, on partitions loaded from the columns
+        self._ref._flows = self._flows
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    # -- flows -------------------------------------------------------------------------------
+
+    def _flow_index(self, flow: FlowId) -> int:
+        i = self._flow_ids.get(flow)
+        if i is None:
+            i = self._flow_ids[flow] = len(self._flow_list)
+            fl = self._flows.get(flow)
+            if fl is None:
+                fl = self._flows[flow] = _Flow(flow)
+            self._flow_list.append(fl)
+        return i
+
+    def _shape_id(self, i: int) -> int:
+        """The flow's current window shape as an id that changes exactly when LagEngine's shape
+        object does (a partition restarts its window when they differ)."""
+        fl = self._flow_list[i]
+        seen = self._shape_of_flow.get(i)
+        if seen is None or seen[0] is not fl.shape:
+            seen = self._shape_of_flow[i] = (fl.shape, len(self._shapes))
+            self._shapes.append((fl.window_s, fl.num_samples))
+        return seen[1]
+
+    def _refresh(self, flow_rows: np.ndarray, gen: int, sizes) -> None:
+        for i in np.unique(flow_rows).tolist():
+            fl = self._flow_list[i]
+            if fl.gen != gen:
+                fl.refresh(self._params, gen, sizes)
+
+    # -- the partition set ---------------------------------------------------------------------
+
+    def _new_order(self, keys: list[PartitionKey], gen: int, sizes: Mapping[FlowId, float]) -> list[_GoneRow]:
+        """Rows for a changed partition set: kept rows move, new ones start empty. Returns what
+        the GONE rows report of the partitions that left (in key order)."""
+        old_index = self._index
+        new_set = set(keys)
+        gone = sorted((k, i) for k, i in old_index.items() if k not in new_set)
+        order = sorted(keys)
+        index = {k: i for i, k in enumerate(order)}
+        kept = [(old_index[k], i) for i, k in enumerate(order) if k in old_index]
+        old_rows = np.array([o for o, _ in kept], np.int64)
+        new_rows = np.array([n for _, n in kept], np.int64)
+        fresh = [i for i, k in enumerate(order) if k not in old_index]
+        flows = np.array([self._flow_index(k.flow) for k in order], np.int32)
+        self._refresh(flows[fresh], gen, sizes)
+        fls = self._flow_list
+        samples = max([2] + [fls[i].num_samples for i in np.unique(flows[fresh]).tolist()])
+        points = max([4] + [fls[i].points_limit for i in np.unique(flows[fresh]).tolist()])
+        old = self._c
+        gone_rows = [_GoneRow(k, old.last_lro[i], int(old.log_start[i]) if old.has_log_start[i] else None)
+                     for k, i in gone]
+        c = self._c = old.moved(len(order), old_rows, new_rows, samples, points)
+        c.flow[:] = flows
+        for i in fresh:
+            c.shape[i] = self._shape_id(int(flows[i]))
+        for k, _ in gone:
+            self._wide.pop(k, None)
+        self._keys = order
+        self._index = index
+        return gone_rows
+
+    # -- one poll ----------------------------------------------------------------------------------
+
+    def update(self, obs: PollObservation) -> Snapshot:
+        t = obs.leo_at
+        now = obs.now
+        leos = obs.leos
+        sizes = obs.mean_record_bytes
+        gen = self._gen = self._gen + 1
+        gone: list[_GoneRow] = []
+        if leos.keys() != self._index.keys():
+            gone = self._new_order(list(leos), gen, sizes)
+        keys = self._keys
+        c = self._c
+        n = len(keys)
+
+        # This poll's input as columns.
+        leo_obj = list(map(leos.__getitem__, keys))
+        lros_get = obs.lros.get
+        readings = list(map(lros_get, keys))
+        has_leo = np.array([v is not None for v in leo_obj], bool)
+        has_r = np.array([r is not None for r in readings], bool)
+        leo = np.array([v if v is not None else 0 for v in leo_obj], np.int64)
+        off = np.array([r.offset if r is not None else 0 for r in readings], np.int64)
+        changed = np.array([r.changed_at if r is not None else 0.0 for r in readings])
+        stale = np.array([r is not None and r.stale for r in readings], bool)
+        if has_r.any():
+            c.last_lro[has_r] = np.fromiter(readings, dtype=object, count=n)[has_r]  # (tuples stay whole)
+
+        # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
+        log_rows = np.array([i for k in obs.log_starts if (i := self._index.get(k)) is not None], np.int64)
+        log_vals = np.array([obs.log_starts[keys[i]] for i in log_rows.tolist()], np.int64)
+        self._refresh(np.concatenate([c.flow[log_rows], c.flow[has_leo]]), gen, sizes)
+        fls = self._flow_list
+        f = {name: np.array([getattr(fl, name) for fl in fls], float)
+             for name in ("max_s", "window_s", "rate_half_s", "warn_s", "log_start_half_s")}
+        f_samples = np.array([fl.num_samples for fl in fls], np.int64)
+        f_points = np.array([fl.points for fl in fls], np.int64)
+        f_limit = np.array([fl.points_limit for fl in fls], np.int64)
+        f_bytes = np.array([np.nan if fl.mean_bytes is None else fl.mean_bytes for fl in fls])
+        f_shape = np.array([self._shape_id(i) for i in range(len(fls))], np.int32)
+        if (f_limit > c.points).any() or (f_samples > c.samples).any():
+            all_rows = np.arange(n)
+            c = self._c = c.moved(n, all_rows, all_rows, int(f_samples.max()), int(f_limit.max()))
+        row_flow = c.flow
+
+        # Which rows the array code takes; the rest go through LagEngine.
+        prev_known = c.has_prev_leo
+        went_back = has_leo & prev_known & (leo < c.prev_leo)
+        nxt = off + 1
+        reset = has_leo & has_r & (went_back | ((nxt > leo) & (changed < t)))
+        ordinary = has_leo & has_r & ~reset
+        table_rows = has_leo & ~reset & ~(went_back & ~has_r)  # rows that add a point normally
+        rare = reset | (has_leo & ~has_r & went_back)
+        if self._wide:
+            rare[[self._index[k] for k in self._wide]] = True
+        add = self._plan_table(c, np.flatnonzero(table_rows & ~rare), leo, t, row_flow, f_points, f_limit)
+        rare[add.rare] = True
+        rare_rows = np.flatnonzero(rare)
+        vec = ~rare
+
+        # Log starts first, as LagEngine observes them before its loop.
+        lv = vec[log_rows]
+        self._observe_log_starts(c, log_rows[lv], log_vals[lv], t, f["log_start_half_s"][row_flow[log_rows[lv]]])
+
+        out = _Out(n)
+        out.state[:] = _CODE[State.UNKNOWN]
+        out.mask_measure = vec & ~ordinary  # UNKNOWN rows: the window is measured, not recorded
+        # No LRO (and the LEO read): the LEO history still grows.
+        plain = vec & has_leo & ~has_r
+        c.prev_leo[plain] = leo[plain]
+        c.has_prev_leo[plain] = True
+        c.prev_t[plain] = t
+        self._apply_table(c, add, np.flatnonzero(vec & table_rows))
+        rows_o = np.flatnonzero(vec & ordinary)
+        if rows_o.size:
+            self._ordinary(c, out, rows_o, leo, off, changed, stale, t, now, f, f_points, f_bytes, f_shape, row_flow)
+        self._measure(c, np.flatnonzero(out.mask_measure), now, out)
+
+        rows = out.rows(keys, leo_obj, readings, has_r, now, changed, c)
+        if rare_rows.size:
+            for i, row in zip(rare_rows.tolist(), self._run_rare(rare_rows, obs, gen)):
+                rows[i] = row
+        lros_now = obs.lros
+        for g in gone:
+            r = lros_now.get(g.key) or g.last_lro
+            if r is None:
+                rows.append(tuple.__new__(PartitionRow, (g.key, State.GONE, None, None, None, None, None, None, None, None,
+                                                         None, None, False, None, None, None, None, g.log_start,
+                                                         None, None, None)))
+            else:
+                rows.append(tuple.__new__(PartitionRow, (g.key, State.GONE, None, r.offset, r.feed, None, None, None, None,
+                                                         None, None, None, False, None, None, None, None, g.log_start,
+                                                         None, None, None)))
+        return Snapshot(now, tuple(rows))
+
+    # -- the ordinary case ------------------------------------------------------------------------
+
+    def _ordinary(self, c: _Columns, out: "_Out", r: np.ndarray, leo: np.ndarray, off: np.ndarray,
+                  changed: np.ndarray, stale: np.ndarray, t: float, now: float, f: dict[str, np.ndarray],
+                  f_points: np.ndarray, f_bytes: np.ndarray, f_shape: np.ndarray, row_flow: np.ndarray) -> None:
+        """LagEngine's loop body past the RESET test, for rows `r` (LEO and LRO known, a previous
+        poll, the window filled in this flow's shape, the table's point already added)."""
+        fl = row_flow[r]
+        L = leo[r]
+        O = off[r]
+        N = O + 1
+        age = now - changed[r]
+        lag = np.maximum(L - N, 0)
+        max_s = f["max_s"][fl]
+        prev = c.prev_leo[r]
+        pt = c.prev_t[r]
+        caught = N >= L
+        behind = ~caught
+
+        # Time lag (KIP-16) and freshness.
+        lcu = c.last_caught_up[r]
+        lcu[caught] = t
+        step = behind & c.has_prev_leo[r] & (N >= prev)  # all that existed at the previous poll is copied
+        moved = step & (np.isnan(lcu) | (lcu < pt))
+        lcu[moved] = pt[moved]
+        fresh = np.zeros(r.size)
+        lower = np.zeros(r.size, bool)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fast = now - (pt + (N + 1 - prev) * (t - pt) / (L - prev))
+        fresh[step] = np.where(fast[step] < 0.0, 0.0, fast[step])
+        look = behind & ~step
+        if look.any():
+            fresh[look], lower[look] = self._lookup(c, r[look], N[look], now, f_points[fl[look]])
+        first = c.first_seen_t[r]
+        since = np.where(np.isnan(lcu), first, lcu)
+        unset = behind & np.isnan(since)
+        first[unset] = t
+        since[unset] = t
+        time_lag = np.where(caught, 0.0, now - since)
+        c.last_caught_up[r] = lcu
+        c.first_seen_t[r] = first
+        c.prev_leo[r] = L
+        c.has_prev_leo[r] = True
+        c.prev_t[r] = t
+
+        # Rewinds (Burrow's REWIND): the LRO stepped back.
+        seen = c.lro_seen[r]
+        has_seen = c.has_lro_seen[r]
+        mark = c.rewind_mark[r]
+        has_mark = c.has_rewind_mark[r]
+        rewound = has_seen & (O < seen)
+        mark = np.where(rewound & ~(has_mark & (mark >= seen)), seen, mark)
+        regained = ~rewound & has_mark & (O >= mark)
+        has_mark = (has_mark | rewound) & ~regained
+        c.rewind_mark[r] = mark
+        c.has_rewind_mark[r] = has_mark
+        c.lro_seen[r] = O
+        c.has_lro_seen[r] = True
+        if rewound.any():
+            counts = np.bincount(fl[rewound], minlength=len(self._flow_list))
+            for i in np.flatnonzero(counts).tolist():
+                flow = self._flow_list[i].flow
+                self.rewinds_total[flow] = self.rewinds_total.get(flow, 0) + int(counts[i])
+            rw = r[rewound]
+            c.ca_x[rw] = c.cb_x[rw] = O[rewound]
+            c.ca_t[rw] = c.cb_t[rw] = now
+
+        # Rates (rates.RatePair.update).
+        b_t = c.lb_t[r]
+        new = np.isnan(b_t)
+        rn = r[new]
+        c.la_x[rn] = c.lb_x[rn] = L[new]
+        c.la_t[rn] = c.lb_t[rn] = t
+        c.ca_x[rn] = c.cb_x[rn] = O[new]
+        c.ca_t[rn] = c.cb_t[rn] = now
+        shift = ~new & ((t - b_t) >= f["rate_half_s"][fl])
+        rs = r[shift]
+        c.la_x[rs] = c.lb_x[rs]
+        c.la_t[rs] = b_t[shift]
+        c.lb_x[rs] = L[shift]
+        c.lb_t[rs] = t
+        c.ca_x[rs] = c.cb_x[rs]
+        c.ca_t[rs] = c.cb_t[rs]
+        c.cb_x[rs] = O[shift]
+        c.cb_t[rs] = now
+        span_a = t - c.la_t[r]
+        span_c = now - c.ca_t[r]
+        a_valid = ~new & (span_a > 0.0)
+        c_valid = ~new & (span_c > 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            append_rate = (L - c.la_x[r]) / span_a
+            copy_rate = (O - c.ca_x[r]) / span_c
+            gaining = behind & a_valid & c_valid & (copy_rate > append_rate)
+            catch_up = np.where(caught, 0.0, lag / (copy_rate - append_rate))
+        catch_valid = caught | gaining
+        mean = f_bytes[fl]
+        sized = ~np.isnan(mean)
+        byte_lag = np.where(caught | ~sized, 0, np.rint(lag * np.where(sized, mean, 0.0))).astype(np.int64)
+
+        # Retention.
+        has_ls = c.has_log_start[r]
+        ls = c.log_start[r]
+        lost = ls - N
+        gone_records = has_ls & (lost > 0)
+        counted = c.lost_through[r]
+        newly = gone_records & (ls > counted)
+        if newly.any():
+            since_off = np.where(N > counted, N, counted)
+            amounts = (ls - since_off)[newly]
+            c.lost_through[r[newly]] = ls[newly]
+            totals = np.zeros(len(self._flow_list), np.int64)
+            np.add.at(totals, fl[newly], amounts)
+            for i in np.flatnonzero(totals).tolist():
+                flow = self._flow_list[i].flow
+                self.records_lost_total[flow] = self.records_lost_total.get(flow, 0) + int(totals[i])
+        headroom = has_ls & ~gone_records
+        room = np.where(gone_records, 0, -lost)
+        ls_rate = c.ls_rate[r]
+        closing = np.where(c_valid, ls_rate - copy_rate, ls_rate)
+        in_sight = headroom & ~np.isnan(ls_rate) & (ls_rate > 0.0) & (closing > 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room_s = np.where(gone_records, 0.0, room / closing)
+        at_risk = gone_records | (in_sight & (room_s < f["warn_s"][fl]))
+
+        # State.
+        state = np.where(has_mark, _CODE[State.REWIND], _CODE[State.IN_SYNC])
+        stalled = (lag > 0) & (stale[r] | (age > max_s))
+        state = np.where(time_lag > max_s, np.where(stalled, _CODE[State.STALLED], _CODE[State.LAGGING]), state)
+        state = np.where(at_risk, _CODE[State.AT_RISK], state)
+
+        out.state[r] = state
+        out.record_lag[r] = lag
+        out.lag_valid[r] = True
+        out.time_lag[r] = time_lag
+        out.fresh[r] = fresh
+        out.lower[r] = lower
+        out.byte_lag[r] = byte_lag
+        out.byte_valid[r] = sized
+        out.append[r] = append_rate
+        out.append_valid[r] = a_valid
+        out.copy[r] = copy_rate
+        out.copy_valid[r] = c_valid
+        out.catch_up[r] = catch_up
+        out.catch_valid[r] = catch_valid
+        out.room[r] = room
+        out.room_s[r] = room_s
+        out.room_s_valid[r] = gone_records | in_sight
+        out.lost[r] = np.where(gone_records, lost, 0)
+        # The window: restarted in the flow's shape if that changed (LagEngine compares the
+        # shape objects), then this lag recorded.
+        shape = f_shape[fl]
+        restart = c.shape[r] != shape
+        if restart.any():
+            rr = r[restart]
+            c.shape[rr] = shape[restart]
+            c.w_created[rr] = 0
+            c.w_cur[rr] = 0
+        self._measure(c, r, now, out, record=lag)
+
+    # -- rare rows, through LagEngine -------------------------------------------------------------
+
+    def _run_rare(self, rows: np.ndarray, obs: PollObservation, gen: int) -> tuple[PartitionRow, ...]:
+        ref = self._ref
+        keys = [self._keys[i] for i in rows.tolist()]
+        parts = [self._load(i, k) for i, k in zip(rows.tolist(), keys)]
+        ref._parts = dict(zip(keys, parts))
+        ref._order_keys = keys
+        ref._order_parts = parts
+        ref._gen = gen - 1  # the same update: flows already asked are not asked again
+        ref.rewinds_total = {}
+        ref.records_lost_total = {}
+        leos, lros, starts = obs.leos, obs.lros, obs.log_starts
+        snap = ref.update(PollObservation(
+            obs.leo_at, obs.now, {k: leos[k] for k in keys},
+            {k: r for k in keys if (r := lros.get(k)) is not None},
+            {k: v for k in keys if (v := starts.get(k)) is not None},
+            obs.mean_record_bytes,
+        ))
+        for mine, theirs in ((self.rewinds_total, ref.rewinds_total), (self.records_lost_total, ref.records_lost_total)):
+            for flow, count in theirs.items():
+                mine[flow] = mine.get(flow, 0) + count
+        for i, k, part in zip(rows.tolist(), keys, parts):
+            self._store(i, k, part)
+        return snap.rows
+
+    def _load(self, i: int, key: PartitionKey) -> _Partition:
+        """Row i as LagEngine's partition object."""
+        c = self._c
+        p = object.__new__(_Partition)
+        flow = int(c.flow[i])
+        fl = self._flow_list[flow]
+        p.fl = fl
+        sid = int(c.shape[i])
+        seen = self._shape_of_flow.get(flow)
+        p.shape = fl.shape if seen is not None and seen[1] == sid and seen[0] is fl.shape else (None, sid)
+        p._window_s, p._num_samples = self._shapes[sid]
+        p._current = int(c.w_cur[i]) * 5
+        d: list = []
+        for j in range(int(c.w_created[i])):
+            d += [float(c.w_start[i, j]), int(c.w_count[i, j]), float(c.w_min[i, j]), float(c.w_max[i, j]),
+                  float(c.w_sum[i, j])]
+        p._d = d if d else ()
+        for name in _INTS:
+            setattr(p, name, int(c.a[name][i]))
+        for name in _OPTIONAL_INTS:
+            if not c.a["has_" + name][i]:
+                setattr(p, name, None)
+        for name in _FLOATS:
+            v = float(c.a[name][i])
+            setattr(p, name, None if name in _OPTIONAL_FLOATS and v != v else v)
+        p.last_lro = c.last_lro[i]
+        n = int(c.f_count[i])
+        p.f_count = n
+        wide = self._wide.get(key)
+        if wide is not None:
+            p.f_table = wide
+        elif n:
+            p.f_table = array("I", c.t_leo[i, :n].tolist() + c.t_tick[i, :n].tolist())
+        else:
+            p.f_table = array("I")
+        return p
+
+    def _store(self, i: int, key: PartitionKey, p: _Partition) -> None:
+        """LagEngine's partition object back into row i."""
+        c = self._c
+        flow = int(c.flow[i])
+        if p.shape is self._flow_list[flow].shape:
+            c.shape[i] = self._shape_id(flow)
+        d = p._d
+        created = len(d) // 5
+        c.w_created[i] = created
+        c.w_cur[i] = p._current // 5
+        for j in range(created):
+            c.w_start[i, j], c.w_count[i, j], c.w_min[i, j], c.w_max[i, j], c.w_sum[i, j] = d[5 * j:5 * j + 5]
+        for name in _INTS:
+            v = getattr(p, name)
+            if name in _OPTIONAL_INTS:
+                c.a["has_" + name][i] = v is not None
+            c.a[name][i] = 0 if v is None else v
+        for name in _FLOATS:
+            v = getattr(p, name)
+            c.a[name][i] = _NAN if v is None else v
+        c.last_lro[i] = p.last_lro
+        tab = p.f_table
+        n = p.f_count
+        c.f_count[i] = n
+        if tab.typecode == "I":
+            self._wide.pop(key, None)
+            cap = len(tab) >> 1
+            c.t_leo[i, :n] = tab[:n]
+            c.t_tick[i, :n] = tab[cap:cap + n]
+        else:
+            self._wide[key] = tab
+
+    # -- log starts ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _observe_log_starts(c: _Columns, r: np.ndarray, v: np.ndarray, t: float, half_s: np.ndarray) -> None:
+        """_Partition.observe_log_start over rows `r` with readings `v`."""
+        if not r.size:
+            return
+        known = c.has_log_start[r]
+        old = c.log_start[r]
+        c.log_start[r] = v
+        c.has_log_start[r] = True
+        new_log = ~known | (v < old)
+        c.lost_through[r[known & (v < old)]] = 0
+        nl = r[new_log]
+        c.sa_x[nl] = c.sb_x[nl] = v[new_log]
+        c.sa_t[nl] = c.sb_t[nl] = t
+        c.ls_rate[nl] = _NAN
+        go = ~new_log
+        r, v, half_s = r[go], v[go], half_s[go]
+        shift = (t - c.sb_t[r]) >= half_s
+        s = r[shift]
+        c.sa_x[s] = c.sb_x[s]
+        c.sa_t[s] = c.sb_t[s]
+        c.sb_x[s] = v[shift]
+        c.sb_t[s] = t
+        span = t - c.sa_t[r]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c.ls_rate[r] = np.where(span > 0.0, (v - c.sa_x[r]) / span, _NAN)
+
+    # -- the freshness table -----------------------------------------------------------------------
+
+    @staticmethod
+    def _plan_table(c: _Columns, rows: np.ndarray, leo: np.ndarray, t: float, row_flow: np.ndarray,
+                    f_points: np.ndarray, f_limit: np.ndarray) -> "_TablePlan":
+        """What freshness.add_ticks would do to each row's table, and which rows it cannot be
+        done to here (a new log, offsets that no longer fit 32 bits, a table over its limit)."""
+        p = _TablePlan()
+        p.rows = rows
+        p.tick = tick = freshness.to_ticks(t)
+        n = c.f_count[rows].astype(np.int64)
+        p.cap = f_points[row_flow[rows]]
+        p.limit = f_limit[row_flow[rows]]
+        p.leo = lv = leo[rows]
+        base = c.f_leo0[rows]
+        tick0 = c.f_tick0[rows]
+        has = n > 0
+        p.last_i = last_i = np.maximum(n - 1, 0)
+        last_off = c.t_leo[rows, last_i].astype(np.int64)
+        last = base + last_off
+        same = has & (lv == last)
+        back = has & (lv < last)
+        idle = same & (n >= 2) & (c.t_leo[rows, np.maximum(n - 2, 0)].astype(np.int64) == last_off)
+        p.d = d = tick - tick0
+        p.idle = idle & (d >= 0) & (d < _FITS)
+        appending = ~p.idle
+        p.base = np.where(has, base, lv)
+        p.tick0 = np.where(has, tick0, tick)
+        p.dl = lv - p.base
+        p.dt = tick - p.tick0
+        fits = (p.dl < _FITS) & (p.dt >= 0) & (p.dt < _FITS)
+        p.n = n
+        p.rare = rows[back | (idle & ~p.idle) | (appending & ~fits) | (n > p.limit)]
+        return p
+
+    @staticmethod
+    def _apply_table(c: _Columns, p: "_TablePlan", keep_rows: np.ndarray) -> None:
+        """Carry out the plan on the rows of `keep_rows` (rows of the plan not sent to LagEngine)."""
+        keep = np.isin(p.rows, keep_rows)
+        r = p.rows[keep]
+        if not r.size:
+            return
+        idle = p.idle[keep]
+        c.t_tick[r[idle], p.last_i[keep][idle]] = p.d[keep][idle]
+        a = ~idle
+        r = r[a]
+        n = p.n[keep][a].copy()
+        cap = p.cap[keep][a]
+        limit = p.limit[keep][a]
+        c.f_leo0[r] = p.base[keep][a]
+        c.f_tick0[r] = p.tick0[keep][a]
+        full = n >= limit
+        if full.any():
+            # Full: keep the newest cap - 1 points (freshness.trim), so with this one cap remain.
+            for cp, lim in set(zip(cap[full].tolist(), limit[full].tolist())):
+                sel = full & (cap == cp) & (limit == lim)
+                rs = r[sel]
+                drop = lim - (cp - 1)
+                c.t_leo[rs, :cp - 1] = c.t_leo[rs, drop:lim]
+                c.t_tick[rs, :cp - 1] = c.t_tick[rs, drop:lim]
+                n[sel] = cp - 1
+        c.t_leo[r, n] = p.dl[keep][a]
+        c.t_tick[r, n] = p.dt[keep][a]
+        c.f_count[r] = n + 1
+
+    @staticmethod
+    def _lookup(c: _Columns, r: np.ndarray, nxt: np.ndarray, now: float, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """freshness.lag for rows `r` whose next record to copy is `nxt`: (seconds, lower bound)."""
+        n = c.f_count[r].astype(np.int64)
+        lo = np.maximum(n - cap, 0)
+        width = c.t_leo.shape[1]
+        cols = np.arange(width)
+        target = nxt - c.f_leo0[r]
+        leos = c.t_leo[r].astype(np.int64)
+        inside = (cols >= lo[:, None]) & (cols < n[:, None])
+        i = lo + ((leos <= target[:, None]) & inside).sum(axis=1)  # bisect_right over [lo, n)
+        tick0 = c.f_tick0[r]
+        ticks = c.t_tick[r].astype(np.int64)
+        at_i = (tick0 + np.take_along_axis(ticks, np.minimum(i, width - 1)[:, None], 1)[:, 0]) / _TICKS
+        prev = np.maximum(i - 1, 0)
+        t0 = (tick0 + np.take_along_axis(ticks, prev[:, None], 1)[:, 0]) / _TICKS
+        l0 = np.take_along_axis(leos, prev[:, None], 1)[:, 0]
+        li = np.take_along_axis(leos, np.minimum(i, width - 1)[:, None], 1)[:, 0]
+        lower = i == lo
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at = np.where(lower, (tick0 + np.take_along_axis(ticks, lo[:, None], 1)[:, 0]) / _TICKS,
+                          t0 + (nxt + 1 - c.f_leo0[r] - l0) * (at_i - t0) / (li - l0))
+        lag = now - at
+        lag = np.where(lag > 0.0, lag, 0.0)
+        done = i == n  # not appended as of the newest point: caught up
+        return np.where(done, 0.0, lag), lower & ~done
+
+    # -- the record-lag window -------------------------------------------------------------------
+
+    def _measure(self, c: _Columns, r: np.ndarray, now: float, out: "_Out", record: np.ndarray | None = None) -> None:
+        """WindowedLagStat.measure (or, with `record`, record_and_measure) over rows `r`."""
+        if not r.size:
+            return
+        shapes = self._shapes
+        window = np.array([s[0] for s in shapes])[c.shape[r]]
+        samples = np.array([s[1] for s in shapes], np.int64)[c.shape[r]]
+        width = c.w_start.shape[1]
+        if record is not None:
+            cur = c.w_cur[r].astype(np.int64)
+            created = c.w_created[r].astype(np.int64)
+            first = created == 0  # the first record starts sample 0, the current one
+            adv = ~first & ((now - c.w_start[r, cur]) >= window)
+            i = np.where(adv, (cur + 1) % samples, cur)
+            c.w_cur[r] = i
+            c.w_created[r] = np.where(first | (adv & (i >= created)), created + 1, created)  # created lazily
+            adv |= first
+            ra, ia, va = r[adv], i[adv], record[adv].astype(float)
+            c.w_start[ra, ia] = now
+            c.w_count[ra, ia] = 1
+            c.w_min[ra, ia] = va
+            c.w_max[ra, ia] = va
+            c.w_sum[ra, ia] = va
+            st = ~adv
+            rs, js, vs = r[st], i[st], record[st].astype(float)
+            c.w_count[rs, js] += 1
+            c.w_min[rs, js] = np.minimum(c.w_min[rs, js], vs)
+            c.w_max[rs, js] = np.maximum(c.w_max[rs, js], vs)
+            c.w_sum[rs, js] += vs
+        created = c.w_created[r].astype(np.int64)
+        cols = np.arange(width)
+        exists = cols < created[:, None]
+        start = c.w_start[r]
+        expired = exists & ((now - start) >= (samples * window)[:, None])
+        if expired.any():
+            er, ej = np.nonzero(expired)
+            rows = r[er]
+            c.w_start[rows, ej] = now
+            c.w_count[rows, ej] = 0
+            c.w_min[rows, ej] = np.inf
+            c.w_max[rows, ej] = -np.inf
+            c.w_sum[rows, ej] = 0.0
+        count = c.w_count[r]
+        live = exists & ~expired & (count > 0)
+        total_n = np.where(live, count, 0).sum(axis=1)
+        total = np.where(live, c.w_sum[r], 0.0).sum(axis=1)
+        mn = np.where(live, c.w_min[r], np.inf).min(axis=1)
+        mx = np.where(live, c.w_max[r], -np.inf).max(axis=1)
+        some = total_n > 0
+        out.mn[r] = mn
+        out.mx[r] = mx
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.av[r] = total / total_n
+        out.w_valid[r] = some
+
+
+class _GoneRow(NamedTuple):
+    key: PartitionKey
+    last_lro: LroReading | None
+    log_start: int | None
+
+
+class _TablePlan:
+    """freshness.add_ticks worked out for a set of rows (`_plan_table`), carried out later on
+    those not sent to LagEngine (`_apply_table`). Per row: its current count `n`, `cap` and
+    `limit` (its flow's points and points_limit), the new point's `leo`, offsets `dl`/`dt` from
+    the bases `base`/`tick0` (new bases where the table is empty), and for an idle stretch
+    (`idle`) the new end time's offset `d` at index `last_i`. `rare`: rows the plan cannot serve."""
+
+    rows: np.ndarray
+    rare: np.ndarray
+
+
+class _Out:
+    """This poll's row fields for the rows the array code computes."""
+
+    def __init__(self, n: int) -> None:
+        self.state = np.zeros(n, np.int8)
+        self.mask_measure = np.zeros(n, bool)
+        self.record_lag = np.zeros(n, np.int64)
+        self.lag_valid = np.zeros(n, bool)
+        self.mn = np.zeros(n)
+        self.mx = np.zeros(n)
+        self.av = np.zeros(n)
+        self.w_valid = np.zeros(n, bool)
+        self.time_lag = np.zeros(n)
+        self.fresh = np.zeros(n)
+        self.lower = np.zeros(n, bool)
+        self.byte_lag = np.zeros(n, np.int64)
+        self.byte_valid = np.zeros(n, bool)
+        self.append = np.zeros(n)
+        self.append_valid = np.zeros(n, bool)
+        self.copy = np.zeros(n)
+        self.copy_valid = np.zeros(n, bool)
+        self.catch_up = np.zeros(n)
+        self.catch_valid = np.zeros(n, bool)
+        self.room = np.zeros(n, np.int64)
+        self.room_s = np.zeros(n)
+        self.room_s_valid = np.zeros(n, bool)
+        self.lost = np.zeros(n, np.int64)
+
+    def rows(self, keys: list[PartitionKey], leo_obj: list, readings: list, has_r: np.ndarray, now: float,
+             changed: np.ndarray, c: _Columns) -> list:
+        """The rows, in key order (LagEngine's own rows replace the rare ones afterwards)."""
+        ordinary = self.lag_valid  # exactly the ordinary rows
+        cols = [
+            keys,
+            _STATE_OBJECTS[self.state].tolist(),
+            leo_obj,
+            [r.offset if r is not None else None for r in readings],
+            [r.feed if r is not None else None for r in readings],
+            _objects(now - changed, has_r, shared=True),
+            _objects(self.record_lag, ordinary),
+            _objects(self.mn, self.w_valid, shared=True),
+            _objects(self.mx, self.w_valid, shared=True),
+            _objects(self.av, self.w_valid, shared=True),
+            _objects(self.time_lag, ordinary, shared=True),
+            _objects(self.fresh, ordinary),
+            self.lower.tolist(),
+            _objects(self.byte_lag, self.byte_valid),
+            _objects(self.append, self.append_valid),
+            _objects(self.copy, self.copy_valid),
+            _objects(self.catch_up, self.catch_valid),
+            _objects(c.log_start, c.has_log_start),
+            _objects(self.room, ordinary & c.has_log_start),
+            _objects(self.room_s, self.room_s_valid),
+            _objects(self.lost, ordinary & c.has_log_start),
+        ]
+        rows: list = []
+        for piece in pieces(range(len(keys))):  # one C-level loop over 100k rows would hold the GIL ~40 ms
+            lo, hi = piece.start, piece.stop
+            rows += map(tuple.__new__, repeat(PartitionRow), zip(*(col[lo:hi] for col in cols)))
+        return rows

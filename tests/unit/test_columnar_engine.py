@@ -1,0 +1,135 @@
+"""ColumnarLagEngine gives exactly LagEngine's snapshots and counters, poll after poll."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirrorlag.engine import LagEngine
+from mirrorlag.engine.columnar import ColumnarLagEngine
+from mirrorlag.model import LroReading, PartitionKey, PollObservation
+from tests.unit.test_engine import AB, CB, ORACLE_PARAMS, polls
+
+KEYS = [PartitionKey("A", "B", "orders", p) for p in range(4)] + [PartitionKey("C", "B", "orders", 0)]
+
+
+@st.composite
+def steady_polls(draw):
+    """Long runs of what a live estate mostly looks like, so that most rows take the array
+    code: polls 5-20 s apart, LEOs that mostly grow (or idle), a mirror a little behind that
+    sometimes catches up, stalls, steps back or falls far behind (beyond the table), LEOs or
+    LROs now and then unreadable, log starts creeping up (sometimes past the mirror), partitions
+    that leave and come back, and offsets that now and then jump past 32 bits."""
+    out = []
+    t = 1_000.0
+    leo = {k: draw(st.integers(0, 50)) for k in KEYS}
+    off = {k: leo[k] - 1 for k in KEYS}
+    changed = {k: t for k in KEYS}
+    start = {k: 0 for k in KEYS}
+    for _ in range(draw(st.integers(10, 60))):
+        t += draw(st.sampled_from([5.0, 10.0, 15.0, 15.0, 15.0, 20.0]))
+        now = t + draw(st.sampled_from([0.01, 0.2, 0.5, 1.5]))
+        leos, lros, starts = {}, {}, {}
+        for k in KEYS:
+            kind = draw(st.integers(0, 39))
+            if kind == 0:
+                continue  # not in the flow this poll
+            leo[k] += draw(st.sampled_from([0, 0, 1, 3, 10, 100])) if kind != 1 else 0
+            if kind == 4 and draw(st.integers(0, 9)) == 0:
+                leo[k] += 1 << 33  # the table's offsets outgrow 32 bits
+            leos[k] = None if kind == 2 else leo[k]
+            move = draw(st.sampled_from(["keep", "near", "near", "near", "caught", "back", "far"]))
+            if move == "near":
+                off[k] = max(off[k], leo[k] - 1 - draw(st.integers(0, 12)))
+            elif move == "caught":
+                off[k] = leo[k] - 1
+            elif move == "back":
+                off[k] = max(-1, off[k] - draw(st.integers(1, 20)))
+            if move != "keep":
+                changed[k] = now - draw(st.sampled_from([0.0, 0.1, 3.0]))
+            if kind != 3:
+                lros[k] = LroReading(off[k], "callback", changed[k], draw(st.booleans()) and move == "keep")
+            if draw(st.integers(0, 3)) == 0:
+                start[k] += draw(st.sampled_from([0, 1, 5, 40]))
+                starts[k] = start[k]
+        sizes = {flow: 100.0 for flow in (AB, CB) if draw(st.booleans())}
+        out.append(PollObservation(t, now, leos, lros, starts, sizes))
+        t = now
+    return out
+
+
+def same_rows(a, b) -> None:
+    assert len(a.rows) == len(b.rows)
+    for x, y in zip(a.rows, b.rows):
+        assert x == y, (x, y)
+        assert [type(v) for v in x] == [type(v) for v in y], (x, y)
+    assert a.taken_at == b.taken_at
+
+
+def run_both(observations, params=lambda flow: ORACLE_PARAMS) -> None:
+    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    for obs in observations:
+        same_rows(col.update(obs), ref.update(obs))
+        assert col.rewinds_total == ref.rewinds_total
+        assert col.records_lost_total == ref.records_lost_total
+        assert len(col) == len(ref)
+
+
+@settings(max_examples=500, deadline=None)
+@given(polls())
+def test_same_snapshots_as_lag_engine(observations: list[PollObservation]) -> None:
+    run_both(observations)
+
+
+@settings(max_examples=200, deadline=None)
+@given(polls(), st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 60]))
+def test_same_snapshots_with_other_window_and_table_shapes(observations, samples: int, points: int) -> None:
+    params = dataclasses.replace(ORACLE_PARAMS, num_samples=samples, freshness_points=points)
+    run_both(observations, lambda flow: params)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steady_polls(), st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 8]))
+def test_same_snapshots_on_steady_estates(observations, samples: int, points: int) -> None:
+    params = dataclasses.replace(ORACLE_PARAMS, num_samples=samples, sample_window_s=20.0, freshness_points=points)
+    run_both(observations, lambda flow: params)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steady_polls(), st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 8]),
+                                          st.sampled_from([10.0, 20.0])), min_size=1, max_size=4), st.data())
+def test_same_snapshots_when_the_config_changes_between_polls(observations, configs, data) -> None:
+    """A reloaded config restarts windows in the new shape and grows or cuts the tables."""
+    current = [ORACLE_PARAMS]
+
+    def params(flow):
+        return current[0]
+
+    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    for obs in observations:
+        if data.draw(st.integers(0, 5)) == 0:
+            samples, points, window = data.draw(st.sampled_from(configs))
+            current[0] = dataclasses.replace(ORACLE_PARAMS, num_samples=samples, freshness_points=points,
+                                             sample_window_s=window)
+        same_rows(col.update(obs), ref.update(obs))
+        assert col.rewinds_total == ref.rewinds_total
+        assert col.records_lost_total == ref.records_lost_total
+
+
+def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:
+    """Many partitions of two flows over enough polls to fill windows and tables (the bench's shape)."""
+    params = dataclasses.replace(ORACLE_PARAMS, freshness_points=8, sample_window_s=30.0)
+    keys = [PartitionKey("A", "B", f"t{i // 10}", i % 10) for i in range(300)] + \
+           [PartitionKey("C", "B", "t", i) for i in range(50)]
+    ref, col = LagEngine(lambda f: params), ColumnarLagEngine(lambda f: params)
+    now = 1_700_000_000.0
+    for n in range(1, 40):
+        now += 15.0
+        leos = {k: (1 << 30) + n * (3 + i % 5) for i, k in enumerate(keys)}
+        lros = {k: LroReading((1 << 30) + (n - 1 - i % 3) * (3 + i % 5) - 1, "callback", now - 1.0, False)
+                for i, k in enumerate(keys) if i % 17}
+        starts = {k: (1 << 30) + n * (i % 3) for i, k in enumerate(keys)} if n % 4 == 0 else {}
+        obs = PollObservation(now - 0.5, now, leos, lros, starts, {AB: 120.0})
+        same_rows(col.update(obs), ref.update(obs))
