@@ -46,23 +46,17 @@ class TrackerFeed:
     """Adapts an in-process ReplicationTracker (keyed by topic, partition) to partition keys."""
 
     tracker: ReplicationTracker
+    # The flow's partitions as the source's metadata names them, with the keys the poller uses
+    # (one key object per partition, shared with the engine, not a copy per feed: 88 bytes a
+    # partition). A partition metadata does not know yet has no key, and no LRO until it does.
+    keys: Callable[[], Mapping[TopicPart, PartitionKey]]
     name: str = CALLBACK_FEED
     bad_records: int = 0
     reader: TopicReader | None = None
-    # Each partition's key, made once: 100k keys built per poll cost ~0.1 s.
-    _keys: dict[TopicPart, PartitionKey] = field(default_factory=dict, repr=False)
 
     def offsets(self) -> dict[PartitionKey, int]:
-        keys = self._keys
-        return {keys.get(tp) or self._key(tp): offset for tp, offset in self.tracker.offsets().items()}
-
-    def _key(self, tp: TopicPart) -> PartitionKey:
-        key = self._keys[tp] = PartitionKey(*self.tracker.flow, *tp)
-        return key
-
-    def forget(self, keys: list[PartitionKey]) -> None:
-        for key in keys:
-            self._keys.pop((key.topic, key.partition), None)
+        keys = self.keys()
+        return {key: offset for tp, offset in self.tracker.offsets().items() if (key := keys.get(tp)) is not None}
 
 
 @dataclass(frozen=True)
@@ -134,7 +128,10 @@ class Poller:
         self.settings = settings
         self.clock = clock
         self.trackers = {t.flow: t for t in trackers}
-        self.feeds: list[LroFeed] = [*feeds, *(TrackerFeed(t) for t in trackers)]
+        self._tracked_keys: dict[FlowId, dict[TopicPart, PartitionKey]] = {}  # of the flows with trackers
+        self.feeds: list[LroFeed] = [
+            *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._tracked_keys.get(flow, {})) for t in trackers),
+        ]
         self.heartbeats = list(heartbeats)
         self.engine = ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
         self.cache = LroCache(settings.lro_ttl_s)
@@ -226,6 +223,12 @@ class Poller:
         view = self._views.get(source.alias)
         if view is None or view.topology != topology:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology)
+            tracked = {flow.id for flow in source.flows} & self.trackers.keys()
+            for flow in tracked:
+                self._tracked_keys[flow] = {}
+            for key, tp in zip(view.keys, view.key_parts):
+                if key.flow in tracked:
+                    self._tracked_keys[key.flow][tp] = key
         return view
 
     def _read_log_starts(self, leos: Mapping[PartitionKey, int | None], started: float) -> dict[PartitionKey, int]:
