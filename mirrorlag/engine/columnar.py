@@ -184,7 +184,7 @@ class ColumnarLagEngine:
         self._refresh(flows[fresh], gen, sizes)
         fls = self._flow_list
         samples = max([2] + [fls[i].num_samples for i in np.unique(flows[fresh]).tolist()])
-        points = max([4] + [fls[i].points_limit for i in np.unique(flows[fresh]).tolist()])
+        points = max([3] + [fls[i].points + 1 for i in np.unique(flows[fresh]).tolist()])
         old = self._c
         gone_rows = [_GoneRow(k, old.last_lro[i], int(old.log_start[i]) if old.has_log_start[i] else None)
                      for k, i in gone]
@@ -235,7 +235,10 @@ class ColumnarLagEngine:
              for name in ("max_s", "window_s", "rate_half_s", "warn_s", "log_start_half_s")}
         f_samples = np.array([fl.num_samples for fl in fls], np.int64)
         f_points = np.array([fl.points for fl in fls], np.int64)
-        f_limit = np.array([fl.points_limit for fl in fls], np.int64)
+        # A table here holds at most points + 1 (LagEngine's holds up to points + slack, dropped in
+        # bulk): only the newest `points` ever answer, so the answers are the same, and dropping
+        # the oldest two every other poll is one array copy for all the full tables at once.
+        f_limit = f_points + 1
         f_bytes = np.array([np.nan if fl.mean_bytes is None else fl.mean_bytes for fl in fls])
         f_shape = np.array([self._shape_id(i) for i in range(len(fls))], np.int32)
         if (f_limit > c.points).any() or (f_samples > c.samples).any():
@@ -542,8 +545,11 @@ class ColumnarLagEngine:
         if tab.typecode == "I":
             self._wide.pop(key, None)
             cap = len(tab) >> 1
-            c.t_leo[i, :n] = tab[:n]
-            c.t_tick[i, :n] = tab[cap:cap + n]
+            # The newest points the columns hold (see f_limit in update), within the row's width.
+            keep = min(n, c.points, self._flow_list[flow].points + 1)
+            c.f_count[i] = keep
+            c.t_leo[i, :keep] = tab[n - keep:n]
+            c.t_tick[i, :keep] = tab[cap + n - keep:cap + n]
         else:
             self._wide[key] = tab
 
@@ -735,7 +741,7 @@ class _GoneRow(NamedTuple):
 class _TablePlan:
     """freshness.add_ticks worked out for a set of rows (`_plan_table`), carried out later on
     those not sent to LagEngine (`_apply_table`). Per row: its current count `n`, `cap` and
-    `limit` (its flow's points and points_limit), the new point's `leo`, offsets `dl`/`dt` from
+    `limit` (its flow's points, and points + 1), the new point's `leo`, offsets `dl`/`dt` from
     the bases `base`/`tick0` (new bases where the table is empty), and for an idle stretch
     (`idle`) the new end time's offset `d` at index `last_i`. `rare`: rows the plan cannot serve."""
 
