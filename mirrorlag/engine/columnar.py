@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from array import array
 from itertools import repeat
+from operator import is_not, itemgetter
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
@@ -44,6 +45,9 @@ _STATE_OBJECTS = np.array(_STATES, dtype=object)
 _FITS = freshness.FITS
 _TICKS = float(freshness.TICKS_PER_S)
 _NAN = float("nan")
+_NO_READING = LroReading(0, "", 0.0, False)  # stands in for a missing LRO while the columns are built
+_OFFSET, _FEED, _CHANGED_AT, _STALE = (itemgetter(i) for i in range(4))
+assert LroReading._fields == ("offset", "feed", "changed_at", "stale")
 
 # The per-partition columns, by type (a new partition: 0, False, NaN for the optional floats).
 _INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", "log_start", "sa_x", "sb_x",
@@ -95,6 +99,15 @@ class _Columns:
             return self.__dict__["a"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def _column(values: list, valid: np.ndarray, missing: object) -> np.ndarray:
+    """The objects in an object array, `missing` where not valid."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    if not valid.all():
+        out[~valid] = missing
+    return out
 
 
 def _objects(values: np.ndarray, valid: np.ndarray | None = None, shared: bool = False) -> list:
@@ -214,21 +227,25 @@ class ColumnarLagEngine:
         n = len(keys)
 
         # This poll's input as columns.
+        # (C-level maps, not comprehensions: 100k partitions a poll.)
         leo_obj = list(map(leos.__getitem__, keys))
-        lros_get = obs.lros.get
-        readings = list(map(lros_get, keys))
-        has_leo = np.array([v is not None for v in leo_obj], bool)
-        has_r = np.array([r is not None for r in readings], bool)
-        leo = np.array([v if v is not None else 0 for v in leo_obj], np.int64)
-        off = np.array([r.offset if r is not None else 0 for r in readings], np.int64)
-        changed = np.array([r.changed_at if r is not None else 0.0 for r in readings])
-        stale = np.array([r is not None and r.stale for r in readings], bool)
+        has_leo = np.fromiter(map(is_not, leo_obj, repeat(None)), bool, n)
+        leo = _column(leo_obj, has_leo, 0).astype(np.int64)
+        # A missing LRO reads as _NO_READING here, so every row has the four fields.
+        readings = list(map(obs.lros.get, keys, repeat(_NO_READING)))
+        has_r = np.fromiter(map(is_not, readings, repeat(_NO_READING)), bool, n)
+        off = np.fromiter(map(_OFFSET, readings), np.int64, n)
+        changed = np.fromiter(map(_CHANGED_AT, readings), float, n)
+        stale = np.fromiter(map(_STALE, readings), bool, n)
         if has_r.any():
             c.last_lro[has_r] = np.fromiter(readings, dtype=object, count=n)[has_r]  # (tuples stay whole)
 
         # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
-        log_rows = np.array([i for k in obs.log_starts if (i := self._index.get(k)) is not None], np.int64)
-        log_vals = np.array([obs.log_starts[keys[i]] for i in log_rows.tolist()], np.int64)
+        starts = obs.log_starts
+        log_rows = np.fromiter(map(self._index.get, starts, repeat(-1)), np.int64, len(starts))
+        log_vals = np.fromiter(starts.values(), np.int64, len(starts))
+        known = log_rows >= 0  # a key not in the flows is ignored
+        log_rows, log_vals = log_rows[known], log_vals[known]
         self._refresh(np.concatenate([c.flow[log_rows], c.flow[has_leo]]), gen, sizes)
         fls = self._flow_list
         f = {name: np.array([getattr(fl, name) for fl in fls], float)
@@ -785,8 +802,8 @@ class _Out:
             keys,
             _STATE_OBJECTS[self.state].tolist(),
             leo_obj,
-            [r.offset if r is not None else None for r in readings],
-            [r.feed if r is not None else None for r in readings],
+            _column(list(map(_OFFSET, readings)), has_r, None).tolist(),  # the readings' own ints
+            _column(list(map(_FEED, readings)), has_r, None).tolist(),
             _objects(now - changed, has_r, shared=True),
             _objects(self.record_lag, ordinary),
             _objects(self.mn, self.w_valid, shared=True),
