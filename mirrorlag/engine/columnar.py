@@ -4,9 +4,10 @@ partitions at once.
 
 Why: LagEngine keeps a slotted object per partition, ~10 boxed numbers, a sample list and a
 freshness array each, ~1.35 KB a partition, and walks them in a Python loop. Here the same state
-is ~0.84 KB of flat columns and a poll is a few dozen numpy operations over all of them: at 100k
-partitions the sidecar holds 273 instead of 334 MiB after polling, and the update takes about
-half the time (tests/bench/RESULTS.md, fifth pass).
+is ~0.78 KB of flat columns (the table holds its points + 1, not + slack: only the newest points
+ever answer) and a poll is a few dozen numpy operations over all of them: at 100k partitions the
+sidecar holds 261 instead of 334 MiB after polling, and the update takes ~0.23 instead of
+~0.31 s (tests/bench/RESULTS.md, fifth pass).
 
 How it stays exact: LagEngine (lag_engine.py) remains the reference. Each poll sorts its
 partitions into what the array code here does (LEO unreadable; no LRO yet; the ordinary case:

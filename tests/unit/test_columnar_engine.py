@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,3 +134,18 @@ def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:
         starts = {k: (1 << 30) + n * (i % 3) for i, k in enumerate(keys)} if n % 4 == 0 else {}
         obs = PollObservation(now - 0.5, now, leos, lros, starts, {AB: 120.0})
         same_rows(col.update(obs), ref.update(obs))
+
+
+@pytest.mark.soak
+@settings(max_examples=5000, deadline=None)
+@given(steady_polls(), st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 8, 60]))
+def test_soak_same_snapshots_on_steady_estates(observations, samples: int, points: int) -> None:
+    params = dataclasses.replace(ORACLE_PARAMS, num_samples=samples, sample_window_s=20.0, freshness_points=points)
+    run_both(observations, lambda flow: params)
+
+
+@pytest.mark.soak
+@settings(max_examples=5000, deadline=None)
+@given(polls())
+def test_soak_same_snapshots_as_lag_engine(observations: list[PollObservation]) -> None:
+    run_both(observations)
