@@ -563,8 +563,11 @@ class ColumnarLagEngine:
         if tab.typecode == "I":
             self._wide.pop(key, None)
             cap = len(tab) >> 1
-            # The newest points the columns hold (see f_limit in update), within the row's width.
-            keep = min(n, c.points, self._flow_list[flow].points + 1)
+            # All of LagEngine's points, as the row's width allows (the width only grows, and
+            # covers every size configured so far). Not cut to this poll's points + 1: after the
+            # configured size shrinks, LagEngine keeps its points until it next adds one, and a
+            # size that grows back answers from them; such a row stays rare until then.
+            keep = min(n, c.points)
             c.f_count[i] = keep
             c.t_leo[i, :keep] = tab[n - keep:n]
             c.t_tick[i, :keep] = tab[cap + n - keep:cap + n]

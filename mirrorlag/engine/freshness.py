@@ -21,7 +21,7 @@ The table is bounded: it answers from its newest `cap` points only. A record old
 oldest of them was appended at or before that point's time, so the answer is then that point's
 age, flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
 
-Compact, because 100k partitions each keep up to 60 (+ slack) points:
+Compact, because 100k partitions each keep up to 60 (+ 1) points:
 
 - Times are whole ticks of 1/1024 s, rounded *up* (`to_ticks`): a point's time never moves
   earlier, so "appended at or before the oldest point" stays a true lower bound, and an
@@ -38,10 +38,12 @@ Compact, because 100k partitions each keep up to 60 (+ slack) points:
   point (`_refit`); a table that spans more than that even so (an idle partition holding its
   flat segment's start for 49 days) widens to 8-byte items, exact for any LEO and time, until
   the table restarts (a new log).
-- The array is allocated exactly: it grows by doubling up to `cap + slack(cap)` points, never
-  over-allocates, and points beyond `cap` are dropped in bulk once `slack(cap)` more have
-  gathered (dropping one per poll would move the whole table at every poll of every busy
-  partition); the count of points in use is kept beside it.
+- The array is allocated exactly: it grows by doubling up to `cap + slack(cap)` = `cap + 1`
+  points, never over-allocates, and when it is full the oldest two are dropped (so a busy table
+  moves every other poll, not every poll); the count of points in use is kept beside it. One
+  point of slack, not more: a table then holds the same points as the columnar engine's
+  (ColumnarLagEngine), so the two answer alike even after the configured size grows (a bigger
+  slack would keep older points that the columns never had).
 - Arrays are not objects the garbage collector traverses, and the engine keeps a table's four
   fields in its own per-partition slots (`Table`'s slot names) rather than in a table object.
 
@@ -87,8 +89,8 @@ def new_table() -> Table:
 
 
 def slack(cap: int) -> int:
-    """How many points beyond `cap` a table may hold before the oldest are dropped."""
-    return cap // 8 + 1
+    """How many points beyond `cap` a table may hold before the oldest are dropped (see the module doc)."""
+    return 1
 
 
 TICKS_PER_S = 1024  # a table's time unit, 1/1024 s: see the module doc
