@@ -97,8 +97,12 @@ def exposition(tmp_path_factory, own_clusters: Clusters) -> Iterator[Exposition]
     try:
         with running_sidecar(mm2, sidecar, port=port, log=tmp / "sidecar.log"):
             def copied() -> None:
-                lag = parse_samples(port, "mirrorlag_replication_record_lag", topic)
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                lag = parse_samples(port, "mirrorlag_replication_record_lag", topic, body)
                 assert len(lag) == 2 and set(lag.values()) == {0}
+                # A replicated heartbeat seen before the stall: once stalled, none arrive (a
+                # slow machine's mirror may not have copied its heartbeats topic yet).
+                assert "mirrorlag_flow_heartbeat_age_seconds{" in body
             eventually(copied, timeout=30)
             mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source keeps growing
             own_clusters.produce(topic, {0: 7, 1: 3})
