@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
+import numpy as np
+
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.engine import ColumnarLagEngine
 from mirrorlag.gil import pieces
@@ -18,7 +20,7 @@ from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTrac
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, TopicPart, isolation_level, make_admin
 from mirrorlag.kafka.topic_reader import TopicReader
 from mirrorlag.lro_cache import LroCache
-from mirrorlag.model import FlowId, PartitionKey, PollObservation, Snapshot, State
+from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snapshot, State
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,8 @@ class Poller:
         lros = self.cache.update(by_feed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
-        self._forget([row.key for row in snapshot.rows if row.state is State.GONE])
+        cols = snapshot.columns
+        self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == STATES.index(State.GONE)).tolist()])
         for heartbeats in self.heartbeats:
             self.stats.heartbeat_ms.update(heartbeats.newest())
 

@@ -4,10 +4,11 @@ partitions at once.
 
 Why: LagEngine keeps a slotted object per partition, ~10 boxed numbers, a sample list and a
 freshness array each, ~1.35 KB a partition, and walks them in a Python loop. Here the same state
-is ~0.78 KB of flat columns (the table holds its points + 1, not + slack: only the newest points
-ever answer) and a poll is a few dozen numpy operations over all of them: at 100k partitions the
-sidecar holds 261 instead of 334 MiB after polling, and the update takes ~0.23 instead of
-~0.31 s (tests/bench/RESULTS.md, fifth pass).
+is ~0.78 KB of flat columns (the table holds its points + 1) and a poll is a few dozen numpy
+operations over all of them: at 100k partitions the sidecar holds 261 instead of 334 MiB after
+polling, and the update takes ~0.23 instead of ~0.31 s (tests/bench/RESULTS.md, fifth pass).
+The snapshot it returns is columns too (model.RowColumns), built from these arrays: no Python
+object per row.
 
 How it stays exact: LagEngine (lag_engine.py) remains the reference. Each poll sorts its
 partitions into what the array code here does (LEO unreadable; no LRO yet; the ordinary case:
@@ -37,12 +38,11 @@ import numpy as np
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import freshness
 from mirrorlag.engine.lag_engine import LagEngine, _Flow, _Partition
-from mirrorlag.gil import pieces
-from mirrorlag.model import FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, Snapshot, State
+from mirrorlag.model import (FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot,
+                             State)
 
 _STATES = list(State)
 _CODE = {state: code for code, state in enumerate(_STATES)}
-_STATE_OBJECTS = np.array(_STATES, dtype=object)
 _FITS = freshness.FITS
 _TICKS = float(freshness.TICKS_PER_S)
 _NAN = float("nan")
@@ -109,24 +109,6 @@ def _column(values: list, valid: np.ndarray, missing: object) -> np.ndarray:
     if not valid.all():
         out[~valid] = missing
     return out
-
-
-def _objects(values: np.ndarray, valid: np.ndarray | None = None, shared: bool = False) -> list:
-    """The values as Python numbers, None where not valid. `shared`: equal values become one
-    object, for columns whose rows mostly repeat a few values (times since a poll's instants,
-    small lags): the snapshot lives until the next poll, and a float is 24 bytes per row."""
-    if shared:
-        seen: dict = {}
-        plain = values.tolist()
-        out = np.empty(len(plain), dtype=object)
-        out[:] = list(map(seen.setdefault, plain, plain))
-    elif valid is None:
-        return values.tolist()
-    else:
-        out = values.astype(object)
-    if valid is not None:
-        out[~valid] = None
-    return out.tolist()
 
 
 class ColumnarLagEngine:
@@ -253,9 +235,9 @@ class ColumnarLagEngine:
              for name in ("max_s", "window_s", "rate_half_s", "warn_s", "log_start_half_s")}
         f_samples = np.array([fl.num_samples for fl in fls], np.int64)
         f_points = np.array([fl.points for fl in fls], np.int64)
-        # A table here holds at most points + 1 (LagEngine's holds up to points + slack, dropped in
-        # bulk): only the newest `points` ever answer, so the answers are the same, and dropping
-        # the oldest two every other poll is one array copy for all the full tables at once.
+        # A table holds at most points + 1 (as LagEngine's, freshness.slack): only the newest
+        # `points` ever answer, and dropping the oldest two every other poll is one array copy for
+        # all the full tables at once.
         f_limit = f_points + 1
         f_bytes = np.array([np.nan if fl.mean_bytes is None else fl.mean_bytes for fl in fls])
         f_shape = np.array([self._shape_id(i) for i in range(len(fls))], np.int32)
@@ -297,22 +279,18 @@ class ColumnarLagEngine:
             self._ordinary(c, out, rows_o, leo, off, changed, stale, t, now, f, f_points, f_bytes, f_shape, row_flow)
         self._measure(c, np.flatnonzero(out.mask_measure), now, out)
 
-        rows = out.rows(keys, leo_obj, readings, has_r, now, changed, c)
+        cols = out.columns(keys, leo, has_leo, off, has_r, readings, now, changed, c)
         if rare_rows.size:
-            for i, row in zip(rare_rows.tolist(), self._run_rare(rare_rows, obs, gen)):
-                rows[i] = row
-        lros_now = obs.lros
-        for g in gone:
-            r = lros_now.get(g.key) or g.last_lro
-            if r is None:
-                rows.append(tuple.__new__(PartitionRow, (g.key, State.GONE, None, None, None, None, None, None, None, None,
-                                                         None, None, False, None, None, None, None, g.log_start,
-                                                         None, None, None)))
-            else:
-                rows.append(tuple.__new__(PartitionRow, (g.key, State.GONE, None, r.offset, r.feed, None, None, None, None,
-                                                         None, None, None, False, None, None, None, None, g.log_start,
-                                                         None, None, None)))
-        return Snapshot(now, tuple(rows))
+            cols.place(rare_rows, self._run_rare(rare_rows, obs, gen))
+        if gone:
+            lros_now = obs.lros
+            gone_rows = []
+            for g in gone:
+                r = lros_now.get(g.key) or g.last_lro
+                gone_rows.append(PartitionRow(g.key, State.GONE, None, r and r.offset, r and r.feed, None, None, None,
+                                              None, None, None, log_start=g.log_start))
+            cols = cols + RowColumns.from_rows(gone_rows)
+        return Snapshot.of(now, cols)
 
     # -- the ordinary case ------------------------------------------------------------------------
 
@@ -475,7 +453,7 @@ class ColumnarLagEngine:
 
     # -- rare rows, through LagEngine -------------------------------------------------------------
 
-    def _run_rare(self, rows: np.ndarray, obs: PollObservation, gen: int) -> tuple[PartitionRow, ...]:
+    def _run_rare(self, rows: np.ndarray, obs: PollObservation, gen: int) -> RowColumns:
         ref = self._ref
         keys = [self._keys[i] for i in rows.tolist()]
         parts = [self._load(i, k) for i, k in zip(rows.tolist(), keys)]
@@ -497,7 +475,7 @@ class ColumnarLagEngine:
                 mine[flow] = mine.get(flow, 0) + count
         for i, k, part in zip(rows.tolist(), keys, parts):
             self._store(i, k, part)
-        return snap.rows
+        return snap.columns
 
     def _load(self, i: int, key: PartitionKey) -> _Partition:
         """Row i as LagEngine's partition object."""
@@ -798,35 +776,27 @@ class _Out:
         self.room_s_valid = np.zeros(n, bool)
         self.lost = np.zeros(n, np.int64)
 
-    def rows(self, keys: list[PartitionKey], leo_obj: list, readings: list, has_r: np.ndarray, now: float,
-             changed: np.ndarray, c: _Columns) -> list:
-        """The rows, in key order (LagEngine's own rows replace the rare ones afterwards)."""
+    def columns(self, keys: list[PartitionKey], leo: np.ndarray, has_leo: np.ndarray, off: np.ndarray,
+                has_r: np.ndarray, readings: list, now: float, changed: np.ndarray, c: _Columns) -> RowColumns:
+        """The snapshot's columns, rows in key order (LagEngine's rows replace the rare ones
+        afterwards). Arrays of this poll only: the engine's own columns are copied."""
         ordinary = self.lag_valid  # exactly the ordinary rows
-        cols = [
-            keys,
-            _STATE_OBJECTS[self.state].tolist(),
-            leo_obj,
-            _column(list(map(_OFFSET, readings)), has_r, None).tolist(),  # the readings' own ints
-            _column(list(map(_FEED, readings)), has_r, None).tolist(),
-            _objects(now - changed, has_r, shared=True),
-            _objects(self.record_lag, ordinary),
-            _objects(self.mn, self.w_valid, shared=True),
-            _objects(self.mx, self.w_valid, shared=True),
-            _objects(self.av, self.w_valid, shared=True),
-            _objects(self.time_lag, ordinary, shared=True),
-            _objects(self.fresh, ordinary),
-            self.lower.tolist(),
-            _objects(self.byte_lag, self.byte_valid),
-            _objects(self.append, self.append_valid),
-            _objects(self.copy, self.copy_valid),
-            _objects(self.catch_up, self.catch_valid),
-            _objects(c.log_start, c.has_log_start),
-            _objects(self.room, ordinary & c.has_log_start),
-            _objects(self.room_s, self.room_s_valid),
-            _objects(self.lost, ordinary & c.has_log_start),
-        ]
-        rows: list = []
-        for piece in pieces(range(len(keys))):  # one C-level loop over 100k rows would hold the GIL ~40 ms
-            lo, hi = piece.start, piece.stop
-            rows += map(tuple.__new__, repeat(PartitionRow), zip(*(col[lo:hi] for col in cols)))
-        return rows
+        with_start = ordinary & c.has_log_start
+
+        def known(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+            return np.where(valid, values, _NAN)
+
+        return RowColumns(
+            keys, self.state,
+            {"leo": leo, "lro": off, "record_lag": self.record_lag, "byte_lag_estimate": self.byte_lag,
+             "log_start": c.log_start.copy(), "retention_headroom_records": self.room, "records_lost": self.lost},
+            {"leo": has_leo, "lro": has_r, "record_lag": ordinary, "byte_lag_estimate": self.byte_valid,
+             "log_start": c.has_log_start.copy(), "retention_headroom_records": with_start.copy(),
+             "records_lost": with_start},
+            {"lro_age_s": known(now - changed, has_r), "record_lag_min": known(self.mn, self.w_valid),
+             "record_lag_max": known(self.mx, self.w_valid), "record_lag_avg": known(self.av, self.w_valid),
+             "time_lag_s": known(self.time_lag, ordinary), "freshness_lag_s": known(self.fresh, ordinary),
+             "append_rate": known(self.append, self.append_valid), "copy_rate": known(self.copy, self.copy_valid),
+             "catch_up_s": known(self.catch_up, self.catch_valid), "retention_headroom_s": known(self.room_s, self.room_s_valid)},
+            _column(list(map(_FEED, readings)), has_r, None),
+            self.lower)

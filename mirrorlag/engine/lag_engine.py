@@ -14,7 +14,7 @@ It runs over 100k partitions per poll, so the hot loop is written for it: per-pa
 lives in one slotted object (no per-partition sub-objects for the collector to traverse), the
 common cases of the freshness table and of the rate trackers are inlined (the modules keep the
 reference code, and property tests check the engine agrees with it), and rows are built as
-tuples directly.
+tuples directly (the Snapshot turns them into columns).
 
 The poller runs ColumnarLagEngine (columnar.py), which keeps the same state in flat columns and
 computes the common cases for all partitions at once; this class is its reference (a property
@@ -244,15 +244,6 @@ class LagEngine:
                     fl.refresh(params, gen, sizes)
                 part.observe_log_start(value, t, fl.log_start_half_s)
 
-        # The rows' times since a shared instant: partitions mostly share their instants (the
-        # LRO cache stamps a poll's changes with one `now`, last_caught_up is a poll's `t`), so
-        # remembering the last difference lets rows share one float instead of a new one each
-        # (24 bytes per partition per field while the snapshot lives). Same values either way.
-        age_of: float | None = None
-        age_s = 0.0
-        lag_of: float | None = None
-        lag_s = 0.0
-
         rows: list[PartitionRow] = []
         append = rows.append
         for key, part in zip(self._order_keys, self._order_parts):
@@ -299,16 +290,12 @@ class LagEngine:
 
             off = r.offset
             nxt = off + 1
-            changed_at = r.changed_at
-            if changed_at is not age_of:
-                age_of = changed_at
-                age_s = now - changed_at
-            age = age_s
+            age = now - r.changed_at
             lag = leo - nxt
             if lag < 0:
                 lag = 0
 
-            if went_back or (nxt > leo and changed_at < t):
+            if went_back or (nxt > leo and r.changed_at < t):
                 # RESET: the log went backwards, or an LRO known before this LEO snapshot lies
                 # beyond it (impossible on one log). Time lag restarts from this poll.
                 part.last_caught_up = None
@@ -372,10 +359,7 @@ class LagEngine:
                     since = part.first_seen_t
                     if since is None:
                         since = part.first_seen_t = t
-                if since is not lag_of:
-                    lag_of = since
-                    lag_s = now - since
-                time_lag = lag_s
+                time_lag = now - since
             part.prev_leo = leo
             part.prev_t = t
 

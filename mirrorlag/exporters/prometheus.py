@@ -1,28 +1,28 @@
 """Prometheus exposition, rendered once per poll so a scrape only copies bytes.
 
-Per-partition series are written directly from the snapshot rows: prometheus_client's per-sample
-objects cost ~13 µs each, which at 100k partitions and a dozen series each would outlast the poll
-interval. Even one f-string per line was ~1 s per poll at 100k (1.7M lines), so the lines are made
-column-wise in C with pyarrow, a family at a time: the family's values go into an Arrow array in
-one call (mostly an itemgetter map: no Python call per row), Arrow's cast writes the numbers (ints
-exactly, floats as the shortest text that parses back to the same float: 1.0 as `1`, 1e21 as
-`1e+21`), they are joined with the label texts (an Arrow array per set of rows' keys, rebuilt only
-when the keys change), and the family's text is copied once from Arrow's buffer into the chunk: no
-Python object per line. A column Arrow cannot write exactly (an int past int64, an int past 2**53
-among floats) or with Prometheus's spelling (NaN, +Inf, -Inf) is formatted in Python instead. The
-small per-flow and self metrics go through a prometheus_client collector. Unknown values have no
-series (unknown is never 0); a GONE partition shows once in `mirrorlag_partition_state` and its
-label sets then go.
+Per-partition series are written directly from the snapshot's columns: prometheus_client's
+per-sample objects cost ~13 µs each, which at 100k partitions and a dozen series each would
+outlast the poll interval. Even one f-string per line was ~1 s per poll at 100k (1.7M lines), so
+the lines are made column-wise in C with pyarrow, a family at a time: the family's numpy column
+becomes an Arrow array without a copy, Arrow's cast writes the numbers (int64 exactly, floats as
+the shortest text that parses back to the same float: 1.0 as `1`, 1e21 as `1e+21`), they are
+joined with the label texts (an Arrow array per set of rows' keys, rebuilt only when the keys
+change), and the family's text is copied once from Arrow's buffer into the chunk: no Python
+object per line. A float column holding an infinity is formatted in Python instead, with
+Prometheus's spelling (+Inf, -Inf). The small per-flow and self metrics go through a
+prometheus_client collector. Unknown values have no series (unknown is never 0); a GONE
+partition shows once in `mirrorlag_partition_state` and its label sets then go.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
-from collections import Counter
 from dataclasses import dataclass
+import itertools
 from operator import itemgetter
-from typing import Callable, Iterator
+from typing import Iterator, Sequence
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,9 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
-from mirrorlag.gil import pieces
 from mirrorlag.history import HistoryStats
-from mirrorlag.model import FlowId, PartitionKey, PartitionRow, Snapshot, State
+from mirrorlag.model import STATES, FlowId, PartitionKey, RowColumns, Snapshot, State
 from mirrorlag.poller import PollStats
 
 RECORD_LAG_HELP = (
@@ -51,44 +50,43 @@ TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
 class Family:
     name: str
     help: str
-    value: Callable[[PartitionRow], float | int | None]  # an itemgetter where it can be: no Python call per row
+    field: str  # the snapshot column it shows
     detail: bool = False  # only with mirrorlag.metrics.detail = full
     feed: bool = False  # also labelled with the feed the LRO came from: feed="..."
+    positive_only: bool = False  # a series only where the value is > 0
+
+    def values(self, cols: RowColumns) -> tuple[np.ndarray, np.ndarray]:
+        """The family's value per row and where it has a series."""
+        if self.field == "freshness_lower_bound":  # a flag: 1 where set, no series elsewhere
+            flags = cols.freshness_lower_bound
+            return np.ones(len(flags), np.int64), flags
+        values, valid = cols.column(self.field)
+        return values, (valid & (values > 0)) if self.positive_only else valid
 
 
-def _gauge(name: str, help: str, field: str, detail: bool = False, feed: bool = False) -> Family:
-    """A family whose value is a row field as it is."""
-    return Family(name, help, itemgetter(PartitionRow._fields.index(field)), detail, feed)
-
-
-_KEY, _STATE, _LRO_FEED, _RECORD_LAG, _TIME_LAG = (
-    itemgetter(PartitionRow._fields.index(f)) for f in ("key", "state", "lro_feed", "record_lag", "time_lag_s"))
+_GONE = STATES.index(State.GONE)
+_STATE_TEXTS = pa.array([state.value for state in STATES], pa.string())
 _FLOW_OF_KEY = itemgetter(0, 1)  # PartitionKey -> (source, target), without a FlowId per row
 
-
-def _positive(value: int | None) -> int | None:
-    return value if value else None
-
-
 FAMILIES: tuple[Family, ...] = (
-    _gauge("mirrorlag_replication_record_lag", RECORD_LAG_HELP, "record_lag"),
-    _gauge("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min"),
-    _gauge("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max"),
-    _gauge("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg"),
-    _gauge("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up).", "time_lag_s"),
-    _gauge("mirrorlag_replication_freshness_lag_seconds", "Age of the newest record the mirror has not copied yet, i.e. how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
-    Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", lambda r: 1 if r.freshness_lower_bound else None),
-    _gauge("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", "byte_lag_estimate"),
-    _gauge("mirrorlag_retention_headroom_seconds", "Estimated seconds until the source's retention deletes records the mirror has not copied (only where deletion is in sight).", "retention_headroom_s"),
-    Family("mirrorlag_partition_records_lost", "Records the source deleted before the mirror copied them (present only when > 0).", lambda r: _positive(r.records_lost)),
-    _gauge("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.", "leo", detail=True),
-    _gauge("mirrorlag_source_log_start_offset", "Source partition log-start offset (ListOffsets earliest), last read.", "log_start", detail=True),
-    _gauge("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", "lro", detail=True, feed=True),
-    _gauge("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", "lro_age_s", detail=True, feed=True),
-    _gauge("mirrorlag_source_append_records_per_second", "Source append rate over the sample windows.", "append_rate", detail=True),
-    _gauge("mirrorlag_mirror_copy_records_per_second", "Mirror copy rate over the sample windows.", "copy_rate", detail=True),
-    _gauge("mirrorlag_catch_up_estimate_seconds", "Estimated seconds until caught up, while the mirror copies faster than the source appends.", "catch_up_s", detail=True),
-    _gauge("mirrorlag_retention_headroom_records", "Copied records still ahead of the source's log start: how far retention can advance before it deletes uncopied records.", "retention_headroom_records", detail=True),
+    Family("mirrorlag_replication_record_lag", RECORD_LAG_HELP, "record_lag"),
+    Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min"),
+    Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max"),
+    Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg"),
+    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up).", "time_lag_s"),
+    Family("mirrorlag_replication_freshness_lag_seconds", "Age of the newest record the mirror has not copied yet, i.e. how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
+    Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", "freshness_lower_bound"),
+    Family("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", "byte_lag_estimate"),
+    Family("mirrorlag_retention_headroom_seconds", "Estimated seconds until the source's retention deletes records the mirror has not copied (only where deletion is in sight).", "retention_headroom_s"),
+    Family("mirrorlag_partition_records_lost", "Records the source deleted before the mirror copied them (present only when > 0).", "records_lost", positive_only=True),
+    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.", "leo", detail=True),
+    Family("mirrorlag_source_log_start_offset", "Source partition log-start offset (ListOffsets earliest), last read.", "log_start", detail=True),
+    Family("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", "lro", detail=True, feed=True),
+    Family("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", "lro_age_s", detail=True, feed=True),
+    Family("mirrorlag_source_append_records_per_second", "Source append rate over the sample windows.", "append_rate", detail=True),
+    Family("mirrorlag_mirror_copy_records_per_second", "Mirror copy rate over the sample windows.", "copy_rate", detail=True),
+    Family("mirrorlag_catch_up_estimate_seconds", "Estimated seconds until caught up, while the mirror copies faster than the source appends.", "catch_up_s", detail=True),
+    Family("mirrorlag_retention_headroom_records", "Copied records still ahead of the source's log start: how far retention can advance before it deletes uncopied records.", "retention_headroom_records", detail=True),
 )
 
 
@@ -123,29 +121,31 @@ class PartitionBlock:
             self._keys = keys
         return self._labels
 
-    def render(self, rows: tuple[PartitionRow, ...]) -> Iterator[bytes]:
+    def render(self, cols: RowColumns) -> Iterator[bytes]:
         """The block as one bytes chunk per family, made as it is consumed: only one family's
         text exists at a time (the whole block is ~170 MB at 100k partitions), and a consumer
         that compresses each chunk never holds the whole text."""
-        labels = self._label_texts(list(map(_KEY, rows)))
-        states = list(map(_STATE, rows))
-        live, live_labels = rows, labels  # GONE rows show in the state family only
-        if State.GONE in states:
-            GONE = State.GONE
-            live = [row for row, state in zip(rows, states) if state is not GONE]
-            live_labels = labels.filter(pa.array([state is not GONE for state in states]))
+        labels = self._label_texts(cols.keys)
+        states = cols.state
+        live = states != _GONE  # GONE rows show in the state family only
+        everyone = bool(live.all())
+        live_labels = labels if everyone else labels.filter(pa.array(live))
         with_feed: pa.StringArray | None = None  # the label texts and feed="...", made once per render
         for family in self.families:
             if family.feed and with_feed is None:
-                feeds = _escaped(pa.array(list(map(_LRO_FEED, live)), pa.string()).fill_null(""))
+                feeds = cols.lro_feed if everyone else cols.lro_feed[live]
+                feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
                 with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
-            values = _number_texts(list(map(family.value, live)))
+            values, valid = family.values(cols)
+            if not everyone:
+                values, valid = values[live], valid[live]
             yield _chunk(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n", f"{family.name}{{",
-                         pc.binary_join_element_wise(with_feed if family.feed else live_labels, values, "} "), "\n")
+                         pc.binary_join_element_wise(with_feed if family.feed else live_labels,
+                                                     _number_texts(values, valid), "} "), "\n")
         yield _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
                      "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                      "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
-                     pc.binary_join_element_wise(labels, pa.array(states, pa.string()), ',state="'), '"} 1\n')
+                     pc.binary_join_element_wise(labels, _STATE_TEXTS.take(pa.array(states)), ',state="'), '"} 1\n')
 
 
 def _escaped(texts: pa.StringArray) -> pa.StringArray:
@@ -155,19 +155,13 @@ def _escaped(texts: pa.StringArray) -> pa.StringArray:
     return texts
 
 
-def _number_texts(values: list[float | int | None]) -> pa.StringArray:
-    """The values as exposition numbers (null where unknown), formatted in C by Arrow's cast:
-    ints exactly, floats as the shortest text that parses back to the same float (1.0 as "1",
-    1e21 as "1e+21"). Arrow refuses an int past int64, or past 2**53 among floats (not exact as a
-    double), and spells NaN and the infinities its own way: those columns go through _number."""
-    try:
-        array = pa.array(values)
-    except (pa.ArrowInvalid, OverflowError):
-        array = None
-    if array is not None and not (pa.types.is_floating(array.type)
-                                  and not pc.all(pc.is_finite(array), min_count=0).as_py()):
-        return pc.cast(array, pa.string())
-    return pa.array([None if v is None else _number(v) for v in values], pa.string())
+def _number_texts(values: np.ndarray, valid: np.ndarray) -> pa.StringArray:
+    """The values as exposition numbers (null where not valid), formatted in C by Arrow's cast:
+    int64 exactly, floats as the shortest text that parses back to the same float (1.0 as "1",
+    1e21 as "1e+21"). Arrow spells the infinities its own way: such a column goes through _number."""
+    if values.dtype.kind == "f" and np.isinf(values[valid]).any():
+        return pa.array([_number(v) if ok else None for v, ok in zip(values.tolist(), valid.tolist())], pa.string())
+    return pc.cast(pa.array(values, mask=~valid), pa.string())
 
 
 def _chunk(head: str, prefix: str, lines: pa.StringArray, suffix: str) -> bytes:
@@ -195,6 +189,9 @@ class FlowCollector(Collector):
         self.snapshot: Snapshot | None = None
         self.stats = PollStats()
         self.history: HistoryStats | None = None
+        self._keys: Sequence[PartitionKey] = []
+        self._flows: list[tuple[str, str]] = []
+        self._code = np.zeros(0, np.int64)
 
     def collect(self) -> Iterator[Metric]:
         yield from self._flow_metrics()
@@ -203,30 +200,35 @@ class FlowCollector(Collector):
             yield from self._history_metrics(self.history)
 
     def _flow_metrics(self) -> Iterator[Metric]:
-        # Column at a time (C-level map/zip), not a Python loop reading four fields per row:
-        # 0.47 s -> 0.1 s at 50k partitions; in pieces, so no one C call holds the GIL long
-        # (mirrorlag.gil). A flow is its key's (source, target).
-        per_state: Counter[tuple[tuple[str, str], State]] = Counter()
-        record_lags: dict[tuple[str, str], list[int]] = {}
-        time_lags: dict[tuple[str, str], list[float]] = {}
-        GONE = State.GONE
-        for rows in pieces(self.snapshot.rows if self.snapshot else ()):
-            flows = list(map(_FLOW_OF_KEY, map(_KEY, rows)))
-            states = list(map(_STATE, rows))
-            per_state.update(zip(flows, states))
-            for flow, state, lag in zip(flows, states, map(_RECORD_LAG, rows)):
-                if lag is not None and state is not GONE:
-                    record_lags.setdefault(flow, []).append(lag)
-            for flow, lag in zip(flows, map(_TIME_LAG, rows)):
-                if lag is not None:
-                    time_lags.setdefault(flow, []).append(lag)
-
+        # Column at a time with numpy over a flow code per row (a flow is its key's (source,
+        # target)), the codes recomputed only when the rows' keys change.
+        cols = self.snapshot.columns if self.snapshot else RowColumns.empty(0, [])
+        flows, code = self._flow_codes(cols.keys)
+        n_states = len(STATES)
+        counts = np.bincount(code * n_states + cols.state, minlength=len(flows) * n_states)
         partitions = GaugeMetricFamily("mirrorlag_flow_partitions", "Partitions of each flow by state.", labels=["source", "target", "state"])
-        for ((source, target), state), count in sorted(per_state.items()):  # a StrEnum sorts as its value
-            partitions.add_metric([source, target, state.value], count)
+        per_state = sorted(((flows[i // n_states], STATES[i % n_states]), int(counts[i]))
+                           for i in np.flatnonzero(counts).tolist())
+        for ((source, target), state), n in per_state:  # a StrEnum sorts as its value
+            partitions.add_metric([source, target, state.value], n)
         yield partitions
-        yield _distribution("mirrorlag_flow_record_lag_partitions", "Partitions of the flow by record lag, at the last poll (a gauge histogram).", record_lags, RECORD_LAG_BUCKETS)
-        yield _distribution("mirrorlag_flow_time_lag_seconds_partitions", "Partitions of the flow by time lag in seconds, at the last poll (a gauge histogram).", time_lags, TIME_LAG_BUCKETS)
+        lag, lag_known = cols.column("record_lag")
+        time_lag, time_known = cols.column("time_lag_s")
+        yield _distribution("mirrorlag_flow_record_lag_partitions", "Partitions of the flow by record lag, at the last poll (a gauge histogram).",
+                            flows, code, lag, lag_known & (cols.state != _GONE), RECORD_LAG_BUCKETS)
+        yield _distribution("mirrorlag_flow_time_lag_seconds_partitions", "Partitions of the flow by time lag in seconds, at the last poll (a gauge histogram).",
+                            flows, code, time_lag, time_known, TIME_LAG_BUCKETS)
+
+    def _flow_codes(self, keys: Sequence[PartitionKey]) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """The flows, sorted, and each row's index into them."""
+        if keys is not self._keys and keys != self._keys:
+            first_seen: dict[tuple[str, str], int] = {}
+            seen = np.fromiter(map(first_seen.setdefault, map(_FLOW_OF_KEY, keys), itertools.count()), np.int64, len(keys))
+            flows = sorted(first_seen)
+            rank = np.zeros(max(first_seen.values(), default=-1) + 1, np.int64)
+            rank[[first_seen[f] for f in flows]] = np.arange(len(flows))
+            self._keys, self._flows, self._code = keys, flows, rank[seen]
+        return self._flows, self._code
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self.stats
@@ -288,13 +290,18 @@ def _per_flow_counter(name: str, doc: str, counts: dict[FlowId, int]) -> Counter
     return counter
 
 
-def _distribution(name: str, doc: str, values: dict[tuple[str, str], list], bounds: tuple) -> GaugeHistogramMetricFamily:
+def _distribution(name: str, doc: str, flows: list[tuple[str, str]], code: np.ndarray, values: np.ndarray,
+                  valid: np.ndarray, bounds: tuple) -> GaugeHistogramMetricFamily:
     family = GaugeHistogramMetricFamily(name, doc, labels=["source", "target"])
-    for (source, target), flow_values in sorted(values.items()):
-        flow_values.sort()  # then each bucket's count is one bisection
-        buckets = [(_number(float(b)), bisect_right(flow_values, b)) for b in bounds]
-        buckets.append(("+Inf", len(flow_values)))
-        family.add_metric([source, target], buckets, gsum_value=float(sum(flow_values)))
+    code, values = code[valid], values[valid]
+    for i, (source, target) in enumerate(flows):
+        flow_values = np.sort(values[code == i])
+        if not flow_values.size:
+            continue
+        counts = np.searchsorted(flow_values, bounds, side="right").tolist()
+        buckets = [(_number(float(b)), n) for b, n in zip(bounds, counts)]
+        buckets.append(("+Inf", int(flow_values.size)))
+        family.add_metric([source, target], buckets, gsum_value=float(flow_values.sum(dtype=np.float64)))
     return family
 
 
@@ -310,8 +317,8 @@ class MetricsRenderer:
     def render_chunks(self, snapshot: Snapshot | None, stats: PollStats,
                       history: HistoryStats | None = None) -> Iterator[bytes]:
         """The exposition a family at a time (see PartitionBlock.render)."""
-        if snapshot:
-            yield from self.partitions.render(snapshot.rows)
+        if snapshot is not None and len(snapshot):
+            yield from self.partitions.render(snapshot.columns)
             # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise:
             # ~55 MB at 100k partitions.
             pa.default_memory_pool().release_unused()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from mirrorlag.gil import pieces
 from mirrorlag.model import PartitionRow, Snapshot
 
 
@@ -55,7 +54,9 @@ def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any])
                       separators=(",", ":"))
     yield f'{head[:-1]},"partitions":['.encode()
     sep = ""
-    for rows in pieces(snapshot.rows if snapshot else (), STATUS_PIECE_ROWS):
+    cols = snapshot.columns if snapshot else None
+    for lo in range(0, len(cols) if cols is not None else 0, STATUS_PIECE_ROWS):
+        rows = cols[lo:lo + STATUS_PIECE_ROWS].rows()  # a piece's rows exist only while it is written
         yield (sep + json.dumps([row_to_dict(r) for r in rows], separators=(",", ":"))[1:-1]).encode()
         sep = ","
     yield b"]}"

@@ -134,8 +134,8 @@ class SegmentWriter:
 
     def append(self, snapshot: Snapshot) -> None:
         """Queue one snapshot's rows. Constant time; never blocks on disk; never raises."""
-        rows = snapshot.rows
-        if not rows:
+        rows = snapshot.columns
+        if not len(rows):
             return
         ts_ms = round(snapshot.taken_at * 1000)
         with self._lock:

@@ -133,8 +133,8 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     gc.collect()
     polled = _status_kib()  # engine + poller (+ the last snapshot), nothing rendered yet
     snapshot = bench.poll(polls, publish=True)
-    assert len(snapshot.rows) == partitions
-    row = snapshot.rows[-1]
+    assert len(snapshot) == partitions
+    row = snapshot.columns[-1:].rows()[0]
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
     table_points = int(poller.engine._c.f_count[-1])
     exposition = sidecar.server.current
@@ -173,20 +173,6 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     }
 
 
-def _owned_bytes(objs, seen: set[int]) -> int:
-    """getsizeof of the objects not counted yet (by id): a float or int shared by many partitions
-    (a poll's `now`, small cached ints) counts once, not once per partition."""
-    total = 0
-    for obj in objs:
-        if obj is None or isinstance(obj, bool) or id(obj) in seen:
-            continue
-        if isinstance(obj, int) and -5 <= obj <= 256:
-            continue  # CPython's cached small ints
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-    return total
-
-
 def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None:
     """Live bytes per partition: the engine's state by part (getsizeof, each object counted once),
     then tracemalloc's view of everything the polls left alive, by allocating line."""
@@ -208,12 +194,10 @@ def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None
     for name, size in sorted(by_name.items(), key=lambda item: -item[1]):
         print(f"  {size / partitions:8.1f}  {name}")
     print(f"  {sum(by_name.values()) / partitions:8.1f}  total (object columns count their objects, which the LRO cache shares)")
-    rows = snapshot.rows
-    seen: set[int] = set()
-    row_bytes = sum(_owned_bytes([row], seen) for row in rows)
-    boxed = sum(_owned_bytes([v for v in row[2:] if isinstance(v, (int, float))], seen) for row in rows)
-    print(f"  {row_bytes / partitions:8.1f}  snapshot row")
-    print(f"  {boxed / partitions:8.1f}  snapshot row's boxed numbers")
+    cols = snapshot.columns
+    arrays = [cols.state, cols.lro_feed, cols.freshness_lower_bound, *cols.ints.values(), *cols.valid.values(),
+              *cols.floats.values()]
+    print(f"  {sum(a.nbytes for a in arrays) / partitions:8.1f}  snapshot columns (the keys list and feed names aside)")
     print("tracemalloc, everything the polls left alive, bytes per partition, by line:")
     stats = traced.statistics("lineno")
     total = sum(stat.size for stat in stats)

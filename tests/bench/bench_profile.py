@@ -52,11 +52,11 @@ def main() -> None:
         return
     sidecar, stats = bench.sidecar, bench.poller.stats
     if args.render_only:
-        rows = bench.poll(n + 1, publish=False).rows
+        cols = bench.poll(n + 1, publish=False).columns
         block_times = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            for _chunk in sidecar.renderer.partitions.render(rows):
+            for _chunk in sidecar.renderer.partitions.render(cols):
                 pass
             block_times.append(time.perf_counter() - t0)
         bench.close()

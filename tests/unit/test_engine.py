@@ -583,21 +583,6 @@ def test_a_reset_starts_a_new_table() -> None:
     assert (r.freshness_lag_s, r.freshness_lower_bound) == (30.5 - 15.0, True)
 
 
-def test_rows_share_the_floats_of_shared_instants() -> None:
-    # 100k rows live between polls: partitions whose LRO changed at the same instant, or that
-    # were last caught up at the same poll, share their age and time-lag floats, and small
-    # window minima and maxima are shared floats too. Only memory: the values are unchanged.
-    eng = engine()
-    keys = [K0, K1, K2]
-    poll(eng, 0.0, {k: 100 for k in keys}, {k: lro(99, -0.1) for k in keys})
-    poll(eng, 15.0, {k: 200 for k in keys}, {k: lro(150, 14.9) for k in keys})
-    changed = 29.9
-    rows = poll(eng, 30.0, {k: 300 for k in keys}, {k: lro(200, changed) for k in keys}).rows
-    assert [(r.time_lag_s, r.lro_age_s, r.record_lag_max) for r in rows] == [(15.5, 30.5 - changed, 99.0)] * 3
-    for field in ("time_lag_s", "lro_age_s", "record_lag_min", "record_lag_max"):
-        assert len({id(getattr(r, field)) for r in rows}) == 1, field
-
-
 def test_the_table_stays_bounded_in_memory() -> None:
     eng = engine(freshness_points=4)
     for k in range(50):

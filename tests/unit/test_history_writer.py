@@ -20,7 +20,7 @@ from mirrorlag.history import writer as writer_module
 from mirrorlag.history.layout import list_segments
 from mirrorlag.history.schema import SCHEMA, encode
 from mirrorlag.history.writer import SegmentWriter
-from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
+from mirrorlag.model import PartitionKey, PartitionRow, RowColumns, Snapshot, State
 from tests.helpers import eventually
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
@@ -70,7 +70,7 @@ def test_encode_values_and_nulls() -> None:
             freshness_lag_s=math.nan, byte_lag_estimate=None),
         row(10, time_lag_s=math.inf, leo=2**62),
     )
-    batch = encode(1_772_366_400_123, rows)
+    batch = encode(1_772_366_400_123, RowColumns.from_rows(rows))
     assert batch.schema == SCHEMA
     got = batch.to_pylist()
     ts = datetime.fromtimestamp(1_772_366_400.123, tz=timezone.utc)
@@ -86,7 +86,7 @@ def test_encode_values_and_nulls() -> None:
 
 
 def test_encode_tolerates_a_float_where_an_int_belongs() -> None:
-    got = encode(0, (row(1, byte_lag_estimate=12.6, record_lag=3.0),)).to_pylist()[0]
+    got = encode(0, RowColumns.from_rows((row(1, byte_lag_estimate=12.6, record_lag=3.0),))).to_pylist()[0]
     assert (got["byte_lag_estimate"], got["record_lag"]) == (13, 3)
 
 
