@@ -128,7 +128,7 @@ assert set(PartitionRow._fields) == {"key", "state", "lro_feed", "freshness_lowe
 class RowColumns:
     """A snapshot's rows as typed columns, one array per field, the rows in `keys` order.
 
-    What every exporter reads: ~190 bytes a partition of flat arrays where rows as tuples of
+    What every exporter reads: ~160 bytes a partition of flat arrays where rows as tuples of
     boxed numbers take ~540, and a column turns into Arrow or JSON without a Python object per
     row. `state` holds codes into STATES; INT_FIELDS are int64 with a mask in `valid` (Kafka's
     offsets are int64; an estimate past it is clipped); FLOAT_FIELDS are float64, NaN where

@@ -2,11 +2,10 @@
 
 Three stages, each with its own owner:
 
-- `append` (poll thread) queues a reference to the snapshot's rows: O(1), no copy, no lock held
-  for long. A Snapshot is immutable, so holding its tuple is safe, and transposing 100k rows to
-  columns costs 40-70 ms here that the poll thread should not pay.
+- `append` (poll thread) queues a reference to the snapshot's columns: O(1), no copy, no lock
+  held for long. A Snapshot is immutable, so holding its columns is safe.
 - the encoder thread turns queued snapshots, one at a time, into Arrow record batches (~115
-  bytes a row, against ~700 for a PartitionRow and what it references) and decides segment
+  bytes a row, the snapshot's columns ~160) and decides segment
   boundaries: a new UTC date, rows `segment_s` newer than the segment's first, `max_rows`, or
   `segment_s` of wall clock since the segment opened (so an idle sidecar still closes it).
 - the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name, fsync
@@ -26,7 +25,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,7 +33,7 @@ import pyarrow.parquet as pq
 from mirrorlag.history.health import FailureState
 from mirrorlag.history.layout import fsync_dir, make_dirs, remove_tmp_files, segment_name, tmp_path, utc_date
 from mirrorlag.history.schema import SCHEMA, encode
-from mirrorlag.model import PartitionRow, Snapshot
+from mirrorlag.model import RowColumns, Snapshot
 
 log = logging.getLogger("mirrorlag.history")
 
@@ -105,7 +104,7 @@ class SegmentWriter:
         self._lock = threading.Lock()
         self._encoder_wake = threading.Condition(self._lock)
         self._writer_wake = threading.Condition(self._lock)
-        self._pending: deque[tuple[int, Sequence[PartitionRow]]] = deque()
+        self._pending: deque[tuple[int, RowColumns]] = deque()
         self._pending_rows = 0
         self._encoding_rows = 0
         self._open: _Segment | None = None
