@@ -255,23 +255,18 @@ class Poller:
                            if tp in read and (start := starts.get(tp)) is not None})
         return result
 
-    def _in_flows(self, offsets: Mapping[PartitionKey, int], known: Mapping[PartitionKey, object]) -> dict[PartitionKey, int]:
+    @staticmethod
+    def _in_flows(offsets: Mapping[PartitionKey, int], known: Mapping[PartitionKey, object]) -> Mapping[PartitionKey, int]:
         """Only partitions a configured flow replicates, and that the source has, may enter the
         cache: a feed record naming a partition that does not exist (junk, or a deleted topic) must
-        not grow it. Feeds keep what they read, so a partition discovered later gets its LRO then."""
-        flows = {f.id: f for f in self.settings.flows}
-        selected: dict[tuple[str, str, str], bool] = {}  # regexes once per topic, not per partition
-        result = {}
-        for key, offset in offsets.items():
-            flow = flows.get(key.flow)
-            if flow is None or key not in known:
-                continue
-            ok = selected.get(key[:3])
-            if ok is None:
-                ok = selected[key[:3]] = flow.should_replicate(key.topic)
-            if ok:
-                result[key] = offset
-        return result
+        not grow it. Feeds keep what they read, so a partition discovered later gets its LRO then.
+        `known` (this poll's LEO keys) holds exactly those partitions: the sources' views are
+        built from the flows and topics that discovery selected (SourceCluster.discover). So the
+        test is a key set's, in C: a feed whose keys all qualify (the common case, and always
+        the in-process tracker's, which uses the view's own keys) is taken as it is."""
+        if offsets.keys() <= known.keys():
+            return offsets
+        return {key: offsets[key] for key in offsets.keys() & known.keys()}
 
     def _forget(self, keys: list[PartitionKey]) -> None:
         """Gone partitions leave the cache and the feeds, so that if the topic comes back, its new
