@@ -1,6 +1,7 @@
 """Resident memory per tracked partition, all features on. Run by hand, never in the suite:
 
     .venv/bin/python -m tests.bench.bench_memory --partitions 10000 100000 --runs 3
+    .venv/bin/python -m tests.bench.bench_memory --attribution 100000   # RSS by owner
 
 Each measurement runs in a fresh child process (so one size's freed arenas never count for the
 next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 POLL_S = 15.0
 TOPIC_PARTITIONS = 100
@@ -250,6 +252,56 @@ def floor_layout(partitions: int, freshness_points: int | None) -> dict[str, flo
             "bytes_per_partition": sum(layout.values()), "rss_bytes_per_partition": grown}
 
 
+def attribution(partitions: int, polls: int, freshness_points: int | None) -> None:
+    """RSS per partition by owner: after the polls (with `run`'s settings), each part is dropped
+    in turn, the heap trimmed, and what the RSS fell by is that part's share. Unlike --breakdown
+    (live objects), this is what the process really holds, fragmentation and allocator slack
+    included."""
+    from mirrorlag.cli import run_pacing, tune_process
+
+    tune_process()
+    pacing = run_pacing()
+    bench = StandIn(partitions, freshness_points)
+    gc.collect()
+    base = _status_kib()["VmRSS"]
+    snapshot = None
+    for n in range(1, polls + 1):
+        with pacing.around_poll():
+            snapshot = bench.poll(n, publish=False)
+
+    def rss() -> float:
+        gc.collect()
+        if pacing.release_memory is not None:
+            pacing.release_memory()
+        return (_status_kib()["VmRSS"] - base) * 1024 / partitions
+
+    engine = bench.poller.engine
+    arrays = sum(a.nbytes for a in engine._c.a.values()) / partitions
+    print(f"partitions={partitions} polls={polls}; RSS bytes per partition, each part dropped in turn:")
+    total = rss()
+
+    def dropped(name: str, drop: Callable[[], None]) -> None:
+        nonlocal total
+        drop()
+        now = rss()
+        print(f"  {total - now:8.0f}  {name}")
+        total = now
+
+    def drop_snapshot() -> None:
+        nonlocal snapshot
+        snapshot = None
+
+    def drop_engine() -> None:
+        nonlocal engine
+        bench.poller.engine = engine = None  # type: ignore[assignment]
+
+    dropped("the last snapshot (its columns)", drop_snapshot)
+    dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
+    dropped("the LRO cache", bench.poller.cache._known.clear)
+    print(f"  {total:8.0f}  the rest: the poller's keys, partitions and maps, the tracker's store")
+    bench.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[10_000, 100_000])
@@ -263,8 +315,13 @@ def main() -> None:
                              "during polls and the heap trimmed after each); default: none of them")
     parser.add_argument("--floor", action="store_true",
                         help="instead: RSS per partition of the leanest flat layout of the same state (see floor_layout)")
+    parser.add_argument("--attribution", type=int, metavar="PARTITIONS",
+                        help="instead: RSS per partition by owner (snapshot, engine, LRO cache, the rest)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.attribution:
+        attribution(args.attribution, args.polls, args.freshness_points)
+        return
     if args.floor and args.child:
         print(json.dumps(floor_layout(args.child, args.freshness_points)))
         return
