@@ -298,7 +298,11 @@ def attribution(partitions: int, polls: int, freshness_points: int | None) -> No
     dropped("the last snapshot (its columns)", drop_snapshot)
     dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
     dropped("the LRO cache", bench.poller.cache._known.clear)
-    print(f"  {total:8.0f}  the rest: the poller's keys, partitions and maps, the tracker's store")
+    dropped("the tracker's store (a dict entry, (topic, partition) tuple and offset each)",
+            bench.tracker._offsets.clear)
+    dropped("the poller's partition -> key map for the tracker", bench.poller._tracked_keys.clear)
+    dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
+    print(f"  {total:8.0f}  the rest (the discovered topology, the stand-in source's own lists)")
     bench.close()
 
 
