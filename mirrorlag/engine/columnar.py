@@ -46,6 +46,7 @@ _CODE = {state: code for code, state in enumerate(_STATES)}
 _FITS = freshness.FITS
 _TICKS = float(freshness.TICKS_PER_S)
 _NAN = float("nan")
+_INT64_CEILING = 2.0 ** 63  # the first float past int64
 _NO_READING = LroReading(0, "", 0.0, False)  # stands in for a missing LRO while the columns are built
 _OFFSET, _FEED, _CHANGED_AT, _STALE = (itemgetter(i) for i in range(4))
 assert LroReading._fields == ("offset", "feed", "changed_at", "stale")
@@ -389,7 +390,11 @@ class ColumnarLagEngine:
         catch_valid = caught | gaining
         mean = f_bytes[fl]
         sized = ~np.isnan(mean)
-        byte_lag = np.where(caught | ~sized, 0, np.rint(lag * np.where(sized, mean, 0.0))).astype(np.int64)
+        # Clipped to int64 as the snapshot clips LagEngine's exact ints (a cast past it wraps).
+        estimate = np.rint(lag * np.where(sized, mean, 0.0))
+        past = estimate >= _INT64_CEILING
+        byte_lag = np.where(caught | ~sized | past, 0, estimate).astype(np.int64)
+        byte_lag[past] = np.iinfo(np.int64).max
 
         # Retention.
         has_ls = c.has_log_start[r]

@@ -136,6 +136,19 @@ def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:
         same_rows(col.update(obs), ref.update(obs))
 
 
+def test_a_byte_lag_past_int64_is_clipped_by_both_engines() -> None:
+    """lag x mean size past int64 (only an estimate can get there): int64's top, as the snapshot
+    clips LagEngine's exact int, never a wrapped negative from the array code's cast."""
+    key = PartitionKey("A", "B", "orders", 0)
+    ref, col = LagEngine(lambda f: ORACLE_PARAMS), ColumnarLagEngine(lambda f: ORACLE_PARAMS)
+    for n, leo in enumerate((2 ** 62, 2 ** 62 + 5, 2 ** 62 + 9)):
+        now = 1_000.0 + 15 * n
+        obs = PollObservation(now - 0.5, now, {key: leo}, {key: LroReading(n, "callback", now, False)}, {}, {AB: 1e6})
+        ours, theirs = col.update(obs), ref.update(obs)
+        same_rows(ours, theirs)
+        assert ours.rows[0].byte_lag_estimate == 2 ** 63 - 1
+
+
 @pytest.mark.soak
 @settings(max_examples=5000, deadline=None)
 @given(steady_polls(), st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 8, 60]))
