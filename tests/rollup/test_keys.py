@@ -1,0 +1,78 @@
+"""The day's keys: every partition named, one first seen late included, and a partition hash
+shared by two keys handled by falling back to the key's own columns (job._rollup)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from mirrorlag.rollup import job, samples
+from mirrorlag.rollup.job import RollupOptions, run_days
+from tests.rollup.history import H, M, day_ms, every, series, write
+
+DAY = date(2024, 5, 6)
+T0 = day_ms(DAY)
+TABLES = ("partition_daily", "topic_daily", "flow_daily", "trends")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("rollup-keys") / "history"
+    early = every(T0, T0 + 24 * H, M)
+    late = every(T0 + 20 * H, T0 + 24 * H, M)  # first seen long after the others
+    rows = (series("A->B", "orders", 0, early, ["IN_SYNC"] * len(early), [i % 5 for i in range(len(early))])
+            + series("A->B", "orders", 1, late, ["LAGGING"] * len(late), [100 + i for i in range(len(late))])
+            + series("A->C", "events", 0, early[::2], ["STALLED"] * len(early[::2]), [7] * len(early[::2])))
+    write(root, DAY, rows[: len(rows) // 2], name="part-1.parquet")
+    write(root, DAY, rows[len(rows) // 2:], name="part-2.parquet")
+    return root
+
+
+def _rollup(spark, history: Path, out: Path) -> dict:
+    [result] = run_days(spark, RollupOptions(str(history), str(out), [DAY], report=False))
+    tables = {}
+    for table in TABLES:
+        df = spark.read.parquet(str(out / table))
+        tables[table] = (df.schema, sorted(map(repr, df.collect())))
+    partitions = [r.asDict() for r in spark.read.parquet(str(out / "partition_daily")).orderBy("flow", "topic", "partition").collect()]
+    return {"result": result, "tables": tables, "partitions": partitions}
+
+
+@pytest.fixture(scope="module")
+def plain(spark, history, tmp_path_factory):
+    return _rollup(spark, history, tmp_path_factory.mktemp("out-plain"))
+
+
+def _spy_keys(monkeypatch) -> list:
+    seen = []
+    real = job.partition_days
+
+    def spy(raw, window, max_gap_s, key, tasks):
+        seen.append(list(key))
+        return real(raw, window, max_gap_s, key, tasks)
+
+    monkeypatch.setattr(job, "partition_days", spy)
+    return seen
+
+
+def test_every_partition_named_including_one_first_seen_late(plain):
+    rows = [(r["flow"], r["topic"], r["partition"], r["samples"], r["byte_lag_max"], r["freshness_lag_max_s"])
+            for r in plain["partitions"]]
+    assert rows == [("A->B", "orders", 0, 1440, 400, 0.02), ("A->B", "orders", 1, 240, 33900, 1.695),
+                    ("A->C", "events", 0, 720, 700, 0.035)]
+    assert plain["result"].partitions == 3
+
+
+def test_shared_partition_hash_falls_back_to_the_key_columns(spark, history, plain, tmp_path, monkeypatch):
+    # Every key gets the same partition hash: the pass must group on the key's columns and
+    # still give every table exactly as with distinct hashes.
+    weak = lambda *cols: F.xxhash64(*cols) * F.lit(0)  # noqa: E731
+    monkeypatch.setattr(job, "partition_id", weak)
+    monkeypatch.setattr(samples, "partition_id", weak)
+    seen = _spy_keys(monkeypatch)
+    got = _rollup(spark, history, tmp_path / "out")
+    assert got["tables"] == plain["tables"]
+    assert seen == [samples.PARTITION_KEY]
