@@ -111,10 +111,10 @@ class _SourceView:
 
     @classmethod
     def build(cls, flows: Sequence[FlowSettings], topology: tuple[list[TopicPart], ...]) -> _SourceView:
-        pairs = [(PartitionKey(flow.source, flow.target, topic, partition), (topic, partition))
-                 for flow, parts in zip(flows, topology) for topic, partition in parts]
-        keys = tuple(key for key, _ in pairs)
-        key_parts = tuple(tp for _, tp in pairs)
+        # key_parts and partitions hold the topology's own (topic, partition) tuples, not copies:
+        # at 100k partitions each copy is ~6 MiB.
+        key_parts = tuple(tp for parts in topology for tp in parts)
+        keys = tuple(PartitionKey(flow.source, flow.target, *tp) for flow, parts in zip(flows, topology) for tp in parts)
         return cls(topology, keys, key_parts, sorted(set(key_parts)))
 
 
@@ -224,7 +224,13 @@ class Poller:
         metadata changed (100k keys and a sort of 100k partitions per poll cost ~0.3 s)."""
         topology = tuple(self._topology.get(flow.id, ()) for flow in source.flows)
         view = self._views.get(source.alias)
-        if view is None or view.topology != topology:
+        if view is not None and view.topology == topology:
+            # Unchanged: keep the view's lists and drop the ones discovery just built, so the
+            # topology is held once, not twice (the view's and the newest).
+            for flow, parts in zip(source.flows, view.topology):
+                if flow.id in self._topology:
+                    self._topology[flow.id] = parts
+        else:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology)
             tracked = {flow.id for flow in source.flows} & self.trackers.keys()
             for flow in tracked:

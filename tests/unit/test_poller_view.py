@@ -1,0 +1,66 @@
+"""The poller's per-source view holds each partition's (topic, partition) once, whatever discovery
+returns at each poll (a real SourceCluster builds new lists of new tuples from fresh metadata)."""
+
+from pathlib import Path
+
+from mirrorlag import ReplicationTracker
+from mirrorlag.config import load_settings
+from mirrorlag.model import FlowId
+from mirrorlag.poller import Poller
+
+
+class FreshSource:
+    """Answers from memory, with new lists of new tuples at every discovery, as a broker would."""
+
+    def __init__(self, flows, topics: dict[str, int]) -> None:
+        self.alias = "src"
+        self.flows = flows
+        self.topics = topics
+
+    def discover(self):
+        return {flow.id: [(t, p) for t, n in self.topics.items() for p in range(n)] for flow in self.flows}
+
+    def request_end_offsets(self, partitions):
+        return None
+
+    def end_offsets(self, partitions, pending=None):
+        return {tp: 10 for tp in partitions}
+
+    def start_offsets(self, partitions):
+        return {tp: 0 for tp in partitions}
+
+
+def _poller(tmp_path: Path) -> tuple[Poller, FreshSource]:
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
+                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
+    poller = Poller(load_settings([config]), trackers=[ReplicationTracker("src", "dst")])
+    source = FreshSource(poller.sources["src"].flows, {"a": 3, "b": 2})
+    poller.sources = {"src": source}  # type: ignore[dict-item]
+    return poller, source
+
+
+def test_an_unchanged_topology_is_held_once_with_the_views_own_tuples(tmp_path):
+    poller, _ = _poller(tmp_path)
+    flow = FlowId("src", "dst")
+    poller.poll_once()
+    view = poller._views["src"]
+    poller.poll_once()
+    assert poller._views["src"] is view  # not rebuilt
+    (parts,) = view.topology
+    assert poller._topology[flow] is parts  # the newest discovery's lists were dropped
+    assert all(a is b for a, b in zip(view.key_parts, parts))
+    assert {id(tp) for tp in view.partitions} == {id(tp) for tp in parts}
+    assert [(k.topic, k.partition) for k in view.keys] == parts
+
+
+def test_a_changed_topology_builds_a_new_view(tmp_path):
+    poller, source = _poller(tmp_path)
+    snapshot = poller.poll_once()
+    assert len(snapshot) == 5
+    source.topics["c"] = 1
+    snapshot = poller.poll_once()
+    assert len(snapshot) == 6
+    (parts,) = poller._views["src"].topology
+    assert poller._topology[FlowId("src", "dst")] is parts
+    assert ("c", 0) in parts
