@@ -45,20 +45,36 @@ class HeartbeatSource(Protocol):
 
 @dataclass
 class TrackerFeed:
-    """Adapts an in-process ReplicationTracker (keyed by topic, partition) to partition keys."""
+    """Adapts an in-process ReplicationTracker (keyed by topic, then partition) to partition keys."""
 
     tracker: ReplicationTracker
-    # The flow's partitions as the source's metadata names them, with the keys the poller uses
-    # (one key object per partition, shared with the engine, not a copy per feed: 88 bytes a
-    # partition). A partition metadata does not know yet has no key, and no LRO until it does.
-    keys: Callable[[], Mapping[TopicPart, PartitionKey]]
+    # The flow's partitions as the source's metadata names them: per topic, its keys by partition
+    # number (None where metadata lists none), the key objects the poller uses (one per partition,
+    # shared with the engine, not a copy per feed). A partition metadata does not know yet has no
+    # key, and no LRO until it does.
+    keys: Callable[[], Mapping[str, list[PartitionKey | None]]]
     name: str = CALLBACK_FEED
     bad_records: int = 0
     reader: TopicReader | None = None
 
     def offsets(self) -> dict[PartitionKey, int]:
         keys = self.keys()
-        return {key: offset for tp, offset in self.tracker.offsets().items() if (key := keys.get(tp)) is not None}
+        out: dict[PartitionKey | None, int] = {}
+        for topic, offsets in self.tracker.by_topic().items():
+            by_partition = keys.get(topic)
+            if by_partition is None or not offsets:
+                continue
+            n = len(by_partition)
+            try:
+                every_one_known = 0 <= min(offsets) and max(offsets) < n
+            except TypeError:  # a partition that is not a number: skipped below
+                every_one_known = False
+            if every_one_known:  # the common case, in C
+                out.update(zip(map(by_partition.__getitem__, offsets), offsets.values()))
+            else:
+                out.update((by_partition[p], o) for p, o in offsets.items() if type(p) is int and 0 <= p < n)
+        out.pop(None, None)  # partitions metadata does not list
+        return out  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,7 @@ class Poller:
         self.settings = settings
         self.clock = clock
         self.trackers = {t.flow: t for t in trackers}
-        self._tracked_keys: dict[FlowId, dict[TopicPart, PartitionKey]] = {}  # of the flows with trackers
+        self._tracked_keys: dict[FlowId, dict[str, list[PartitionKey | None]]] = {}  # of the flows with trackers
         self.feeds: list[LroFeed] = [
             *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._tracked_keys.get(flow, {})) for t in trackers),
         ]
@@ -235,9 +251,12 @@ class Poller:
             tracked = {flow.id for flow in source.flows} & self.trackers.keys()
             for flow in tracked:
                 self._tracked_keys[flow] = {}
-            for key, tp in zip(view.keys, view.key_parts):
+            for key, (topic, partition) in zip(view.keys, view.key_parts):
                 if key.flow in tracked:
-                    self._tracked_keys[key.flow][tp] = key
+                    by_partition = self._tracked_keys[key.flow].setdefault(topic, [])
+                    if partition >= len(by_partition):
+                        by_partition.extend([None] * (partition + 1 - len(by_partition)))
+                    by_partition[partition] = key
         return view
 
     def _read_log_starts(self, leos: Mapping[PartitionKey, int | None], started: float) -> dict[PartitionKey, int]:

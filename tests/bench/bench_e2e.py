@@ -9,8 +9,9 @@ record, flush), in two variants that differ only in the callback:
   - bare:    `if err is None: delivered += 1`
   - tracker: the same plus `tracker.replicated(topic, partition, offset, len(msg))`, as the
              README shows;
-  - store:   the same plus `tracker.store((topic, partition), offset)` (the dict's own store,
-             no Python frame) and `tracker.sized(n, nbytes)` once per consumed batch.
+  - store:   the same plus `store(partition, offset)` with `store = tracker.store_for(topic)`
+             (the topic's dict's own store, no Python frame) and `tracker.sized(n, nbytes)` once
+             per consumed batch.
 All build the same functools.partial per record. The variants rotate (bare, tracker, store, then
 store, tracker, bare, ...) so drift on a shared machine hits them alike; the figure is the median
 over --runs rounds of tracker throughput / bare throughput (and store / bare). Target >= 0.97. Also printed:
@@ -71,12 +72,12 @@ def copy_all(source: str, target: str, records: int, tracker: ReplicationTracker
             if err is None:
                 delivered[0] += 1
     elif lean:
-        store = tracker.store
+        store = tracker.store_for(SOURCE_TOPIC)  # the one topic this replicator copies
 
         def done(topic: str, partition: int, offset: int, err, msg) -> None:
             if err is None:
                 delivered[0] += 1
-                store((topic, partition), offset)
+                store(partition, offset)
     else:
         replicated = tracker.replicated
 

@@ -304,11 +304,12 @@ def attribution(partitions: int, polls: int, freshness_points: int | None) -> No
     dropped("the last snapshot (its columns)", drop_snapshot)
     dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
     dropped("the LRO cache", bench.poller.cache._known.clear)
-    dropped("the tracker's store (a dict entry, (topic, partition) tuple and offset each)",
-            bench.tracker._offsets.clear)
-    dropped("the poller's partition -> key map for the tracker", bench.poller._tracked_keys.clear)
+    dropped("the tracker's store (an entry in its topic's dict and an offset each)",
+            bench.tracker._topics.clear)
+    dropped("the poller's keys by topic and partition for the tracker", bench.poller._tracked_keys.clear)
     dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
-    print(f"  {total:8.0f}  the rest (the discovered topology)")
+    dropped("the discovered topology ((topic, partition) tuples in lists)", bench.poller._topology.clear)
+    print(f"  {total:8.0f}  the rest (pymalloc pools still holding a survivor, and what was left alive)")
     bench.close()
 
 

@@ -64,3 +64,24 @@ def test_a_changed_topology_builds_a_new_view(tmp_path):
     (parts,) = poller._views["src"].topology
     assert poller._topology[FlowId("src", "dst")] is parts
     assert ("c", 0) in parts
+
+
+def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
+    poller, _ = _poller(tmp_path)
+    (tracker,) = poller.trackers.values()
+    tracker.replicated("a", 0, 5)
+    tracker.replicated("a", 2, 8)
+    tracker.replicated("b", 1, 6)
+    snapshot = poller.poll_once()
+    lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
+    assert lro == {("a", 0): 5, ("a", 1): None, ("a", 2): 8, ("b", 0): None, ("b", 1): 6}
+    # Partitions metadata does not list, and a replicator's junk, never enter the cache.
+    tracker.replicated("a", 3, 1)
+    tracker.replicated("a", -1, 4)
+    tracker.replicated("zz", 0, 3)
+    tracker.replicated("b", "1", 2)  # type: ignore[arg-type]
+    tracker.replicated("b", 0, 9)
+    snapshot = poller.poll_once()
+    lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
+    assert lro == {("a", 0): 5, ("a", 1): None, ("a", 2): 8, ("b", 0): 9, ("b", 1): 6}
+    assert len(poller.cache) == 4
