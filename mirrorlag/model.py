@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
-from typing import Mapping, NamedTuple, Sequence
+from typing import Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -51,14 +51,78 @@ class State(StrEnum):
 class LroReading(NamedTuple):
     """What the LRO cache knows of one partition at the moment of a poll.
 
-    A NamedTuple, like PartitionRow: the cache builds one for every partition whose LRO moved, up
-    to 100k a poll, and a tuple is built in half the time of a frozen dataclass (which sets each
-    field through object.__setattr__) and drops out of the cyclic collector's sight."""
+    A NamedTuple, like PartitionRow: cheap to build and out of the cyclic collector's sight. The
+    LRO cache keeps columns, not readings: an LroTable builds one when a key is read (LagEngine,
+    the columnar engine's rare rows, tests); the columnar engine reads the columns."""
 
     offset: int  # source offset of the last record the target acknowledged
     feed: str  # which feed said so: "callback", "offset-syncs", ...
     changed_at: float  # when the sidecar first saw this value
     stale: bool  # the TTL expired without a newer value
+
+
+class LroTable(Mapping[PartitionKey, LroReading]):
+    """Every known LRO at one poll, as a read-only Mapping of LroReadings (built on access) over
+    the cache's columns as they were then. `aligned(keys)` gives them as columns in the order of
+    `keys`, without a Python object per partition (the columnar engine's path)."""
+
+    __slots__ = ("_slots", "_offset", "_feed", "_changed", "_stale", "_names", "_memo")
+
+    def __init__(self, slots: dict[PartitionKey, int], offset: np.ndarray, feed: np.ndarray, changed: np.ndarray,
+                 stale: np.ndarray, names: Sequence[str], memo: list) -> None:
+        self._slots = slots  # shared with the cache until it changes its key set (it then copies)
+        self._offset, self._feed, self._changed, self._stale = offset, feed, changed, stale
+        self._names = tuple(names)
+        self._memo = memo  # [keys, slots dict, slot per key]: the last alignment, shared across polls
+
+    @classmethod
+    def of(cls, readings: Mapping[PartitionKey, LroReading]) -> "LroTable":
+        """A table holding `readings` (tests, and callers that have readings rather than a cache)."""
+        names = sorted({r.feed for r in readings.values()})
+        code = {name: i for i, name in enumerate(names)}
+        values = list(readings.values())
+        return cls({key: i for i, key in enumerate(readings)}, np.array([r.offset for r in values], np.int64),
+                   np.array([code[r.feed] for r in values], np.int16), np.array([r.changed_at for r in values], float),
+                   np.array([r.stale for r in values], bool), names, [None, None, None])
+
+    def __getitem__(self, key: PartitionKey) -> LroReading:
+        s = self._slots[key]
+        return LroReading(int(self._offset[s]), self._names[self._feed[s]], float(self._changed[s]), bool(self._stale[s]))
+
+    def get(self, key: PartitionKey, default: LroReading | None = None) -> LroReading | None:  # type: ignore[override]
+        return self[key] if key in self._slots else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slots
+
+    def __iter__(self) -> Iterator[PartitionKey]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def aligned(self, keys: Sequence[PartitionKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each of `keys`: (known, offset, changed_at, stale, feed name), 0 / 0.0 / False /
+        None where no LRO is known. The slot of each key is looked up once per key list and key
+        set (the engine hands in the same list poll after poll)."""
+        memo = self._memo
+        if memo[0] is keys and memo[1] is self._slots:
+            at = memo[2]
+        else:
+            at = np.fromiter(map(self._slots.get, keys, repeat(-1)), np.int64, len(keys))
+            memo[:] = [keys, self._slots, at]
+        known = at >= 0
+        if known.all():
+            feed = np.array(self._names, object)[self._feed[at]] if self._names else np.full(len(at), None, object)
+            return known, self._offset[at], self._changed[at], self._stale[at], feed
+        s = np.where(known, at, 0)
+        if not len(self._offset):  # nothing known at all
+            n = len(at)
+            return known, np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, None, object)
+        feed = np.array(self._names, object)[self._feed[s]]
+        feed[~known] = None
+        return (known, np.where(known, self._offset[s], 0), np.where(known, self._changed[s], 0.0),
+                known & self._stale[s], feed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ import numpy as np
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import freshness
 from mirrorlag.engine.lag_engine import LagEngine, _Flow, _Partition
-from mirrorlag.model import (FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot,
+from mirrorlag.model import (FlowId, LroReading, LroTable, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot,
                              State)
 
 _STATES = list(State)
@@ -76,7 +76,11 @@ class _Columns:
             self.a[name] = np.full(n, _NAN if name in _OPTIONAL_FLOATS else 0.0)
         for name in _SMALL:
             self.a[name] = np.zeros(n, np.int32)
-        self.a["last_lro"] = np.full(n, None, dtype=object)
+        # The newest LRO seen (a GONE row reports it): its offset and feed, not the LroReading,
+        # so the LRO cache's readings need not outlive their poll.
+        self.a["last_lro_off"] = np.zeros(n, np.int64)
+        self.a["has_last_lro"] = np.zeros(n, bool)
+        self.a["last_lro_feed"] = np.full(n, None, dtype=object)
         self.a["w_start"] = np.zeros((n, samples))
         self.a["w_count"] = np.zeros((n, samples), np.int64)
         self.a["w_min"] = np.full((n, samples), np.inf)
@@ -183,7 +187,7 @@ class ColumnarLagEngine:
         samples = max([2] + [fls[i].num_samples for i in np.unique(flows[fresh]).tolist()])
         points = max([3] + [fls[i].points + 1 for i in np.unique(flows[fresh]).tolist()])
         old = self._c
-        gone_rows = [_GoneRow(k, old.last_lro[i], int(old.log_start[i]) if old.has_log_start[i] else None)
+        gone_rows = [_GoneRow(k, _last_lro(old, i), int(old.log_start[i]) if old.has_log_start[i] else None)
                      for k, i in gone]
         c = self._c = old.moved(len(order), old_rows, new_rows, samples, points)
         c.flow[:] = flows
@@ -215,14 +219,11 @@ class ColumnarLagEngine:
         leo_obj = list(map(leos.__getitem__, keys))
         has_leo = np.fromiter(map(is_not, leo_obj, repeat(None)), bool, n)
         leo = _column(leo_obj, has_leo, 0).astype(np.int64)
-        # A missing LRO reads as _NO_READING here, so every row has the four fields.
-        readings = list(map(obs.lros.get, keys, repeat(_NO_READING)))
-        has_r = np.fromiter(map(is_not, readings, repeat(_NO_READING)), bool, n)
-        off = np.fromiter(map(_OFFSET, readings), np.int64, n)
-        changed = np.fromiter(map(_CHANGED_AT, readings), float, n)
-        stale = np.fromiter(map(_STALE, readings), bool, n)
+        has_r, off, changed, stale, feed = _lro_columns(obs.lros, keys)
         if has_r.any():
-            c.last_lro[has_r] = np.fromiter(readings, dtype=object, count=n)[has_r]  # (tuples stay whole)
+            c.last_lro_off[has_r] = off[has_r]
+            c.has_last_lro[has_r] = True
+            c.last_lro_feed[has_r] = feed[has_r]
 
         # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
         starts = obs.log_starts
@@ -280,7 +281,7 @@ class ColumnarLagEngine:
             self._ordinary(c, out, rows_o, leo, off, changed, stale, t, now, f, f_points, f_bytes, f_shape, row_flow)
         self._measure(c, np.flatnonzero(out.mask_measure), now, out)
 
-        cols = out.columns(keys, leo, has_leo, off, has_r, readings, now, changed, c)
+        cols = out.columns(keys, leo, has_leo, off, has_r, feed, now, changed, c)
         if rare_rows.size:
             cols.place(rare_rows, self._run_rare(rare_rows, obs, gen))
         if gone:
@@ -507,7 +508,7 @@ class ColumnarLagEngine:
         for name in _FLOATS:
             v = float(c.a[name][i])
             setattr(p, name, None if name in _OPTIONAL_FLOATS and v != v else v)
-        p.last_lro = c.last_lro[i]
+        p.last_lro = _last_lro(c, i)
         n = int(c.f_count[i])
         p.f_count = n
         wide = self._wide.get(key)
@@ -539,7 +540,11 @@ class ColumnarLagEngine:
         for name in _FLOATS:
             v = getattr(p, name)
             c.a[name][i] = _NAN if v is None else v
-        c.last_lro[i] = p.last_lro
+        r = p.last_lro
+        c.has_last_lro[i] = r is not None
+        if r is not None:
+            c.last_lro_off[i] = r.offset
+            c.last_lro_feed[i] = r.feed
         tab = p.f_table
         n = p.f_count
         c.f_count[i] = n
@@ -736,6 +741,26 @@ class ColumnarLagEngine:
         out.w_valid[r] = some
 
 
+def _lro_columns(lros: Mapping[PartitionKey, LroReading], keys: list[PartitionKey]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The LROs of `keys` as columns (known, offset, changed_at, stale, feed; 0 and None where
+    unknown): from the LRO cache's table column-wise, from any other Mapping by reading."""
+    if isinstance(lros, LroTable):
+        return lros.aligned(keys)
+    n = len(keys)
+    # A missing LRO reads as _NO_READING here, so every row has the four fields.
+    # (C-level maps, not comprehensions: 100k partitions a poll.)
+    readings = list(map(lros.get, keys, repeat(_NO_READING)))
+    has_r = np.fromiter(map(is_not, readings, repeat(_NO_READING)), bool, n)
+    return (has_r, np.fromiter(map(_OFFSET, readings), np.int64, n), np.fromiter(map(_CHANGED_AT, readings), float, n),
+            np.fromiter(map(_STALE, readings), bool, n), _column(list(map(_FEED, readings)), has_r, None))
+
+
+def _last_lro(c: _Columns, i: int) -> LroReading | None:
+    """Row i's newest LRO as a reading (only its offset and feed are ever read: a GONE row's)."""
+    return LroReading(int(c.last_lro_off[i]), c.last_lro_feed[i], 0.0, False) if c.has_last_lro[i] else None
+
+
 class _GoneRow(NamedTuple):
     key: PartitionKey
     last_lro: LroReading | None
@@ -782,7 +807,7 @@ class _Out:
         self.lost = np.zeros(n, np.int64)
 
     def columns(self, keys: list[PartitionKey], leo: np.ndarray, has_leo: np.ndarray, off: np.ndarray,
-                has_r: np.ndarray, readings: list, now: float, changed: np.ndarray, c: _Columns) -> RowColumns:
+                has_r: np.ndarray, feed: np.ndarray, now: float, changed: np.ndarray, c: _Columns) -> RowColumns:
         """The snapshot's columns, rows in key order (LagEngine's rows replace the rare ones
         afterwards). Arrays of this poll only: the engine's own columns are copied."""
         ordinary = self.lag_valid  # exactly the ordinary rows
@@ -803,5 +828,5 @@ class _Out:
              "time_lag_s": known(self.time_lag, ordinary), "freshness_lag_s": known(self.fresh, ordinary),
              "append_rate": known(self.append, self.append_valid), "copy_rate": known(self.copy, self.copy_valid),
              "catch_up_s": known(self.catch_up, self.catch_valid), "retention_headroom_s": known(self.room_s, self.room_s_valid)},
-            _column(list(map(_FEED, readings)), has_r, None),
+            feed,
             self.lower)

@@ -303,7 +303,7 @@ def attribution(partitions: int, polls: int, freshness_points: int | None) -> No
 
     dropped("the last snapshot (its columns)", drop_snapshot)
     dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
-    dropped("the LRO cache", bench.poller.cache._known.clear)
+    dropped("the LRO cache", lambda: setattr(bench.poller, "cache", None))
     dropped("the tracker's store (an entry in its topic's dict and an offset each)",
             bench.tracker._topics.clear)
     dropped("the poller's keys by topic and partition for the tracker", bench.poller._tracked_keys.clear)

@@ -1,5 +1,5 @@
 from mirrorlag.lro_cache import LroCache
-from mirrorlag.model import PartitionKey
+from mirrorlag.model import LroReading, LroTable, PartitionKey
 
 K1 = PartitionKey("A", "B", "t", 0)
 K2 = PartitionKey("A", "B", "t", 1)
@@ -69,3 +69,42 @@ def test_forget_drops_partitions():
     cache.update({"callback": {K1: 1, K2: 2}}, now=0.0)
     cache.forget([K1])
     assert set(cache.update({}, now=1.0)) == {K2}
+
+
+def test_forgotten_slots_are_reused_and_every_key_keeps_its_own_value():
+    cache = LroCache(ttl_s=20)
+    keys = [PartitionKey("A", "B", "t", p) for p in range(40)]
+    cache.update({"callback": {k: p for p, k in enumerate(keys)}}, now=0.0)
+    cache.forget(keys[5:15])
+    assert len(cache) == 30
+    fresh = [PartitionKey("A", "B", "u", p) for p in range(25)]  # 10 reused slots, 15 new ones
+    table = cache.update({"offset-syncs": {k: 1000 + p for p, k in enumerate(fresh)}}, now=1.0)
+    assert len(cache) == len(table) == 55
+    expected = {k: (p, "callback", 0.0) for p, k in enumerate(keys) if not 5 <= p < 15}
+    expected |= {k: (1000 + p, "offset-syncs", 1.0) for p, k in enumerate(fresh)}
+    assert {k: (r.offset, r.feed, r.changed_at) for k, r in table.items()} == expected
+    assert not any(r.stale for r in table.values())
+
+
+def test_a_table_is_frozen_at_its_poll():
+    cache = LroCache(ttl_s=20)
+    first = cache.update({"callback": {K1: 5}}, now=1.0)
+    cache.update({"callback": {K1: 6, K2: 1}}, now=2.0)
+    cache.forget([K1])
+    assert dict(first) == {K1: LroReading(5, "callback", 1.0, False)}
+    assert dict(cache.update({}, now=3.0)) == {K2: LroReading(1, "callback", 2.0, False)}
+
+
+def test_aligned_gives_the_readings_as_columns_in_the_keys_order():
+    cache = LroCache(ttl_s=20)
+    cache.update({"callback": {K1: 5}}, now=1.0)
+    table = cache.update({"offset-syncs": {K2: 9}}, now=30.0)  # K1 expired
+    keys = [K2, PartitionKey("A", "B", "t", 7), K1]
+    for _ in range(2):  # the second time from the memo
+        known, offset, changed, stale, feed = table.aligned(keys)
+        assert known.tolist() == [True, False, True]
+        assert offset.tolist() == [9, 0, 5] and changed.tolist() == [30.0, 0.0, 1.0]
+        assert stale.tolist() == [False, False, True] and feed.tolist() == ["offset-syncs", None, "callback"]
+    assert LroTable.of(dict(table)).aligned(keys)[1].tolist() == [9, 0, 5]
+    assert [a.tolist() for a in LroCache(1).update({}, 0.0).aligned(keys)] == [[False] * 3, [0] * 3, [0.0] * 3,
+                                                                            [False] * 3, [None] * 3]
