@@ -2,10 +2,12 @@
 
     .venv/bin/python -m tests.bench.bench_memory --partitions 10000 100000 --runs 3
     .venv/bin/python -m tests.bench.bench_memory --attribution 100000   # RSS by owner
+    .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed offset-syncs   # as deployed beside MM2
 
 Each measurement runs in a fresh child process (so one size's freed arenas never count for the
 next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
-ReplicationTracker, with a stand-in source cluster in place of the admin client: no broker, so
+ReplicationTracker (or, with `--feed offset-syncs`, by offset-sync records through the real
+OffsetSyncsFeed), with a stand-in source cluster in place of the admin client: no broker, so
 the figure is mirrorlag's own memory. It then runs `--polls` polls 15 s apart on a simulated clock
 through the real `Poller.poll_once` (feeds, LRO cache, engine, snapshot), with every partition
 appending and the mirror a little behind, so the record-lag windows, the rates, the retention
@@ -36,8 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed, sync_topic_location
+from mirrorlag.formats import OffsetSync, encode_offset_sync
 
 POLL_S = 15.0
 TOPIC_PARTITIONS = 100
@@ -83,11 +89,31 @@ class StandInSource:
         return {tp: (1 << 30) + self.polls * (i % 3) for i, tp in enumerate(partitions)}
 
 
-class StandIn:
-    """A real Sidecar over a StandInSource, one flow fed by a ReplicationTracker, on a simulated
-    clock: `poll(n, publish)` reports the mirror's progress for poll n and runs it."""
+@dataclass
+class DrainedSyncs:
+    """An OffsetSyncsFeed whose records were applied by hand (no consumer): what `offsets()`
+    returns after a drain, as the poller reads it."""
 
-    def __init__(self, partitions: int, freshness_points: int | None = None) -> None:
+    syncs: OffsetSyncsFeed
+    name: str = "offset-syncs"
+    bad_records: int = 0
+    reader: None = None
+
+    def offsets(self):
+        return dict(self.syncs._latest)
+
+    def forget(self, keys) -> None:
+        self.syncs.forget(keys)
+
+
+class StandIn:
+    """A real Sidecar over a StandInSource, one flow fed by a ReplicationTracker (feed "callback",
+    a replicator beside mirrorlag in one process) or by MM2's offset-syncs topic (feed
+    "offset-syncs", the sidecar as deployed next to MirrorMaker 2: its records go through the real
+    OffsetSyncsFeed's decode and store, as a consumer would hand them over), on a simulated clock:
+    `poll(n, publish)` reports the mirror's progress for poll n and runs it."""
+
+    def __init__(self, partitions: int, freshness_points: int | None = None, feed: str = "callback") -> None:
         from mirrorlag import ReplicationTracker
         from mirrorlag.config import load_settings
         from mirrorlag.sidecar import Sidecar
@@ -102,8 +128,16 @@ class StandIn:
             )
             settings = load_settings([config])
         topics = [f"bench.topic-{i:05d}" for i in range(partitions // TOPIC_PARTITIONS)]
-        self.tracker = ReplicationTracker("src", "dst")
-        self.sidecar = Sidecar(settings, trackers=[self.tracker])
+        self.tracker: ReplicationTracker | None = None
+        self.syncs: OffsetSyncsFeed | None = None
+        if feed == "callback":
+            self.tracker = ReplicationTracker("src", "dst")
+            self.sidecar = Sidecar(settings, trackers=[self.tracker])
+        else:
+            (flow,) = settings.flows
+            self.sync_topic = sync_topic_location(flow)[1]
+            self.syncs = OffsetSyncsFeed("src", None, {self.sync_topic: flow})
+            self.sidecar = Sidecar(settings, feeds=[DrainedSyncs(self.syncs)])
         self.poller = self.sidecar.poller
         self.source = StandInSource("src", self.poller.sources["src"].flows, topics)
         self.poller.sources = {"src": self.source}
@@ -113,9 +147,16 @@ class StandIn:
     def poll(self, n: int, publish: bool):
         """Poll n (from 1): the mirror has copied all but the last poll's appends (a lag of a few
         records), so freshness interpolates inside the table and the rates are non-zero."""
-        replicated = self.tracker.replicated
-        for i, (topic, partition) in enumerate(self.source.partitions()):
-            replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
+        if self.tracker is not None:
+            replicated = self.tracker.replicated
+            for i, (topic, partition) in enumerate(self.source.partitions()):
+                replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
+        else:
+            assert self.syncs is not None
+            apply, sync_topic = self.syncs._apply, self.sync_topic
+            for i, (topic, partition) in enumerate(self.source.partitions()):
+                offset = (1 << 30) + (n - 1) * (3 + i % 5) - 1
+                apply(sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset)))
         self.now += POLL_S
         return self.sidecar.poll() if publish else self.poller.poll_once()
 
@@ -123,14 +164,14 @@ class StandIn:
         self.sidecar.server.httpd.server_close()
 
 
-def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str) -> dict[str, float]:
+def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str, feed: str) -> dict[str, float]:
     pacing = None
     if arrow_pool == "run":
         from mirrorlag.cli import run_pacing, tune_process
 
         tune_process()
         pacing = run_pacing()
-    bench = StandIn(partitions, freshness_points)
+    bench = StandIn(partitions, freshness_points, feed)
     sidecar, poller = bench.sidecar, bench.poller
     sidecar.gc_pacing = pacing  # the published poll below paces as `mirrorlag run` does
     gc.collect()
@@ -258,7 +299,7 @@ def floor_layout(partitions: int, freshness_points: int | None) -> dict[str, flo
             "bytes_per_partition": sum(layout.values()), "rss_bytes_per_partition": grown}
 
 
-def attribution(partitions: int, polls: int, freshness_points: int | None) -> None:
+def attribution(partitions: int, polls: int, freshness_points: int | None, feed: str) -> None:
     """RSS per partition by owner: after the polls (with `run`'s settings), each part is dropped
     in turn, the heap trimmed, and what the RSS fell by is that part's share. Unlike --breakdown
     (live objects), this is what the process really holds, fragmentation and allocator slack
@@ -267,7 +308,7 @@ def attribution(partitions: int, polls: int, freshness_points: int | None) -> No
 
     tune_process()
     pacing = run_pacing()
-    bench = StandIn(partitions, freshness_points)
+    bench = StandIn(partitions, freshness_points, feed)
     gc.collect()
     base = _status_kib()["VmRSS"]
     snapshot = None
@@ -304,8 +345,13 @@ def attribution(partitions: int, polls: int, freshness_points: int | None) -> No
     dropped("the last snapshot (its columns)", drop_snapshot)
     dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
     dropped("the LRO cache", lambda: setattr(bench.poller, "cache", None))
-    dropped("the tracker's store (an entry in its topic's dict and an offset each)",
-            bench.tracker._topics.clear)
+    if bench.tracker is not None:
+        dropped("the tracker's store (an entry in its topic's dict and an offset each)", bench.tracker._topics.clear)
+    else:
+        syncs = bench.syncs
+        assert syncs is not None
+        dropped("the offset-syncs feed's store (an entry, a key and an offset each)", syncs._latest.clear)
+        dropped("the offset-syncs feed's key cache (raw key bytes -> its own PartitionKey)", syncs._keys.clear)
     dropped("the poller's keys by topic and partition for the tracker", bench.poller._tracked_keys.clear)
     dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
     dropped("the discovered topology ((topic, partition) tuples in lists)", bench.poller._topology.clear)
@@ -328,10 +374,12 @@ def main() -> None:
                         help="instead: RSS per partition of the leanest flat layout of the same state (see floor_layout)")
     parser.add_argument("--attribution", type=int, metavar="PARTITIONS",
                         help="instead: RSS per partition by owner (snapshot, engine, LRO cache, the rest)")
+    parser.add_argument("--feed", choices=["callback", "offset-syncs"], default="callback",
+                        help="the LRO feed: an in-process ReplicationTracker, or MM2's offset syncs (the sidecar as deployed)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attribution:
-        attribution(args.attribution, args.polls, args.freshness_points)
+        attribution(args.attribution, args.polls, args.freshness_points, args.feed)
         return
     if args.floor and args.child:
         print(json.dumps(floor_layout(args.child, args.freshness_points)))
@@ -340,14 +388,14 @@ def main() -> None:
         breakdown(args.breakdown, args.polls, args.freshness_points)
         return
     if args.child:
-        print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool)))
+        print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool, args.feed)))
         return
     for total in args.partitions:
         results = []
         for _ in range(args.runs):
             out = subprocess.run(
                 [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls),
-                 "--arrow-pool", args.arrow_pool]
+                 "--arrow-pool", args.arrow_pool, "--feed", args.feed]
                 + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else [])
                 + (["--floor"] if args.floor else []),
                 check=True, capture_output=True, text=True,
