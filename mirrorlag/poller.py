@@ -35,6 +35,9 @@ class LroFeed(Protocol):
     def offsets(self) -> Mapping[PartitionKey, int]: ...
 
 
+KeyOf = Callable[[FlowId, str, int], "PartitionKey | None"]  # the poller's key of a (flow, topic, partition)
+
+
 class HeartbeatSource(Protocol):
     name: str
     bad_records: int
@@ -126,11 +129,17 @@ class _SourceView:
     partitions: list[TopicPart]
 
     @classmethod
-    def build(cls, flows: Sequence[FlowSettings], topology: tuple[list[TopicPart], ...]) -> _SourceView:
+    def build(cls, flows: Sequence[FlowSettings], topology: tuple[list[TopicPart], ...],
+              previous: _SourceView | None = None) -> _SourceView:
         # key_parts and partitions hold the topology's own (topic, partition) tuples, not copies:
-        # at 100k partitions each copy is ~6 MiB.
+        # at 100k partitions each copy is ~6 MiB. A partition already known keeps its key object:
+        # the LRO cache and the feeds hold the first key they saw, and a new one per topology
+        # change (a topic created anywhere) would leave them a second set of 100k keys.
         key_parts = tuple(tp for parts in topology for tp in parts)
         keys = tuple(PartitionKey(flow.source, flow.target, *tp) for flow, parts in zip(flows, topology) for tp in parts)
+        if previous is not None:
+            known = {key: key for key in previous.keys}
+            keys = tuple(map(known.get, keys, keys))
         return cls(topology, keys, key_parts, sorted(set(key_parts)))
 
 
@@ -146,10 +155,17 @@ class Poller:
         self.settings = settings
         self.clock = clock
         self.trackers = {t.flow: t for t in trackers}
-        self._tracked_keys: dict[FlowId, dict[str, list[PartitionKey | None]]] = {}  # of the flows with trackers
+        # Per flow, per topic, the view's keys by partition number (None where metadata lists
+        # none): how a feed that names partitions by (topic, partition) finds the poller's key.
+        self._keys_by_topic: dict[FlowId, dict[str, list[PartitionKey | None]]] = {}
         self.feeds: list[LroFeed] = [
-            *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._tracked_keys.get(flow, {})) for t in trackers),
+            *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._keys_by_topic.get(flow, {})) for t in trackers),
         ]
+        for feed in feeds:
+            # Feeds that decode keys from MM2's records take the poller's key objects rather than
+            # keeping a second one per partition (~70 bytes each).
+            if use_keys := getattr(feed, "use_keys", None):
+                use_keys(self._key_of)
         self.heartbeats = list(heartbeats)
         self.engine = ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
         self.cache = LroCache(settings.lro_ttl_s)
@@ -247,17 +263,22 @@ class Poller:
                 if flow.id in self._topology:
                     self._topology[flow.id] = parts
         else:
-            view = self._views[source.alias] = _SourceView.build(source.flows, topology)
-            tracked = {flow.id for flow in source.flows} & self.trackers.keys()
-            for flow in tracked:
-                self._tracked_keys[flow] = {}
+            view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
+            for flow in source.flows:
+                self._keys_by_topic[flow.id] = {}
             for key, (topic, partition) in zip(view.keys, view.key_parts):
-                if key.flow in tracked:
-                    by_partition = self._tracked_keys[key.flow].setdefault(topic, [])
-                    if partition >= len(by_partition):
-                        by_partition.extend([None] * (partition + 1 - len(by_partition)))
-                    by_partition[partition] = key
+                by_partition = self._keys_by_topic[key.flow].setdefault(topic, [])
+                if partition >= len(by_partition):
+                    by_partition.extend([None] * (partition + 1 - len(by_partition)))
+                by_partition[partition] = key
         return view
+
+    def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:
+        """The view's key of a flow's partition, or None while metadata does not list it."""
+        by_partition = self._keys_by_topic.get(flow, {}).get(topic)
+        if by_partition is None or not 0 <= partition < len(by_partition):
+            return None
+        return by_partition[partition]
 
     def _read_log_starts(self, leos: Mapping[PartitionKey, int | None], started: float) -> dict[PartitionKey, int]:
         """Log starts of the partitions whose LEO was read, every retention poll interval."""

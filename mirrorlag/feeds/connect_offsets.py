@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer
 
@@ -63,6 +63,11 @@ class ConnectOffsetsFeed:
     bad_records: int = 0
     _latest: dict[PartitionKey, int] = field(default_factory=dict)
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
+    # The poller's key of a (flow, topic, partition), as OffsetSyncsFeed.key_of.
+    key_of: Callable[[FlowId, str, int], PartitionKey | None] | None = None
+
+    def use_keys(self, key_of: Callable[[FlowId, str, int], PartitionKey | None]) -> None:
+        self.key_of = key_of
 
     def __post_init__(self) -> None:
         if self.consumer is not None:
@@ -88,7 +93,8 @@ class ConnectOffsetsFeed:
         flow = self._flow_for(decoded.cluster, topic)
         if flow is None:
             return  # another source cluster's offsets: not this flow's
-        partition_key = PartitionKey(flow.source, flow.target, decoded.topic, decoded.partition)
+        partition_key = (self.key_of and self.key_of(flow, decoded.topic, decoded.partition)
+                         or PartitionKey(flow.source, flow.target, decoded.topic, decoded.partition))
         try:
             offset = decode_connect_offset_value(value)
         except BadRecord as exc:

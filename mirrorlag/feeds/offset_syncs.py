@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
-from mirrorlag.model import PartitionKey
+from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,13 @@ class OffsetSyncsFeed:
     # keys millions of times, and decoding each key again cost most of a restart's drain.
     _keys: dict[str, dict[bytes, PartitionKey]] = field(default_factory=dict)
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
+    # The poller's key of a (flow, topic, partition) (Poller._key_of), so that the key cache and
+    # the offsets hold the key objects the poller, the LRO cache and the engine hold, not a second
+    # one per partition; None (or a partition it does not list yet): the feed makes its own.
+    key_of: Callable[[FlowId, str, int], PartitionKey | None] | None = None
+
+    def use_keys(self, key_of: Callable[[FlowId, str, int], PartitionKey | None]) -> None:
+        self.key_of = key_of
 
     def __post_init__(self) -> None:
         if self.consumer is not None:
@@ -77,7 +84,9 @@ class OffsetSyncsFeed:
             return
         assert key is not None  # decode_offset_sync rejects a null key
         flow = self.flows_by_topic[sync_topic]
-        partition_key = keys[key] = PartitionKey(flow.source, flow.target, sync.topic, sync.partition)
+        partition_key = (self.key_of and self.key_of(flow.id, sync.topic, sync.partition)
+                         or PartitionKey(flow.source, flow.target, sync.topic, sync.partition))
+        keys[key] = partition_key
         self._latest[partition_key] = sync.upstream_offset
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:

@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -91,19 +91,28 @@ class StandInSource:
 
 @dataclass
 class DrainedSyncs:
-    """An OffsetSyncsFeed whose records were applied by hand (no consumer): what `offsets()`
-    returns after a drain, as the poller reads it."""
+    """An OffsetSyncsFeed without a consumer: the records queued since the last poll are applied
+    when the poller reads the feed, as its drain would (after the poll's metadata), and
+    `offsets()` returns what OffsetSyncsFeed.offsets would."""
 
     syncs: OffsetSyncsFeed
     name: str = "offset-syncs"
     bad_records: int = 0
     reader: None = None
+    queued: list = field(default_factory=list)  # (sync topic, key, value) as a consumer hands them over
 
     def offsets(self):
+        apply = self.syncs._apply
+        for record in self.queued:
+            apply(*record)
+        self.queued = []
         return dict(self.syncs._latest)
 
     def forget(self, keys) -> None:
         self.syncs.forget(keys)
+
+    def use_keys(self, key_of) -> None:
+        self.syncs.use_keys(key_of)
 
 
 class StandIn:
@@ -137,7 +146,8 @@ class StandIn:
             (flow,) = settings.flows
             self.sync_topic = sync_topic_location(flow)[1]
             self.syncs = OffsetSyncsFeed("src", None, {self.sync_topic: flow})
-            self.sidecar = Sidecar(settings, feeds=[DrainedSyncs(self.syncs)])
+            self.drained = DrainedSyncs(self.syncs)
+            self.sidecar = Sidecar(settings, feeds=[self.drained])
         self.poller = self.sidecar.poller
         self.source = StandInSource("src", self.poller.sources["src"].flows, topics)
         self.poller.sources = {"src": self.source}
@@ -152,11 +162,10 @@ class StandIn:
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
         else:
-            assert self.syncs is not None
-            apply, sync_topic = self.syncs._apply, self.sync_topic
+            queue, sync_topic = self.drained.queued.append, self.sync_topic
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 offset = (1 << 30) + (n - 1) * (3 + i % 5) - 1
-                apply(sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset)))
+                queue((sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset))))
         self.now += POLL_S
         return self.sidecar.poll() if publish else self.poller.poll_once()
 
@@ -351,8 +360,8 @@ def attribution(partitions: int, polls: int, freshness_points: int | None, feed:
         syncs = bench.syncs
         assert syncs is not None
         dropped("the offset-syncs feed's store (an entry, a key and an offset each)", syncs._latest.clear)
-        dropped("the offset-syncs feed's key cache (raw key bytes -> its own PartitionKey)", syncs._keys.clear)
-    dropped("the poller's keys by topic and partition for the tracker", bench.poller._tracked_keys.clear)
+        dropped("the offset-syncs feed's key cache (raw key bytes -> the poller's PartitionKey)", syncs._keys.clear)
+    dropped("the poller's keys by topic and partition (for the feeds)", bench.poller._keys_by_topic.clear)
     dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
     dropped("the discovered topology ((topic, partition) tuples in lists)", bench.poller._topology.clear)
     print(f"  {total:8.0f}  the rest (pymalloc pools still holding a survivor, and what was left alive)")

@@ -51,6 +51,15 @@ def test_golden_record_gives_the_offset_itself_as_lro():
     assert f.bad_records == 0
 
 
+def test_the_feed_takes_the_pollers_key_objects_when_given_them():
+    f = feed()
+    theirs = PartitionKey(*ORDERS_3)
+    f.use_keys(lambda flow, topic, partition: theirs if (flow, topic, partition) == (FLOW, "orders", 3) else None)
+    f._apply(GOLDEN_KEY, GOLDEN_VALUE)
+    (mine,) = f._latest
+    assert mine is theirs and f._latest == {ORDERS_3: 1234}
+
+
 def test_the_codec_writes_the_golden_bytes():
     assert encode_connect_offset(ConnectOffsetKey("MirrorSourceConnector", "src", "orders", 3), 1234) == (
         GOLDEN_KEY, GOLDEN_VALUE)

@@ -87,3 +87,24 @@ def test_a_forgotten_partition_leaves_the_key_cache_too():
     assert (feed._latest, feed._keys) == ({}, {"syncs": {}})
     feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # the topic came back: read as new
     assert feed._latest == {PartitionKey("src", "dst", "orders", 3): 1234}
+
+
+def test_the_feed_takes_the_pollers_key_objects_when_given_them():
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    theirs = PartitionKey("src", "dst", "orders", 3)
+    asked = []
+
+    def key_of(flow_id, topic, partition):
+        asked.append((flow_id, topic, partition))
+        return theirs if (topic, partition) == ("orders", 3) else None
+
+    feed.use_keys(key_of)
+    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)
+    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # a key seen before: from the cache, not asked again
+    other = encode_offset_sync(OffsetSync("orders", 4, 7, 7))
+    feed._apply("syncs", *other)  # not listed by the poller yet: the feed's own key
+    assert asked == [(flow.id, "orders", 3), (flow.id, "orders", 4)]
+    (mine,) = [k for k in feed._latest if k.partition == 3]
+    assert mine is theirs and feed._keys["syncs"][GOLDEN_KEY] is theirs
+    assert feed._latest == {theirs: 1234, PartitionKey("src", "dst", "orders", 4): 7}

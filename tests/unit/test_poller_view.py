@@ -85,3 +85,47 @@ def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
     lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
     assert lro == {("a", 0): 5, ("a", 1): None, ("a", 2): 8, ("b", 0): 9, ("b", 1): 6}
     assert len(poller.cache) == 4
+
+
+def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
+    """The LRO cache and the feeds keep the first key object they saw: a new one for every
+    partition at each topology change would leave them a second set."""
+    poller, source = _poller(tmp_path)
+    poller.poll_once()
+    before = {(k.topic, k.partition): k for k in poller._views["src"].keys}
+    source.topics["c"] = 2
+    del source.topics["b"]
+    poller.poll_once()
+    after = {(k.topic, k.partition): k for k in poller._views["src"].keys}
+    assert set(after) == {("a", 0), ("a", 1), ("a", 2), ("c", 0), ("c", 1)}
+    assert all(after[tp] is before[tp] for tp in after if tp in before)
+
+
+class KeyTakingFeed:
+    name = "offset-syncs"
+    bad_records = 0
+    reader = None
+
+    def __init__(self) -> None:
+        self.key_of = None
+
+    def use_keys(self, key_of) -> None:
+        self.key_of = key_of
+
+    def offsets(self):
+        return {}
+
+
+def test_feeds_that_decode_keys_are_given_the_pollers_key_objects(tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
+                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
+    feed = KeyTakingFeed()
+    poller = Poller(load_settings([config]), feeds=[feed])
+    poller.sources = {"src": FreshSource(poller.sources["src"].flows, {"a": 3})}  # type: ignore[dict-item]
+    poller.poll_once()
+    flow = FlowId("src", "dst")
+    (key,) = [k for k in poller._views["src"].keys if k.partition == 2]
+    assert feed.key_of(flow, "a", 2) is key
+    assert feed.key_of(flow, "a", 3) is None and feed.key_of(flow, "b", 0) is None
+    assert feed.key_of(flow, "a", -1) is None and feed.key_of(FlowId("x", "y"), "a", 0) is None
