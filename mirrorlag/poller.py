@@ -123,6 +123,7 @@ class _SourceView:
     """One source cluster's partitions at one topology: a key per (flow, partition) with its
     (topic, partition), and the distinct partitions sorted, as ListOffsets asks for them."""
 
+    flows: tuple[FlowId, ...]  # the source's flows, in the order of topology
     topology: tuple[list[TopicPart], ...]  # per flow of the source, as discovered
     keys: tuple[PartitionKey, ...]
     key_parts: tuple[TopicPart, ...]  # keys[i]'s partition
@@ -132,15 +133,33 @@ class _SourceView:
     def build(cls, flows: Sequence[FlowSettings], topology: tuple[list[TopicPart], ...],
               previous: _SourceView | None = None) -> _SourceView:
         # key_parts and partitions hold the topology's own (topic, partition) tuples, not copies:
-        # at 100k partitions each copy is ~6 MiB. A partition already known keeps its key object:
-        # the LRO cache and the feeds hold the first key they saw, and a new one per topology
-        # change (a topic created anywhere) would leave them a second set of 100k keys.
-        key_parts = tuple(tp for parts in topology for tp in parts)
-        keys = tuple(PartitionKey(flow.source, flow.target, *tp) for flow, parts in zip(flows, topology) for tp in parts)
+        # at 100k partitions each copy is ~6 MiB. A partition already known keeps its tuple and
+        # its key object: the LRO cache and the feeds hold the first key they saw, and new ones at
+        # each topology change (a topic created anywhere) would leave them a second set of 100k
+        # keys (and 100k objects made and dropped fragment the allocator's arenas).
+        ids = tuple(flow.id for flow in flows)
         if previous is not None:
-            known = {key: key for key in previous.keys}
-            keys = tuple(map(known.get, keys, keys))
-        return cls(topology, keys, key_parts, sorted(set(key_parts)))
+            topology = tuple(cls._reused(parts, previous.of_flow(flow)[0]) for flow, parts in zip(ids, topology))
+        keys: list[PartitionKey] = []
+        for flow, parts in zip(flows, topology):
+            old = dict(zip(*previous.of_flow(flow.id))) if previous is not None else {}
+            keys += [old.get(tp) or PartitionKey(flow.source, flow.target, *tp) for tp in parts]
+        key_parts = tuple(tp for parts in topology for tp in parts)
+        return cls(ids, topology, tuple(keys), key_parts, sorted(set(key_parts)))
+
+    def of_flow(self, flow: FlowId) -> tuple[list[TopicPart], tuple[PartitionKey, ...]]:
+        """A flow's partitions and their keys (none if the view has no such flow)."""
+        if flow not in self.flows:
+            return [], ()
+        i = self.flows.index(flow)
+        start = sum(map(len, self.topology[:i]))
+        return self.topology[i], self.keys[start:start + len(self.topology[i])]
+
+    @staticmethod
+    def _reused(parts: list[TopicPart], previous: list[TopicPart]) -> list[TopicPart]:
+        """`parts` with the previous view's tuple for each partition it had."""
+        known = {tp: tp for tp in previous}
+        return [known.get(tp, tp) for tp in parts]
 
 
 class Poller:
@@ -264,6 +283,9 @@ class Poller:
                     self._topology[flow.id] = parts
         else:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
+            for flow, parts in zip(source.flows, view.topology):
+                if flow.id in self._topology:
+                    self._topology[flow.id] = parts  # the view's lists (its reused tuples), not discovery's
             for flow in source.flows:
                 self._keys_by_topic[flow.id] = {}
             for key, (topic, partition) in zip(view.keys, view.key_parts):

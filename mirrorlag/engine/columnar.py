@@ -177,11 +177,15 @@ class ColumnarLagEngine:
         gone = sorted((k, i) for k, i in old_index.items() if k not in new_set)
         order = sorted(keys)
         index = {k: i for i, k in enumerate(order)}
-        kept = [(old_index[k], i) for i, k in enumerate(order) if k in old_index]
-        old_rows = np.array([o for o, _ in kept], np.int64)
-        new_rows = np.array([n for _, n in kept], np.int64)
-        fresh = [i for i, k in enumerate(order) if k not in old_index]
-        flows = np.array([self._flow_index(k.flow) for k in order], np.int32)
+        # Array operations, not a tuple per kept row: a topology change at 100k partitions would
+        # otherwise make and drop ~300k small objects, which fragments the allocator's arenas.
+        was = np.fromiter(map(old_index.get, order, repeat(-1)), np.int64, len(order))
+        new_rows = np.flatnonzero(was >= 0)
+        old_rows = was[new_rows]
+        fresh = np.flatnonzero(was < 0).tolist()
+        flows = np.empty(len(order), np.int32)
+        flows[new_rows] = self._c.flow[old_rows]
+        flows[fresh] = [self._flow_index(order[i].flow) for i in fresh]
         self._refresh(flows[fresh], gen, sizes)
         fls = self._flow_list
         samples = max([2] + [fls[i].num_samples for i in np.unique(flows[fresh]).tolist()])

@@ -122,7 +122,8 @@ class StandIn:
     OffsetSyncsFeed's decode and store, as a consumer would hand them over), on a simulated clock:
     `poll(n, publish)` reports the mirror's progress for poll n and runs it."""
 
-    def __init__(self, partitions: int, freshness_points: int | None = None, feed: str = "callback") -> None:
+    def __init__(self, partitions: int, freshness_points: int | None = None, feed: str = "callback",
+                 new_topic_every: int = 0) -> None:
         from mirrorlag import ReplicationTracker
         from mirrorlag.config import load_settings
         from mirrorlag.sidecar import Sidecar
@@ -153,10 +154,13 @@ class StandIn:
         self.poller.sources = {"src": self.source}
         self.now = 1_700_000_000.0
         self.poller.clock = lambda: self.now
+        self.new_topic_every = new_topic_every  # polls between topics created on the source (0: never)
 
     def poll(self, n: int, publish: bool):
         """Poll n (from 1): the mirror has copied all but the last poll's appends (a lag of a few
         records), so freshness interpolates inside the table and the rates are non-zero."""
+        if self.new_topic_every and n % self.new_topic_every == 0:
+            self.source.topics.append(f"bench.new-{n:05d}")  # the topology changes: every view is rebuilt
         if self.tracker is not None:
             replicated = self.tracker.replicated
             for i, (topic, partition) in enumerate(self.source.partitions()):
@@ -173,14 +177,15 @@ class StandIn:
         self.sidecar.server.httpd.server_close()
 
 
-def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str, feed: str) -> dict[str, float]:
+def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str, feed: str,
+          new_topic_every: int = 0) -> dict[str, float]:
     pacing = None
     if arrow_pool == "run":
         from mirrorlag.cli import run_pacing, tune_process
 
         tune_process()
         pacing = run_pacing()
-    bench = StandIn(partitions, freshness_points, feed)
+    bench = StandIn(partitions, freshness_points, feed, new_topic_every)
     sidecar, poller = bench.sidecar, bench.poller
     sidecar.gc_pacing = pacing  # the published poll below paces as `mirrorlag run` does
     gc.collect()
@@ -190,7 +195,9 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
             bench.poll(n, publish=False)
     gc.collect()
     polled = _status_kib()  # engine + poller (+ the last snapshot), nothing rendered yet
+    polled_partitions = len(bench.source.partitions())  # with the topics created so far
     snapshot = bench.poll(polls, publish=True)
+    partitions = len(bench.source.partitions())  # with the topics created meanwhile
     assert len(snapshot) == partitions
     row = snapshot.columns[-1:].rows()[0]
     assert row.freshness_lag_s is not None and row.record_lag_avg is not None and row.log_start is not None
@@ -222,7 +229,7 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
         "state_mib": state["VmRSS"] / kib,
         "served_mib": served["VmRSS"] / kib,
         "peak_mib": served["VmHWM"] / kib,
-        "polled_bytes_per_partition": (polled["VmRSS"] - base["VmRSS"]) * kib / partitions,
+        "polled_bytes_per_partition": (polled["VmRSS"] - base["VmRSS"]) * kib / polled_partitions,
         "state_bytes_per_partition": (state["VmRSS"] - base["VmRSS"]) * kib / partitions,
         "served_bytes_per_partition": (served["VmRSS"] - base["VmRSS"]) * kib / partitions,
         "metrics_mib": metrics_bytes / kib / kib,
@@ -385,6 +392,8 @@ def main() -> None:
                         help="instead: RSS per partition by owner (snapshot, engine, LRO cache, the rest)")
     parser.add_argument("--feed", choices=["callback", "offset-syncs"], default="callback",
                         help="the LRO feed: an in-process ReplicationTracker, or MM2's offset syncs (the sidecar as deployed)")
+    parser.add_argument("--new-topic-every", type=int, default=0, metavar="POLLS",
+                        help="a topic of 100 partitions is created on the source every POLLS polls (0: a static estate)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attribution:
@@ -397,14 +406,15 @@ def main() -> None:
         breakdown(args.breakdown, args.polls, args.freshness_points)
         return
     if args.child:
-        print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool, args.feed)))
+        print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool, args.feed,
+                               args.new_topic_every)))
         return
     for total in args.partitions:
         results = []
         for _ in range(args.runs):
             out = subprocess.run(
                 [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls),
-                 "--arrow-pool", args.arrow_pool, "--feed", args.feed]
+                 "--arrow-pool", args.arrow_pool, "--feed", args.feed, "--new-topic-every", str(args.new_topic_every)]
                 + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else [])
                 + (["--floor"] if args.floor else []),
                 check=True, capture_output=True, text=True,

@@ -93,12 +93,18 @@ def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
     poller, source = _poller(tmp_path)
     poller.poll_once()
     before = {(k.topic, k.partition): k for k in poller._views["src"].keys}
+    before_tp = {tp: tp for tp in poller._views["src"].key_parts}
     source.topics["c"] = 2
     del source.topics["b"]
     poller.poll_once()
-    after = {(k.topic, k.partition): k for k in poller._views["src"].keys}
+    view = poller._views["src"]
+    after = {(k.topic, k.partition): k for k in view.keys}
     assert set(after) == {("a", 0), ("a", 1), ("a", 2), ("c", 0), ("c", 1)}
     assert all(after[tp] is before[tp] for tp in after if tp in before)
+    (parts,) = view.topology
+    assert all(tp is before_tp[tp] for tp in parts if tp in before_tp)  # the tuples too
+    assert poller._topology[FlowId("src", "dst")] is parts
+    assert all(a is b for a, b in zip(view.key_parts, parts))
 
 
 class KeyTakingFeed:
