@@ -35,9 +35,6 @@ class LroFeed(Protocol):
     def offsets(self) -> Mapping[PartitionKey, int]: ...
 
 
-KeyOf = Callable[[FlowId, str, int], "PartitionKey | None"]  # the poller's key of a (flow, topic, partition)
-
-
 class HeartbeatSource(Protocol):
     name: str
     bad_records: int
@@ -275,24 +272,22 @@ class Poller:
         metadata changed (100k keys and a sort of 100k partitions per poll cost ~0.3 s)."""
         topology = tuple(self._topology.get(flow.id, ()) for flow in source.flows)
         view = self._views.get(source.alias)
-        if view is not None and view.topology == topology:
-            # Unchanged: keep the view's lists and drop the ones discovery just built, so the
-            # topology is held once, not twice (the view's and the newest).
-            for flow, parts in zip(source.flows, view.topology):
-                if flow.id in self._topology:
-                    self._topology[flow.id] = parts
-        else:
+        if view is None or view.topology != topology:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
-            for flow, parts in zip(source.flows, view.topology):
-                if flow.id in self._topology:
-                    self._topology[flow.id] = parts  # the view's lists (its reused tuples), not discovery's
             for flow in source.flows:
-                self._keys_by_topic[flow.id] = {}
-            for key, (topic, partition) in zip(view.keys, view.key_parts):
-                by_partition = self._keys_by_topic[key.flow].setdefault(topic, [])
-                if partition >= len(by_partition):
-                    by_partition.extend([None] * (partition + 1 - len(by_partition)))
-                by_partition[partition] = key
+                parts, keys = view.of_flow(flow.id)
+                by_topic: dict[str, list[PartitionKey | None]] = {}
+                for key, (topic, partition) in zip(keys, parts):
+                    by_partition = by_topic.setdefault(topic, [])
+                    if partition >= len(by_partition):
+                        by_partition.extend([None] * (partition + 1 - len(by_partition)))
+                    by_partition[partition] = key
+                self._keys_by_topic[flow.id] = by_topic
+        # Hold the view's lists (with the tuples it kept), not the ones discovery just built: the
+        # topology once, not twice.
+        for flow, parts in zip(source.flows, view.topology):
+            if flow.id in self._topology:
+                self._topology[flow.id] = parts
         return view
 
     def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:

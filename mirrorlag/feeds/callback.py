@@ -29,9 +29,9 @@ class ReplicationTracker:
 
     The offsets are a dict per topic keyed by partition number, not one dict keyed by
     (topic, partition): the same dict store per record, without a key tuple kept per partition
-    (at 100k partitions, by RSS: 321 bytes a partition became ~170, and a record costs ~25 % less; tests/bench/RESULTS.md, seventh pass).
-    A topic's dict is never removed, so a store taken from `store_for` never writes into an
-    orphan.
+    (at 100k partitions the store's RSS fell from 321 to 67-182 bytes a partition, and a record
+    costs ~25 % less: tests/bench/RESULTS.md, seventh pass). A topic's dict is never removed, so
+    a store taken from `store_for` never writes into an orphan.
     """
 
     __slots__ = ("flow", "_topics", "_sized_records", "_sized_bytes")
