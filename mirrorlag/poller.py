@@ -200,6 +200,10 @@ class Poller:
         self._topology: dict[FlowId, list[TopicPart]] = {}
         self._views: dict[str, _SourceView] = {}  # per source alias, rebuilt when its topology changes
         self._available: dict[str, bool] = {}
+        # Per source: when its metadata is next read (mirrorlag.metadata.max.age.ms), and the
+        # sources whose last poll left partitions unanswered (read again at the next poll).
+        self._metadata_due: dict[str, float] = {}
+        self._stale_metadata: set[str] = set()
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
 
     def poll_once(self) -> Snapshot:
@@ -208,7 +212,7 @@ class Poller:
         leos: dict[PartitionKey, int | None] = {}
         failed = False
         for source in self.sources.values():
-            failed |= not self._read_source(source, leos)
+            failed |= not self._read_source(source, leos, started)
         log_starts = self._read_log_starts(leos, started)
         now = self.clock()
         by_feed: dict[str, dict[PartitionKey, int]] = {}
@@ -245,18 +249,27 @@ class Poller:
             if feed.reader is not None:
                 feed.reader.close()
 
-    def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None]) -> bool:
+    def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:
         """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
         # The LEOs of the partitions known so far are asked before the metadata, so the two round
         # trips overlap (at 100k partitions each is ~1 s); only partitions it adds are asked after.
-        known = self._views.get(source.alias)
+        alias = source.alias
+        known = self._views.get(alias)
         pending = source.request_end_offsets(known.partitions) if known is not None else None
         try:
-            self._topology.update(source.discover())
+            if known is None or alias in self._stale_metadata or started >= self._metadata_due.get(alias, 0.0):
+                self._topology.update(source.discover())
+                self._metadata_due[alias] = started + self.settings.metadata_max_age_s
+                self._stale_metadata.discard(alias)
             view = self._view(source)
             offsets = source.end_offsets(view.partitions, pending)
+            if None in offsets.values():
+                # A partition that did not answer may be gone (or new to a broker): read the
+                # metadata again next poll rather than wait for its age.
+                self._stale_metadata.add(alias)
             self._set_available(source.alias, True)
         except SourceUnavailable as exc:
+            self._stale_metadata.add(alias)
             # Keep the partitions we knew, with unknown LEOs: a blip must not report them GONE.
             self.stats.poll_errors_total[source.alias] = self.stats.poll_errors_total.get(source.alias, 0) + 1
             self._set_available(source.alias, False, str(exc))

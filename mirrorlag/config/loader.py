@@ -245,6 +245,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.freshness.table.points": (_integer(2), "60"),
     "mirrorlag.retention.headroom.warn.ms": (_seconds(1), "3600000"),
     "mirrorlag.retention.poll.interval.ms": (_seconds(1), "60000"),
+    "mirrorlag.metadata.max.age.ms": (_seconds(0), "0"),
     "mirrorlag.metrics.detail": (_choice("full", "lag"), "full"),
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
     "mirrorlag.history.dir": (_optional_path, ""),
@@ -296,6 +297,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         request_timeout_s=own["mirrorlag.request.timeout.ms"],
         lro_feeds=own["mirrorlag.lro.feeds"],
         retention_poll_interval_s=own["mirrorlag.retention.poll.interval.ms"],
+        metadata_max_age_s=own["mirrorlag.metadata.max.age.ms"],
         metrics_detail=own["mirrorlag.metrics.detail"],
         history=_history(props, own),
     )

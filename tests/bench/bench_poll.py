@@ -205,7 +205,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
-               gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0) -> dict[str, float]:
+               gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0, metadata_max_age_ms: int = 0) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
@@ -216,6 +216,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
         f"src->dst.topics = {prefix}.*\nmirrorlag.http.listener = 127.0.0.1:{port}\n"
         "mirrorlag.request.timeout.ms = 60000\n"
         f"mirrorlag.metrics.detail = {detail}\n"
+        f"mirrorlag.metadata.max.age.ms = {metadata_max_age_ms}\n"
     )
     tracker = ReplicationTracker("src", "dst")
     for topic in topics:
@@ -268,6 +269,7 @@ def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: in
     return {
         "partitions": total,
         "detail": detail,
+        "metadata_max_age_ms": metadata_max_age_ms,
         "gc_pacing": "on" if gc_pacing else "off",
         "bare_list_offsets_ms": median_ms(bare),
         "full_poll_ms": median_ms(poll),
@@ -299,6 +301,8 @@ def main() -> None:
                         help="the scrapes' Accept-Encoding, taking turns (Prometheus asks for gzip)")
     parser.add_argument("--holds-ms", type=float, default=0.0,
                         help="with --scrapes: also print where the poll thread held the GIL longer than this")
+    parser.add_argument("--metadata-max-age-ms", type=int, nargs="+", default=[0],
+                        help="mirrorlag.metadata.max.age.ms, each measured in turn (0: metadata at every poll)")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scrape_client:
@@ -308,10 +312,11 @@ def main() -> None:
     with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
-            for detail, pacing, switch_ms in itertools.product(args.detail, args.gc_pacing, args.switch_interval_ms):
+            for detail, pacing, switch_ms, max_age in itertools.product(args.detail, args.gc_pacing,
+                                                                        args.switch_interval_ms, args.metadata_max_age_ms):
                 sys.setswitchinterval(switch_ms / 1000)
                 result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on", args.encodings,
-                                    args.holds_ms)
+                                    args.holds_ms, max_age)
                 result["switch_interval_ms"] = switch_ms
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 

@@ -533,6 +533,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.freshness.table.points",
         "mirrorlag.retention.headroom.warn.ms",
         "mirrorlag.retention.poll.interval.ms",
+        "mirrorlag.metadata.max.age.ms",
         "mirrorlag.metrics.detail",
         "mirrorlag.history.dir",
         "mirrorlag.history.segment.ms",
@@ -878,3 +879,17 @@ def test_issue4_keys_reach_every_flow(tmp_path):
     settings = load_settings([config])
     assert (settings.flows[0].engine.freshness_points, settings.flows[0].engine.retention_warn_s) == (120, 600.0)
     assert settings.retention_poll_interval_s == 5.0
+
+
+def test_metadata_max_age(tmp_path):
+    from mirrorlag.config import load_settings
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE)
+    assert load_settings([config]).metadata_max_age_s == 0.0  # every poll
+    config.write_text(FEEDS_BASE + "mirrorlag.metadata.max.age.ms = 60000\n")
+    assert load_settings([config]).metadata_max_age_s == 60.0
+    config.write_text(FEEDS_BASE + "mirrorlag.metadata.max.age.ms = -1\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings([config])
+    assert f"{config}:" in str(info.value) and "mirrorlag.metadata.max.age.ms" in str(info.value)

@@ -16,24 +16,27 @@ class FreshSource:
         self.alias = "src"
         self.flows = flows
         self.topics = topics
+        self.discoveries = 0
+        self.unanswered: set[tuple[str, int]] = set()  # partitions whose end offset fails
 
     def discover(self):
+        self.discoveries += 1
         return {flow.id: [(t, p) for t, n in self.topics.items() for p in range(n)] for flow in self.flows}
 
     def request_end_offsets(self, partitions):
         return None
 
     def end_offsets(self, partitions, pending=None):
-        return {tp: 10 for tp in partitions}
+        return {tp: None if tp in self.unanswered else 10 for tp in partitions}
 
     def start_offsets(self, partitions):
         return {tp: 0 for tp in partitions}
 
 
-def _poller(tmp_path: Path) -> tuple[Poller, FreshSource]:
+def _poller(tmp_path: Path, more: str = "") -> tuple[Poller, FreshSource]:
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
-                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
+                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n" + more)
     poller = Poller(load_settings([config]), trackers=[ReplicationTracker("src", "dst")])
     source = FreshSource(poller.sources["src"].flows, {"a": 3, "b": 2})
     poller.sources = {"src": source}  # type: ignore[dict-item]
@@ -135,3 +138,34 @@ def test_feeds_that_decode_keys_are_given_the_pollers_key_objects(tmp_path):
     assert feed.key_of(flow, "a", 2) is key
     assert feed.key_of(flow, "a", 3) is None and feed.key_of(flow, "b", 0) is None
     assert feed.key_of(flow, "a", -1) is None and feed.key_of(FlowId("x", "y"), "a", 0) is None
+
+
+def test_metadata_is_read_again_when_it_is_older_than_its_max_age(tmp_path):
+    poller, source = _poller(tmp_path, "mirrorlag.metadata.max.age.ms = 60000\n")
+    now = [1000.0]
+    poller.clock = lambda: now[0]
+    polled = []
+    for _ in range(9):  # 15 s apart: metadata at 0, 60 and 120 s
+        polled.append(source.discoveries)
+        snapshot = poller.poll_once()
+        now[0] += 15.0
+    assert [b - a for a, b in zip(polled, polled[1:] + [source.discoveries])] == [1, 0, 0, 0, 1, 0, 0, 0, 1]
+    source.topics["c"] = 1  # not seen until the metadata is read again
+    assert len(poller.poll_once()) == len(snapshot) == 5
+    source.unanswered = {("a", 1)}  # e.g. its topic was deleted: the next poll reads metadata at once
+    now[0] += 15.0
+    poller.poll_once()
+    source.unanswered = set()
+    now[0] += 15.0
+    before = source.discoveries
+    assert len(poller.poll_once()) == 6 and source.discoveries == before + 1
+    now[0] += 15.0
+    poller.poll_once()
+    assert source.discoveries == before + 1  # answered in full: back to its age
+
+
+def test_metadata_is_read_at_every_poll_by_default(tmp_path):
+    poller, source = _poller(tmp_path)
+    for _ in range(3):
+        poller.poll_once()
+    assert source.discoveries == 3
