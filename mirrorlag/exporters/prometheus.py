@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +45,7 @@ RECORD_LAG_HELP = (
 
 # Distribution buckets across a flow's partitions (KAFKA-8833's histograms, for a mirror).
 RECORD_LAG_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+_WRITERS = 2  # threads writing the per-partition families (the machines this runs on: 2+ cores)
 TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
 
 
@@ -106,6 +110,9 @@ class PartitionBlock:
         self.families = [f for f in FAMILIES if detail or not f.detail]
         self._keys: Sequence[PartitionKey] = []
         self._labels: pa.StringArray = pa.array([], pa.string())
+        # Families are written on two threads: Arrow's kernels let the GIL go, so the next
+        # family's text is made while the consumer compresses this one (zlib lets it go too).
+        self._pool = ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="mirrorlag-render")
 
     def _label_texts(self, keys: Sequence[PartitionKey]) -> pa.StringArray:
         """Each row's label text (source="..",target="..",topic="..",partition=".."), rebuilt only
@@ -130,21 +137,41 @@ class PartitionBlock:
         everyone = bool(live.all())
         live_labels = labels if everyone else labels.filter(pa.array(live))
         with_feed: pa.StringArray | None = None  # the label texts and feed="...", made once per render
-        for family in self.families:
-            if family.feed and with_feed is None:
-                feeds = cols.lro_feed if everyone else cols.lro_feed[live]
-                feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
-                with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
+        if any(family.feed for family in self.families):
+            feeds = cols.lro_feed if everyone else cols.lro_feed[live]
+            feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
+            with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
+
+        def family_chunk(family: Family) -> bytes:
             values, valid = family.values(cols)
             if not everyone:
                 values, valid = values[live], valid[live]
-            yield _chunk(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n", f"{family.name}{{",
-                         pc.binary_join_element_wise(with_feed if family.feed else live_labels,
-                                                     _number_texts(values, valid), "} "), "\n")
-        yield _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
-                     "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
-                     "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
-                     pc.binary_join_element_wise(labels, _STATE_TEXTS.take(pa.array(states)), ',state="'), '"} 1\n')
+            return _chunk(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n", f"{family.name}{{",
+                          pc.binary_join_element_wise(with_feed if family.feed else live_labels,
+                                                      _number_texts(values, valid), "} "), "\n")
+
+        def state_chunk() -> bytes:
+            return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
+                          "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
+                          "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
+                          pc.binary_join_element_wise(labels, _STATE_TEXTS.take(pa.array(states)), ',state="'),
+                          '"} 1\n')
+
+        jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
+        yield from _in_order(self._pool, jobs, ahead=_WRITERS)
+
+
+def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], bytes]], ahead: int) -> Iterator[bytes]:
+    """The jobs' results in order, at most `ahead` of them made before they are consumed (each
+    is a family's whole text: ~10 MB at 100k partitions)."""
+    pending: deque[Future[bytes]] = deque(pool.submit(job) for job in jobs[:ahead])
+    rest = iter(jobs[ahead:])
+    while pending:
+        chunk = pending.popleft().result()
+        job = next(rest, None)
+        if job is not None:
+            pending.append(pool.submit(job))
+        yield chunk
 
 
 def _escaped(texts: pa.StringArray) -> pa.StringArray:
