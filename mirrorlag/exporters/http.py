@@ -41,8 +41,8 @@ class GzipBody:
 
     @classmethod
     def compress(cls, chunks: Iterable[bytes]) -> GzipBody:
-        """Compresses the text a chunk at a time, so the whole of it never exists at once
-        (level 1: 32:1 on exposition text at ~0.5 GB/s, and the poll thread pays it)."""
+        """Compresses the text a chunk (any bytes-like object) at a time, so the whole of it never
+        exists at once (level 1: 32:1 on exposition text at ~0.5 GB/s, and the poll thread pays it)."""
         deflate = zlib.compressobj(1, zlib.DEFLATED, _GZIP_WBITS)
         parts, size = [], 0
         for chunk in chunks:

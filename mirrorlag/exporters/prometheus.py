@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,7 @@ RECORD_LAG_HELP = (
 
 # Distribution buckets across a flow's partitions (KAFKA-8833's histograms, for a mirror).
 RECORD_LAG_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+T = TypeVar("T")
 _WRITERS = 2  # threads writing the per-partition families (the machines this runs on: 2+ cores)
 TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
 
@@ -127,10 +128,11 @@ class PartitionBlock:
             self._keys = keys
         return self._labels
 
-    def render(self, cols: RowColumns) -> Iterator[bytes]:
-        """The block as one bytes chunk per family, made as it is consumed: only one family's
-        text exists at a time (the whole block is ~170 MB at 100k partitions), and a consumer
-        that compresses each chunk never holds the whole text."""
+    def render(self, cols: RowColumns) -> Iterator[bytes | pa.Buffer]:
+        """The block a family at a time (its head, its lines as one Arrow buffer, its last
+        newline: bytes-like pieces), made as it is consumed: at most three families' text exist
+        at once (the whole block is ~170 MB at 100k partitions), and a consumer that compresses
+        each piece never holds the whole text."""
         labels = self._label_texts(cols.keys)
         states = cols.state
         live = states != _GONE  # GONE rows show in the state family only
@@ -142,7 +144,7 @@ class PartitionBlock:
             feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
             with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
 
-        def family_chunk(family: Family) -> bytes:
+        def family_chunk(family: Family) -> tuple[bytes, ...]:
             values, valid = family.values(cols)
             if not everyone:
                 values, valid = values[live], valid[live]
@@ -150,7 +152,7 @@ class PartitionBlock:
                           pc.binary_join_element_wise(with_feed if family.feed else live_labels,
                                                       _number_texts(values, valid), "} "), "\n")
 
-        def state_chunk() -> bytes:
+        def state_chunk() -> tuple[bytes, ...]:
             return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
                           "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                           "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
@@ -158,13 +160,14 @@ class PartitionBlock:
                           '"} 1\n')
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
-        yield from _in_order(self._pool, jobs, ahead=_WRITERS)
+        for pieces in _in_order(self._pool, jobs, ahead=_WRITERS):
+            yield from pieces
 
 
-def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], bytes]], ahead: int) -> Iterator[bytes]:
+def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], T]], ahead: int) -> Iterator[T]:
     """The jobs' results in order, at most `ahead` of them made before they are consumed (each
     is a family's whole text: ~10 MB at 100k partitions)."""
-    pending: deque[Future[bytes]] = deque(pool.submit(job) for job in jobs[:ahead])
+    pending: deque[Future[T]] = deque(pool.submit(job) for job in jobs[:ahead])
     rest = iter(jobs[ahead:])
     while pending:
         chunk = pending.popleft().result()
@@ -190,15 +193,15 @@ def _number_texts(values: np.ndarray, valid: np.ndarray) -> pa.StringArray:
     return pc.cast(pa.array(values, mask=~valid), pa.string())
 
 
-def _chunk(head: str, prefix: str, lines: pa.StringArray, suffix: str) -> bytes:
+def _chunk(head: str, prefix: str, lines: pa.StringArray, suffix: str) -> tuple[bytes, ...]:
     """head, then prefix + line + suffix for each line that is not null (an unknown value has no
-    series), joined in C into one string and copied once from its Arrow buffer: no Python object
-    per line."""
+    series), joined in C into one string: no Python object per line. The joined text is handed
+    over as its Arrow buffer (bytes-like), not copied into bytes: the consumer copies it once."""
     lines = lines.drop_null()
     if not len(lines):
-        return head.encode()
+        return (head.encode(),)
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), suffix + prefix)
-    return b"".join(((head + prefix).encode(), text[0].as_buffer(), suffix.encode()))
+    return (head + prefix).encode(), text[0].as_buffer(), suffix.encode()  # type: ignore[return-value]
 
 
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
@@ -341,7 +344,7 @@ class MetricsRenderer:
         self.registry.register(self.collector)
 
     def render_chunks(self, snapshot: Snapshot | None, stats: PollStats,
-                      history: HistoryStats | None = None) -> Iterator[bytes]:
+                      history: HistoryStats | None = None) -> Iterator[bytes | pa.Buffer]:
         """The exposition a family at a time (see PartitionBlock.render)."""
         if snapshot is not None and len(snapshot):
             yield from self.partitions.render(snapshot.columns)
