@@ -7,11 +7,14 @@ import http.client
 import socket
 import struct
 import time
+import zlib
 from typing import Iterator
 
 import pytest
 
-from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
+import pyarrow as pa
+
+from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 
 BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 
@@ -73,6 +76,17 @@ def test_a_large_body_is_held_compressed_and_sent_plain_in_pieces(server):
     status, headers, got = request(server, "GET", "/metrics")
     assert (status, headers["Content-Length"], got) == (200, str(len(text)), text)
     assert "Content-Encoding" not in headers
+
+
+def test_pieces_compressed_apart_join_into_one_gzip_stream():
+    # As the sidecar publishes /metrics: each family compressed on its own thread, then joined.
+    families = [[b"# HELP a x\n", pa.py_buffer(b"a 1\n" * 5000)], [], [b"b 2\n"], [b"", memoryview(b"c 3\n")]]
+    text = b"".join(bytes(chunk) for chunk in sum(families, []))
+    body = GzipBody.join(Deflated.of(chunks) for chunks in families)
+    assert (body.size, gzip.decompress(body.gzipped), b"".join(body.text())) == (len(text), text, text)
+    inflate = zlib.decompressobj(31)  # one gzip member, ended: clients that read only one see it all
+    assert (inflate.decompress(body.gzipped), inflate.eof, inflate.unused_data) == (text, True, b"")
+    assert gzip.decompress(GzipBody.join([]).gzipped) == b"" and GzipBody.join([]).size == 0
 
 
 def test_an_empty_body_is_served_both_ways(server):
