@@ -15,7 +15,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from mirrorlag.config.settings import Settings
-from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
+from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
 from mirrorlag.exporters.status import status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
@@ -96,10 +96,11 @@ class Sidecar:
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,
         }
-        # Compressed here, on the poll thread, a family at a time: compressing on the first scrape
-        # made that scrape wait (1-3 s at 100k partitions), and the 170 MB text never exists whole.
+        # Compressed here, after the poll, a family at a time on the render's threads: compressing
+        # on the first scrape made that scrape wait (1-3 s at 100k partitions), and the 170 MB
+        # text never exists whole.
         self.server.current = Exposition(
-            metrics=GzipBody.compress(self.renderer.render_chunks(snapshot, stats, history)),
+            metrics=GzipBody.join(self.renderer.render_encoded(snapshot, stats, history, Deflated.of)),
             ready=self.ready,
             render_status=functools.partial(status_chunks, snapshot, self.ready, extra),
         )

@@ -46,6 +46,7 @@ RECORD_LAG_HELP = (
 # Distribution buckets across a flow's partitions (KAFKA-8833's histograms, for a mirror).
 RECORD_LAG_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 T = TypeVar("T")
+Pieces = tuple["bytes | pa.Buffer", ...]  # a family's text as bytes-like pieces
 _WRITERS = 2  # threads writing the per-partition families (the machines this runs on: 2+ cores)
 TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
 
@@ -133,6 +134,13 @@ class PartitionBlock:
         newline: bytes-like pieces), made as it is consumed: at most three families' text exist
         at once (the whole block is ~170 MB at 100k partitions), and a consumer that compresses
         each piece never holds the whole text."""
+        for pieces in self.families_encoded(cols, _as_is):
+            yield from pieces
+
+    def families_encoded(self, cols: RowColumns, encode: Callable[[Pieces], T]) -> Iterator[T]:
+        """`encode` of each family's pieces, in order, called on the thread that wrote the family:
+        the sidecar compresses them there (Deflated.of), so two families are written and
+        compressed at once instead of one thread compressing them all."""
         labels = self._label_texts(cols.keys)
         states = cols.state
         live = states != _GONE  # GONE rows show in the state family only
@@ -144,24 +152,32 @@ class PartitionBlock:
             feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
             with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
 
-        def family_chunk(family: Family) -> tuple[bytes, ...]:
+        def family_chunk(family: Family) -> Pieces:
             values, valid = family.values(cols)
             if not everyone:
                 values, valid = values[live], valid[live]
-            return _chunk(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n", f"{family.name}{{",
-                          pc.binary_join_element_wise(with_feed if family.feed else live_labels,
-                                                      _number_texts(values, valid), "} "), "\n")
+            head = f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n"
+            if not valid.any():  # no series (often so: catch-up estimates, records lost, ...)
+                return (head.encode(),)
+            return _chunk(head, f"{family.name}{{", with_feed if family.feed else live_labels, "} ",
+                          _number_texts(values, valid), "\n")
 
-        def state_chunk() -> tuple[bytes, ...]:
+        def state_chunk() -> Pieces:
             return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
                           "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                           "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
-                          pc.binary_join_element_wise(labels, _STATE_TEXTS.take(pa.array(states)), ',state="'),
-                          '"} 1\n')
+                          labels, ',state="', _STATE_TEXTS.take(pa.array(states)), '"} 1\n')
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
-        for pieces in _in_order(self._pool, jobs, ahead=_WRITERS):
-            yield from pieces
+        yield from _in_order(self._pool, [partial(_then, job, encode) for job in jobs], ahead=_WRITERS)
+
+
+def _as_is(pieces: Pieces) -> Pieces:
+    return pieces
+
+
+def _then(job: Callable[[], Pieces], encode: Callable[[Pieces], T]) -> T:
+    return encode(job())
 
 
 def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], T]], ahead: int) -> Iterator[T]:
@@ -193,15 +209,29 @@ def _number_texts(values: np.ndarray, valid: np.ndarray) -> pa.StringArray:
     return pc.cast(pa.array(values, mask=~valid), pa.string())
 
 
-def _chunk(head: str, prefix: str, lines: pa.StringArray, suffix: str) -> tuple[bytes, ...]:
-    """head, then prefix + line + suffix for each line that is not null (an unknown value has no
-    series), joined in C into one string: no Python object per line. The joined text is handed
-    over as its Arrow buffer (bytes-like), not copied into bytes: the consumer copies it once."""
-    lines = lines.drop_null()
-    if not len(lines):
-        return (head.encode(),)
-    text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), suffix + prefix)
-    return (head + prefix).encode(), text[0].as_buffer(), suffix.encode()  # type: ignore[return-value]
+def _chunk(head: str, *line: str | pa.StringArray) -> Pieces:
+    """head, then a line per row: `line`'s texts and the rows' texts of its arrays, end to end;
+    a row with a null (an unknown value) has no line (no series). The lines are made by one Arrow
+    kernel into one buffer, which holds them end to end (a null row takes no bytes): the family's
+    text is handed over as that buffer (bytes-like, not copied into bytes), and no Python object
+    is made per line."""
+    lines = pc.binary_join_element_wise(*line, "")
+    text = _joined(lines)
+    return (head.encode(), text) if len(text) else (head.encode(),)
+
+
+def _joined(lines: pa.StringArray) -> pa.Buffer:
+    """The texts of the array's non-null rows end to end. Arrow's kernels write nothing for a null
+    row, so that is the stretch of the array's character buffer its first and last offsets
+    bound; an array whose null rows do hold characters (the format allows it) is compacted first."""
+    offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
+    if lines.null_count and np.diff(offsets)[np.asarray(lines.is_null())].any():
+        lines = lines.drop_null()  # a copy whose offsets are exact
+        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
+    data = lines.buffers()[2]
+    if data is None:
+        return pa.py_buffer(b"")
+    return data[int(offsets[0]):int(offsets[-1])]
 
 
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
@@ -346,13 +376,20 @@ class MetricsRenderer:
     def render_chunks(self, snapshot: Snapshot | None, stats: PollStats,
                       history: HistoryStats | None = None) -> Iterator[bytes | pa.Buffer]:
         """The exposition a family at a time (see PartitionBlock.render)."""
+        for pieces in self.render_encoded(snapshot, stats, history, _as_is):
+            yield from pieces
+
+    def render_encoded(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None,
+                       encode: Callable[[Pieces], T]) -> Iterator[T]:
+        """The exposition as `encode` of its pieces, a family at a time (the per-partition
+        families encoded on the threads that write them: PartitionBlock.families_encoded)."""
         if snapshot is not None and len(snapshot):
-            yield from self.partitions.render(snapshot.columns)
+            yield from self.partitions.families_encoded(snapshot.columns, encode)
             # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise:
             # ~55 MB at 100k partitions.
             pa.default_memory_pool().release_unused()
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
-        yield generate_latest(self.registry)
+        yield encode((generate_latest(self.registry),))
 
     def render(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None = None) -> bytes:
         """The whole exposition text at once (tests and benchmarks; the sidecar compresses the
