@@ -146,11 +146,11 @@ class PartitionBlock:
         live = states != _GONE  # GONE rows show in the state family only
         everyone = bool(live.all())
         live_labels = labels if everyone else labels.filter(pa.array(live))
-        with_feed: pa.StringArray | None = None  # the label texts and feed="...", made once per render
+        with_feed: Future[pa.StringArray] | None = None  # the label texts and feed="...", once per render
         if any(family.feed for family in self.families):
-            feeds = cols.lro_feed if everyone else cols.lro_feed[live]
-            feeds = _escaped(pa.array(feeds, pa.string()).fill_null(""))
-            with_feed = pc.binary_join_element_wise(live_labels, ',feed="', feeds, '"', "")
+            # On a writer thread, while the first families are written (~9 ms at 100k): queued
+            # before every family, so a family that waits for it never waits on a queued job.
+            with_feed = self._pool.submit(_feed_labels, live_labels, cols.lro_feed if everyone else cols.lro_feed[live])
 
         def family_chunk(family: Family) -> Pieces:
             values, valid = family.values(cols)
@@ -159,7 +159,7 @@ class PartitionBlock:
             head = f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n"
             if not valid.any():  # no series (often so: catch-up estimates, records lost, ...)
                 return (head.encode(),)
-            return _chunk(head, f"{family.name}{{", with_feed if family.feed else live_labels, "} ",
+            return _chunk(head, f"{family.name}{{", with_feed.result() if with_feed and family.feed else live_labels, "} ",
                           _number_texts(values, valid), "\n")
 
         def state_chunk() -> Pieces:
@@ -170,6 +170,12 @@ class PartitionBlock:
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
         yield from _in_order(self._pool, [partial(_then, job, encode) for job in jobs], ahead=_WRITERS)
+
+
+def _feed_labels(labels: pa.StringArray, feeds: np.ndarray) -> pa.StringArray:
+    """The label texts with feed="..." (the feed the LRO came from; empty where none)."""
+    escaped = _escaped(pa.array(feeds, pa.string()).fill_null(""))
+    return pc.binary_join_element_wise(labels, ',feed="', escaped, '"', "")
 
 
 def _as_is(pieces: Pieces) -> Pieces:
