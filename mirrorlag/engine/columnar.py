@@ -29,8 +29,9 @@ are float64, exact for lags below 2**53 as LagEngine's ints are.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from itertools import repeat
-from operator import is_not, itemgetter
+from operator import is_, is_not, itemgetter
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
@@ -47,6 +48,7 @@ _FITS = freshness.FITS
 _TICKS = float(freshness.TICKS_PER_S)
 _NAN = float("nan")
 _INT64_CEILING = 2.0 ** 63  # the first float past int64
+_ABSENT = object()  # a key the poll's LEO map does not have (None there is an unreadable LEO)
 _NO_READING = LroReading(0, "", 0.0, False)  # stands in for a missing LRO while the columns are built
 _OFFSET, _FEED, _CHANGED_AT, _STALE = (itemgetter(i) for i in range(4))
 assert LroReading._fields == ("offset", "feed", "changed_at", "stale")
@@ -107,6 +109,16 @@ class _Columns:
             raise AttributeError(name) from None
 
 
+def _by_row(values: Mapping[PartitionKey, int], keys: list[PartitionKey]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `keys` that `values` has a value for, and those values (int64), in row order."""
+    if not values:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    found = list(map(values.get, keys))
+    has = np.fromiter(map(is_not, found, repeat(None)), bool, len(found))
+    rows = np.flatnonzero(has)
+    return rows, _column(found, has, 0).astype(np.int64)[rows]
+
+
 def _column(values: list, valid: np.ndarray, missing: object) -> np.ndarray:
     """The objects in an object array, `missing` where not valid."""
     out = np.empty(len(values), dtype=object)
@@ -121,8 +133,10 @@ class ColumnarLagEngine:
 
     def __init__(self, params: Callable[[FlowId], EngineParams]) -> None:
         self._params = params
-        self._keys: list[PartitionKey] = []  # the rows' keys, sorted
-        self._index: dict[PartitionKey, int] = {}
+        # The rows' keys, sorted. No key -> row dict is kept (~75 bytes a partition): a poll finds
+        # its LEOs by these keys in the poll's own LEO map, which also tells whether the partition
+        # set changed.
+        self._keys: list[PartitionKey] = []
         self._flows: dict[FlowId, _Flow] = {}
         self._flow_list: list[_Flow] = []  # a row's `flow` column indexes it
         self._flow_ids: dict[FlowId, int] = {}
@@ -172,11 +186,10 @@ class ColumnarLagEngine:
     def _new_order(self, keys: list[PartitionKey], gen: int, sizes: Mapping[FlowId, float]) -> list[_GoneRow]:
         """Rows for a changed partition set: kept rows move, new ones start empty. Returns what
         the GONE rows report of the partitions that left (in key order)."""
-        old_index = self._index
+        old_index = dict(zip(self._keys, range(len(self._keys))))  # only while the rows move
         new_set = set(keys)
         gone = sorted((k, i) for k, i in old_index.items() if k not in new_set)
         order = sorted(keys)
-        index = {k: i for i, k in enumerate(order)}
         # Array operations, not a tuple per kept row: a topology change at 100k partitions would
         # otherwise make and drop ~300k small objects, which fragments the allocator's arenas.
         was = np.fromiter(map(old_index.get, order, repeat(-1)), np.int64, len(order))
@@ -200,7 +213,6 @@ class ColumnarLagEngine:
         for k, _ in gone:
             self._wide.pop(k, None)
         self._keys = order
-        self._index = index
         return gone_rows
 
     # -- one poll ----------------------------------------------------------------------------------
@@ -212,15 +224,17 @@ class ColumnarLagEngine:
         sizes = obs.mean_record_bytes
         gen = self._gen = self._gen + 1
         gone: list[_GoneRow] = []
-        if leos.keys() != self._index.keys():
+        # This poll's input as columns.
+        # (C-level maps, not comprehensions: 100k partitions a poll.)
+        # The partition set is unchanged when the poll's LEO map has as many keys as there are rows
+        # and every row's key is among them.
+        leo_obj = list(map(leos.get, self._keys, repeat(_ABSENT)))
+        if len(leos) != len(leo_obj) or any(map(is_, leo_obj, repeat(_ABSENT))):
             gone = self._new_order(list(leos), gen, sizes)
+            leo_obj = list(map(leos.__getitem__, self._keys))
         keys = self._keys
         c = self._c
         n = len(keys)
-
-        # This poll's input as columns.
-        # (C-level maps, not comprehensions: 100k partitions a poll.)
-        leo_obj = list(map(leos.__getitem__, keys))
         has_leo = np.fromiter(map(is_not, leo_obj, repeat(None)), bool, n)
         leo = _column(leo_obj, has_leo, 0).astype(np.int64)
         has_r, off, changed, stale, feed = _lro_columns(obs.lros, keys)
@@ -230,11 +244,8 @@ class ColumnarLagEngine:
             c.last_lro_feed[has_r] = feed[has_r]
 
         # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
-        starts = obs.log_starts
-        log_rows = np.fromiter(map(self._index.get, starts, repeat(-1)), np.int64, len(starts))
-        log_vals = np.fromiter(starts.values(), np.int64, len(starts))
-        known = log_rows >= 0  # a key not in the flows is ignored
-        log_rows, log_vals = log_rows[known], log_vals[known]
+        # A log start read for a key that is not a row (not in the flows) is ignored.
+        log_rows, log_vals = _by_row(obs.log_starts, keys)
         self._refresh(np.concatenate([c.flow[log_rows], c.flow[has_leo]]), gen, sizes)
         fls = self._flow_list
         f = {name: np.array([getattr(fl, name) for fl in fls], float)
@@ -261,7 +272,7 @@ class ColumnarLagEngine:
         table_rows = has_leo & ~reset & ~(went_back & ~has_r)  # rows that add a point normally
         rare = reset | (has_leo & ~has_r & went_back)
         if self._wide:
-            rare[[self._index[k] for k in self._wide]] = True
+            rare[[bisect_left(keys, k) for k in self._wide]] = True  # keys are sorted
         add = self._plan_table(c, np.flatnonzero(table_rows & ~rare), leo, t, row_flow, f_points, f_limit)
         rare[add.rare] = True
         rare_rows = np.flatnonzero(rare)
