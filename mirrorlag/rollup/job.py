@@ -1,11 +1,11 @@
 """One day end to end, and a run over several days.
 
-Per day the history is scanned twice: once for the day's partition keys and the maxima that need
-no order (a partial aggregation off the scan), and once for the one pass per partition
-(samples.partition_days), the day's only full shuffle. Their outputs are small (a row per
-partition, with its histograms) and are what is cached. The report's line charts read the worst
-partitions' rows with a third, filtered scan. Trends read the daily tables back (dates <= the
-day), so a backfill, which runs days in order, sees every day it wrote before.
+Per day the history is read once, by the pass (samples.partition_days): a map side that
+summarises its segments per partition key and a merge per partition, the day's only shuffle (of
+partial rows, not samples). Its output is small (a row per partition, with its histograms) and
+is what is cached. The report's line charts read the worst partitions' rows with a second,
+filtered scan. Trends read the daily tables back (dates <= the day), so a backfill, which runs
+days in order, sees every day it wrote before.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Callable, Iterator, Sequence
 
+import numpy as np
 from pyspark import StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -24,9 +25,12 @@ from py4j.protocol import Py4JJavaError
 
 from mirrorlag.rollup import daily, trends
 from mirrorlag.rollup.errors import RollupError
-from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, report_path, table_path, trends_path, write_text
+from mirrorlag.rollup.histograms import exact_edges
+from mirrorlag.rollup.paths import (
+    DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
+)
 from mirrorlag.rollup.partition_day import PER_PARTITION
-from mirrorlag.rollup.samples import DayWindow, histogram_rows, partition_days, partition_id, read_day
+from mirrorlag.rollup.samples import DaySource, DayWindow, histogram_rows, partition_days, read_day, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
@@ -77,6 +81,7 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 ADAPTIVE = "spark.sql.adaptive.enabled"
 TUNED = (SHUFFLE_PARTITIONS, ADAPTIVE)
 BYTES_PER_PARTITION = 32 << 20  # of compressed history: about 1.5 M samples per task
+SEGMENT_BYTES = 64 << 20  # of compressed history per map task read with pyarrow (~3 M rows, ~0.5 GB in numpy)
 
 
 def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
@@ -104,7 +109,8 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[int 
             spark.conf.set(key, value)
 
 
-def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
+def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, edges: Callable[[], np.ndarray] | None = None) -> DayResult:
+    """`edges`: histograms.exact_edges of this session, when the caller holds them for several days."""
     t0 = time.perf_counter()
     try:
         found = day_input(opts.history, day, spark)
@@ -112,14 +118,14 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult
         if found.status is not DayStatus.PRESENT:
             return DayResult(day, found.status, seconds=time.perf_counter() - t0)
         with tuned(spark, found.bytes, opts.tune_spark) as tasks:
-            result = _rollup(spark, opts, day, tasks)
+            result = _rollup(spark, opts, day, tasks, edges() if edges else exact_edges(spark))
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None) -> DayResult:
+def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None, edges: np.ndarray) -> DayResult:
     window = DayWindow(day)
     held: list[DataFrame] = []  # small frames read more than once, released at the end
 
@@ -128,22 +134,13 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         return df
 
     try:
-        raw = read_day(spark, day_dir(opts.history, day))
-        # The day's keys, with the maxima that need no order (one partial aggregation off the scan).
-        keys = hold(raw.groupBy(*PARTITION_KEY).agg(
-            F.max("freshness_lag_ms").alias("freshness_max"), F.max("byte_lag_estimate").alias("byte_max"),
-        ).withColumn("pid", partition_id(*PARTITION_KEY)))
-        names = keys.select(*PARTITION_KEY, "pid")
-        counts = names.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("pid").alias("ids")).first()
-        if counts["n"] == 0:
-            return DayResult(day, DayStatus.EMPTY)
-        # The pass runs on a 64-bit hash of the key, unless two of the day's keys share one.
-        key = ["pid"] if counts["ids"] == counts["n"] else PARTITION_KEY
+        source = day_source(spark, opts.history, day)
         local_workers_use_this_python(spark)
-        per = hold(partition_days(raw, window, opts.max_gap_seconds, key, tasks))
-        parts = hold(daily.named(per.select(*key, *PER_PARTITION), keys, key))
-        lag_hist, time_hist = (hold(daily.named(per.select(*key, histogram_rows(m)), names, key))
-                               for m in ("record_lag", "time_lag"))
+        per = hold(partition_days(spark, source, window, opts.max_gap_seconds, edges, tasks))
+        if per.isEmpty():
+            return DayResult(day, DayStatus.EMPTY)
+        parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
+        lag_hist, time_hist = (hold(per.select(*PARTITION_KEY, histogram_rows(m))) for m in ("record_lag", "time_lag"))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         for level, df in daily.tables(parts, lag_hist, time_hist, day).items():
             write_table(df, table_path(opts.out, level), sort_keys[level])
@@ -156,7 +153,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             from mirrorlag.rollup.report import render
             from mirrorlag.rollup.report_data import gather
 
-            data = gather(spark, raw, flows, trend_df, growing, window, opts)
+            data = gather(spark, read_day(spark, source.path), flows, trend_df, growing, window, opts)
             result.report = report_path(opts.out, day)
             write_text(result.report, render(data), spark)
     finally:
@@ -164,6 +161,17 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             df.unpersist()
     result.tables = {level: table_path(opts.out, level) for level in ("partition", "topic", "flow")}
     return result
+
+
+def day_source(spark: SparkSession, history: str, day: date) -> DaySource:
+    """A local day is read by the Python workers with pyarrow, its segments dealt into map tasks
+    of about SEGMENT_BYTES; any other URL through Spark's scan (its Hadoop connectors)."""
+    path = day_dir(history, day)
+    local = local_path(path)
+    if local is None:
+        return DaySource(path)
+    files = local_segments(local)
+    return DaySource(path, segment_groups(files, SEGMENT_BYTES, spark.sparkContext.defaultParallelism))
 
 
 def read_level(spark: SparkSession, out: str, level: str, day: date) -> DataFrame:
@@ -208,10 +216,17 @@ def run_days(
     """Roll up each day in order; a day without history is reported, not fatal, so a backfill
     writes every day it can (the caller turns missing days into exit status 3)."""
     results = []
+    held: list[np.ndarray] = []  # the bucket edges, worked out with Spark once for all the days
+
+    def edges() -> np.ndarray:
+        if not held:
+            held.append(exact_edges(spark))
+        return held[0]
+
     for day in sorted(set(opts.days)):
         if on_start:
             on_start(day)
-        result = rollup_day(spark, opts, day)
+        result = rollup_day(spark, opts, day, edges)
         results.append(result)
         if on_done:
             on_done(result)

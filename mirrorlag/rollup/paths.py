@@ -68,6 +68,12 @@ class DayInput:
     bytes: int = 0  # size of the day's segments: sizes the job's shuffles
 
 
+def local_segments(directory: Path) -> list[tuple[str, int]]:
+    """The day's segments as Spark would read them (visible, not empty), with their sizes."""
+    return [(entry.path, entry.stat().st_size) for entry in os.scandir(directory)
+            if entry.is_file() and _visible(entry.name) and entry.stat().st_size > 0]
+
+
 def local_day_input(directory: Path) -> DayInput:
     if not directory.is_dir():
         return DayInput(DayStatus.MISSING)

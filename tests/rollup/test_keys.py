@@ -1,5 +1,5 @@
-"""The day's keys: every partition named, one first seen late included, and a partition hash
-shared by two keys handled by falling back to the key's own columns (job._rollup)."""
+"""The day's keys: every partition named, one first seen late included, and partitions grouped on
+the key's own columns, so a partition hash shared by two keys changes nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup import job, samples
+from mirrorlag.rollup import job, report_data, samples
 from mirrorlag.rollup.job import RollupOptions, run_days
 from tests.rollup.history import H, M, day_ms, every, series, write
 
@@ -47,12 +47,14 @@ def plain(spark, history, tmp_path_factory):
 
 
 def _spy_keys(monkeypatch) -> list:
+    """The columns each day's partial rows are shuffled on."""
     seen = []
-    real = job.partition_days
+    real = samples.partition_days
 
-    def spy(raw, window, max_gap_s, key, tasks):
-        seen.append(list(key))
-        return real(raw, window, max_gap_s, key, tasks)
+    def spy(spark, source, window, max_gap_s, edges, tasks):
+        per = real(spark, source, window, max_gap_s, edges, tasks)
+        seen.append([c for c in per.columns if c in samples.PARTITION_KEY])
+        return per
 
     monkeypatch.setattr(job, "partition_days", spy)
     return seen
@@ -66,12 +68,12 @@ def test_every_partition_named_including_one_first_seen_late(plain):
     assert plain["result"].partitions == 3
 
 
-def test_shared_partition_hash_falls_back_to_the_key_columns(spark, history, plain, tmp_path, monkeypatch):
-    # Every key gets the same partition hash: the pass must group on the key's columns and
-    # still give every table exactly as with distinct hashes.
+def test_shared_partition_hash_changes_nothing(spark, history, plain, tmp_path, monkeypatch):
+    # Every key gets the same partition hash (the report's filter still uses one): the pass
+    # groups on the key's columns and every table is exactly as with distinct hashes.
     weak = lambda *cols: F.xxhash64(*cols) * F.lit(0)  # noqa: E731
-    monkeypatch.setattr(job, "partition_id", weak)
     monkeypatch.setattr(samples, "partition_id", weak)
+    monkeypatch.setattr(report_data, "partition_id", weak)
     seen = _spy_keys(monkeypatch)
     got = _rollup(spark, history, tmp_path / "out")
     assert got["tables"] == plain["tables"]

@@ -1,4 +1,5 @@
-"""The per-partition kernel on its own (no Spark): the edge cases a day's window pass had rules for."""
+"""The per-partition kernel on its own (no Spark): the edge cases a day's window pass had rules
+for, through the real map side and merge (partials.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from mirrorlag.rollup.partition_day import _CODE_BITS, _NULL_TS, summarise
+from mirrorlag.rollup import buckets, partials
 from mirrorlag.rollup.schema import GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
 
 H = 3_600_000
@@ -15,20 +16,34 @@ START = 1_700_000_000_000 - 1_700_000_000_000 % (24 * H)
 END = START + 24 * H
 CAP = 60_000
 LAGGING = STATE_CODES["LAGGING"]
+NAMES = {code: name for name, code in STATE_CODES.items()}
+EDGES = buckets.edges(buckets.crossings())  # numpy's own steps: the tests' values are far from any doubt
 
 
-def _bucket(v: int | None) -> int | None:
-    return None if v is None else v if v < 100 else 100 + math.floor(math.log(v / 100) / math.log(1.01))
+def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", partition: int = 0) -> pa.Table:
+    """samples: (ts_ms or None, state code, record lag or None) of one partition; time lag = record lag * 10."""
+    lags = [lag for *_, lag in samples]
+    return pa.table({
+        "source": ["A"] * len(samples), "target": ["B"] * len(samples), "topic": [topic] * len(samples),
+        "partition": pa.array([partition] * len(samples), pa.int32()),
+        "ts": pa.array([ts for ts, *_ in samples], pa.timestamp("ms", tz="UTC")),
+        "state": [NAMES.get(code, "WEIRD") for _, code, _ in samples],
+        "record_lag": pa.array(lags, pa.int64()),
+        "time_lag_ms": pa.array([None if lag is None else lag * 10 for lag in lags], pa.int64()),
+        "freshness_lag_ms": pa.array([None] * len(samples), pa.int64()),
+        "byte_lag_estimate": pa.array([None] * len(samples), pa.int64()),
+    }).select(partials.READ)
+
+
+def merged(parts: list[pa.Table]) -> list[dict]:
+    """Each table through the map side on its own (as separate tasks would), then one merge."""
+    partial = pa.Table.from_batches([b for t in parts for b in partials.partials(t, EDGES)], schema=partials.PARTIAL)
+    return pa.Table.from_batches(list(partials.merge(partial, START, END, CAP)), schema=partials.MERGED).to_pylist()
 
 
 def _day(samples: list[tuple[int | None, int, int | None]]) -> dict:
-    """samples: (ts_ms or None, state code, record lag or None); time lag = record lag * 10."""
-    key = [((_NULL_TS if ts is None else ts) << _CODE_BITS) | (code + 1) for ts, code, _ in samples]
-    lags = [lag for *_, lag in samples]
-    tls = [None if lag is None else lag * 10 for lag in lags]
-    return summarise(pa.array(key, pa.int64()), pa.array(lags, pa.int64()), pa.array([_bucket(v) for v in lags], pa.int64()),
-                     pa.array(tls, pa.int64()), pa.array([_bucket(v) for v in tls], pa.int64()),
-                     start_ms=START, end_ms=END, cap_ms=CAP).as_py()
+    [day] = merged([rows(samples)])
+    return day
 
 
 def test_intervals_in_time_order_whatever_the_input_order():
@@ -78,3 +93,40 @@ def test_a_partition_without_lags_has_null_figures():
     assert day["record_lag_min"] is None and day["record_lag_p99"] is None and day["time_lag_avg_s"] is None
     assert day["null_record_lag_samples"] == 1
     assert day["record_lag"] == {"bucket": [None], "n": [1], "vmin": [None], "vmax": [None], "vsum": [None]}
+
+
+def _spread(n: int, seed: int) -> tuple[list[pa.Table], pa.Table]:
+    """Two partitions' samples, one of them all in one part, the other's dealt at random over
+    three parts (so each part's first and last samples fall between other parts' samples), in
+    shuffled row order; and the same rows as one table."""
+    rng = np.random.default_rng(seed)
+    codes = [IN_SYNC, STALLED, LAGGING, GONE, UNRECOGNIZED]
+    spread = [(START + int(t), int(rng.choice(codes, p=[0.5, 0.3, 0.1, 0.05, 0.05])), None if rng.random() < 0.05 else int(rng.integers(0, 10**6)))
+              for t in np.sort(rng.choice(24 * H // 1000, n, replace=False)) * 1000]
+    spread += [(None, STALLED, 5), (spread[3][0], LAGGING, 7)]  # a null time, and a tie on time
+    alone = [(START + i * 15_000, STALLED if 10 <= i < 20 else IN_SYNC, i) for i in range(100)]
+    part = rng.integers(0, 3, len(spread))
+    order = rng.permutation(len(spread))
+    parts = [rows([spread[i] for i in order if part[i] == p]) for p in range(3)]
+    parts[1] = pa.concat_tables([parts[1], rows(alone, partition=1)])
+    return parts, pa.concat_tables([rows(spread), rows(alone, partition=1)])
+
+
+def test_parts_anywhere_merge_to_the_day_of_all_samples_together():
+    for seed in range(5):
+        parts, whole = _spread(500, seed)
+        assert merged(parts) == merged([whole])
+        assert merged(parts[::-1]) == merged([whole])  # parts in any order
+        days = {d["partition"]: d for d in merged(parts)}
+        assert days[1]["samples"] == 100 and days[1]["stall_episodes"] == 1  # all in one part
+
+
+def test_stall_episode_across_parts_is_one_episode():
+    # Samples alternate between two parts: a run of STALLED samples spans both, and a
+    # part's last sample is followed by the other part's first.
+    stalled = [(START + i * 15_000, STALLED if 4 <= i < 12 else IN_SYNC, i) for i in range(20)]
+    parts = [rows(stalled[0::2]), rows(stalled[1::2])]
+    [day] = merged(parts)
+    assert (day["stall_episodes"], day["longest_stall_ms"]) == (1, 8 * 15_000)
+    assert day["covered_ms"] == 19 * 15_000 + CAP  # the last one runs to the cap, not to midnight
+    assert day == _day(stalled)

@@ -1,0 +1,407 @@
+"""The day's pass in two halves, numpy over Arrow (no Spark in this module).
+
+Map side (`partials`): the rows of some segments (read here with pyarrow, or handed over by
+Spark's scan) become one row per partition key seen in them: the maxima of freshness and byte
+lag, the partition's samples as (time, state) codes, and both lag histograms as partial
+(bucket, n, vmin, vmax, vsum) entries. Histograms add up across parts exactly, and the codes
+are one long per sample, so nothing that depends on the order of samples is computed here: a
+partition's samples may be spread over any segments in any order.
+
+Merge side (`merge`): the parts of each partition (Spark brings them together by key) give
+its day: the codes are sorted once (a few time-ordered runs, which a stable sort merges) and
+summarised as partition_day.timeline does, the histograms are added up and the partition's lag
+figures computed from them as histograms.stats does. Everything but the sort runs once over all
+of a task's partitions (segment reductions), not once per partition.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mirrorlag.rollup import buckets
+from mirrorlag.rollup.histograms import PERCENTILES
+from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, NULL_TS, SCALES, STAT_NAMES
+from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
+
+KEY = ["source", "target", "topic", "partition"]
+READ = [*KEY, "ts", "state", "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate"]
+MEASURES = {"record_lag": "record_lag", "time_lag": "time_lag_ms"}  # histogram name -> column
+HIST = ["bucket", "n", "vmin", "vmax", "vsum"]
+_STRINGS = ["source", "target", "topic", "state"]
+_TYPES = {"partition": pa.int32(), "record_lag": pa.int64(), "time_lag_ms": pa.int64(),
+          "freshness_lag_ms": pa.int64(), "byte_lag_estimate": pa.int64(), **{c: pa.string() for c in _STRINGS}}
+_LONGS = pa.list_(pa.int64())
+# A partial row: the key, the maxima, the codes, and per measure the histogram entries and nulls.
+PARTIAL = pa.schema([
+    *[pa.field(c, _TYPES[c]) for c in KEY], pa.field("freshness_max", pa.int64()), pa.field("byte_max", pa.int64()),
+    pa.field("time_code", _LONGS),
+    *[pa.field(f"{m}_{f}", pa.list_(pa.float64()) if f == "vsum" else _LONGS) for m in MEASURES for f in HIST],
+    *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
+])
+
+
+def _arrow(spark_type) -> pa.DataType:
+    """The Arrow type of one of DAY's Spark types (longs, doubles, arrays and structs of them)."""
+    name = spark_type.typeName()
+    if name == "array":
+        return pa.list_(_arrow(spark_type.elementType))
+    if name == "struct":
+        return pa.struct([pa.field(f.name, _arrow(f.dataType)) for f in spark_type.fields])
+    return {"long": pa.int64(), "double": pa.float64()}[name]
+
+
+# A merged row: the key, the maxima and the partition's day (partition_day.DAY).
+MERGED = pa.schema([*[PARTIAL.field(c) for c in (*KEY, "freshness_max", "byte_max")],
+                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields]])
+BATCH_GROUPS = 4096  # partitions per output batch: list offsets stay far below 2**31
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def read_segment(path: str) -> pa.Table:
+    """One segment's READ columns as Spark's reader with the history schema gives them: a column
+    missing from an old segment is null, extra columns are not read; strings stay dictionary
+    encoded (the writer's Parquet dictionaries: no string is materialised per row)."""
+    f = pq.ParquetFile(path, read_dictionary=_STRINGS)
+    present = set(f.schema_arrow.names)
+    t = f.read(columns=[c for c in READ if c in present], use_threads=False)
+    n = t.num_rows
+    cols = []
+    for c in READ:
+        if c not in present:
+            cols.append(pa.nulls(n, pa.timestamp("ms", tz="UTC") if c == "ts" else _TYPES[c]))
+            continue
+        col = t.column(c)
+        wanted = _TYPES.get(c)
+        if wanted is not None and not (col.type == wanted or (pa.types.is_dictionary(col.type) and wanted == pa.string())):
+            col = col.cast(wanted)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=READ)
+
+
+def read_segments(paths: Sequence[str]) -> pa.Table:
+    return pa.concat_tables([read_segment(p) for p in paths], promote_options="permissive")
+
+
+# ---- keys ----------------------------------------------------------------------------------
+
+def _codes(col: pa.Array) -> tuple[np.ndarray, int]:
+    """Dense codes of a column's values (null is a value of its own) and how many there can be."""
+    if pa.types.is_dictionary(col.type):
+        # A dictionary may repeat a value (chunks unified): code the values, then the indices.
+        values = pc.dictionary_encode(col.dictionary)
+        canon = np.append(values.indices.to_numpy(zero_copy_only=False), len(values.dictionary))
+        idx = pc.fill_null(col.indices, len(col.dictionary)).to_numpy(zero_copy_only=False)
+        return canon[idx].astype(np.int64), len(values.dictionary) + 1
+    enc = pc.dictionary_encode(col)
+    return pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary) + 1
+
+
+def group_ids(columns: Sequence[pa.Array]) -> tuple[np.ndarray, int]:
+    """A dense id per row for the combination of `columns` (nulls equal to each other), and the
+    number of ids. Combined one column at a time and re-coded, so the product never overflows."""
+    ids, n = np.zeros(len(columns[0]), np.int64), 1
+    for col in columns:
+        codes, card = _codes(col)
+        combined = pc.dictionary_encode(pa.array(ids * card + codes))
+        ids, n = combined.indices.to_numpy().astype(np.int64), len(combined.dictionary)
+    return ids, n
+
+
+class Groups:
+    """Rows ordered by group id: `order` (stable), the groups' starts and sizes."""
+
+    def __init__(self, ids: np.ndarray, n: int) -> None:
+        self.order = np.argsort(ids, kind="stable")
+        self.sizes = np.bincount(ids, minlength=n)
+        self.starts = np.r_[0, np.cumsum(self.sizes)[:-1]]
+        self.ids = ids
+        self.n = n
+
+    def first_rows(self) -> np.ndarray:
+        return self.order[self.starts]
+
+    def of_sorted(self) -> np.ndarray:
+        """The group of each row in `order`."""
+        return np.repeat(np.arange(self.n), self.sizes)
+
+
+# ---- map side ------------------------------------------------------------------------------
+
+def _values(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """int64 values (nulls as 0) and the validity mask."""
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+
+
+def _ts_ms(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Epoch milliseconds as Spark's unix_millis gives them (floor), and the validity mask."""
+    unit = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[col.type.unit] if pa.types.is_timestamp(col.type) else 1_000
+    raw, valid = _values(col.cast(pa.int64()))
+    return (raw * 1_000 if unit == 1 else raw // (unit // 1_000)), valid
+
+
+def state_codes(col: pa.Array) -> np.ndarray:
+    """samples.state_code in numpy: a State's code, UNRECOGNIZED for null or any other text."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    table = np.array([STATE_CODES.get(s, UNRECOGNIZED) for s in col.dictionary.to_pylist()] + [UNRECOGNIZED], np.int64)
+    return table[pc.fill_null(col.indices, len(col.dictionary)).to_numpy(zero_copy_only=False)]
+
+
+def time_codes(ts: pa.Array, state: pa.Array) -> np.ndarray:
+    """partition_day.time_and_code for every row: (ts, state code) in one long, null times first."""
+    ms, valid = _ts_ms(ts)
+    return (np.where(valid, ms, NULL_TS) << CODE_BITS) | (state_codes(state) + 1)
+
+
+def _maxima(col: pa.Array, groups: Groups) -> pa.Array:
+    v, valid = _values(col)
+    v = np.where(valid, v, np.iinfo(np.int64).min)[groups.order]
+    has = np.add.reduceat(valid[groups.order], groups.starts) > 0
+    return pa.array(np.maximum.reduceat(v, groups.starts), pa.int64(), mask=~has)
+
+
+def _pack(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """Order by (major, minor): one packed long when both fit, else lexsort."""
+    lo, hi = (int(minor.min()), int(minor.max())) if minor.size else (0, 0)
+    bits = max(1, (hi - lo).bit_length())
+    if major.size and int(major.max()).bit_length() + bits < 63:
+        return np.argsort((major << bits) | (minor - lo))
+    return np.lexsort((minor, major))
+
+
+class Entries:
+    """Histogram entries (group, bucket, n, vmin, vmax, vsum), in (group, bucket) order."""
+
+    def __init__(self, group: np.ndarray, bucket: np.ndarray, n: np.ndarray, vmin: np.ndarray,
+                 vmax: np.ndarray, vsum: np.ndarray) -> None:
+        order = _pack(group, bucket)
+        group, bucket = group[order], bucket[order]
+        first = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])]) if group.size else group
+        self.group, self.bucket = group[first], bucket[first]
+        self.n = np.add.reduceat(n[order], first) if first.size else n
+        self.vmin = np.minimum.reduceat(vmin[order], first) if first.size else vmin
+        self.vmax = np.maximum.reduceat(vmax[order], first) if first.size else vmax
+        self.vsum = np.add.reduceat(vsum[order], first) if first.size else vsum  # integer-valued: exact below 2**53
+
+    def counts(self, groups: int) -> np.ndarray:
+        return np.bincount(self.group, minlength=groups)
+
+
+def _histogram(col: pa.Array, groups: Groups, table: np.ndarray) -> tuple[Entries, np.ndarray]:
+    """A measure's entries per group, and each group's count of nulls."""
+    v, valid = _values(col)
+    v, valid = v[groups.order], valid[groups.order]
+    of = groups.of_sorted()
+    nulls = groups.sizes - np.add.reduceat(valid, groups.starts) if groups.n else groups.sizes
+    v, of = v[valid], of[valid]
+    ones = np.ones(v.size, np.int64)
+    return Entries(of, buckets.bucket(v, table), ones, v, v, v.astype(np.float64)), nulls
+
+
+def _lists(values: np.ndarray, counts: np.ndarray, type_: pa.DataType, mask: np.ndarray | None = None) -> pa.ListArray:
+    offsets = pa.array(np.r_[0, np.cumsum(counts)].astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(values, type_, mask=mask))
+
+
+def _key_columns(table: pa.Table, rows: np.ndarray) -> list[pa.Array]:
+    cols = []
+    for c in KEY:
+        col = table.column(c).chunk(0).take(pa.array(rows))  # tables here are combined: one chunk
+        cols.append(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col)
+    return cols
+
+
+def partials(table: pa.Table, table_edges: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The map side over some rows of the day (READ columns): PARTIAL rows, one per key."""
+    table = table.unify_dictionaries().combine_chunks()
+    if not table.num_rows:
+        return
+    cols = {c: table.column(c).chunk(0) for c in READ}
+    groups = Groups(*group_ids([cols[c] for c in KEY]))
+    codes = time_codes(cols["ts"], cols["state"])[groups.order]
+    out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(table, groups.first_rows())))
+    out["freshness_max"] = _maxima(cols["freshness_lag_ms"], groups)
+    out["byte_max"] = _maxima(cols["byte_lag_estimate"], groups)
+    out["time_code"] = _lists(codes, groups.sizes, pa.int64())
+    for m, column in MEASURES.items():
+        entries, nulls = _histogram(cols[column], groups, table_edges)
+        counts = entries.counts(groups.n)
+        for f in HIST:
+            out[f"{m}_{f}"] = _lists(getattr(entries, f), counts, pa.float64() if f == "vsum" else pa.int64())
+        out[f"{m}_nulls"] = pa.array(nulls, pa.int64())
+    yield from pa.Table.from_pydict(out, schema=PARTIAL).to_batches(BATCH_GROUPS)
+
+
+# ---- merge side ----------------------------------------------------------------------------
+
+def _flat(col: pa.ChunkedArray | pa.ListArray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lists of rows `order`, concatenated, and each row's length."""
+    lists = col.take(pa.array(order))
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    return pc.list_flatten(lists).to_numpy(zero_copy_only=False), pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+
+
+def _sorted_codes(codes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each group's codes sorted: its parts are a few time-ordered runs, which a stable sort
+    (timsort) merges many times faster than a sort of the whole task would order them."""
+    out = np.empty_like(codes)
+    start = 0
+    for size in sizes.tolist():
+        end = start + size
+        out[start:end] = np.sort(codes[start:end], kind="stable")
+        start = end
+    return out
+
+
+def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Sums of consecutive segments (empty segments sum to 0, which reduceat does not give)."""
+    if not values.size:
+        return np.zeros(sizes.size, values.dtype)
+    sums = np.add.reduceat(values, np.minimum(starts, values.size - 1))
+    return np.where(sizes > 0, sums, 0)
+
+
+def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int) -> dict[str, pa.Array]:
+    """partition_day.timeline for every group at once; `codes` sorted within groups of `sizes`."""
+    n = sizes.size
+    starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+    ends = starts + sizes
+    group = np.repeat(np.arange(n), sizes)
+    ts, state = codes >> CODE_BITS, (codes & ((1 << CODE_BITS) - 1)) - 1
+    timed = ts != NULL_TS
+    last = np.zeros(codes.size, bool)
+    last[ends[sizes > 0] - 1] = True
+    following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
+    interval = np.where(timed, np.clip(following - ts, 0, cap_ms), cap_ms)
+    interval[state == GONE] = 0
+    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)
+    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
+    stalled = state == STALLED
+    # A stall episode: a run of STALLED samples within one partition.
+    run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
+    run = np.cumsum(run_start) - 1
+    run_ms = np.bincount(run[stalled], weights=interval[stalled], minlength=int(run_start.sum())).astype(np.int64)
+    run_group = group[run_start]
+    episodes = np.bincount(run_group, minlength=n)
+    longest = np.zeros(n, np.int64)
+    np.maximum.at(longest, run_group, run_ms)
+    untimed = np.bincount(group[~timed], minlength=n)
+    has_time = untimed < sizes
+    first = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
+    lastv = np.where(has_time, ts[np.maximum(ends - 1, 0)] if codes.size else 0, 0)
+
+    def hours(ms: np.ndarray) -> pa.ListArray:
+        # bincount sums in doubles: exact, as these are integers far below 2**53.
+        by = np.bincount(group * HOURS + hour, weights=ms, minlength=n * HOURS).astype(np.int64)
+        return _lists(by, np.full(n, HOURS), pa.int64())
+
+    return {
+        "samples": pa.array(sizes.astype(np.int64)),
+        "covered_ms": pa.array(_segment_sum(interval, starts, sizes)),
+        "out_of_sync_ms": pa.array(_segment_sum(out_of_sync, starts, sizes)),
+        "at_risk_ms": pa.array(_segment_sum(np.where(state == AT_RISK, interval, 0), starts, sizes)),
+        "stalled_ms": pa.array(_segment_sum(np.where(stalled, interval, 0), starts, sizes)),
+        "unknown_state_samples": pa.array(np.bincount(group[state == UNRECOGNIZED], minlength=n).astype(np.int64)),
+        "first_ms": pa.array(first, pa.int64(), mask=~has_time),
+        "last_ms": pa.array(lastv, pa.int64(), mask=~has_time),
+        "hours_ms": hours(out_of_sync), "covered_hours_ms": hours(interval),
+        "stall_episodes": pa.array(episodes.astype(np.int64)), "longest_stall_ms": pa.array(longest),
+    }
+
+
+def stats(e: Entries, nulls: np.ndarray, name: str) -> dict[str, pa.Array]:
+    """histograms.stats per group: min, avg, max, p50, p95, p99 (nearest rank, the vmax of the
+    bucket holding it) and the null count, named as partition_day.STAT_NAMES has them."""
+    n = nulls.size
+    counts = e.counts(n)
+    total = np.bincount(e.group, weights=e.n, minlength=n).astype(np.int64) if e.group.size else np.zeros(n, np.int64)
+    has = total > 0
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    cum = np.cumsum(e.n)
+    before = np.where(starts > 0, cum[np.maximum(starts - 1, 0)] if cum.size else 0, 0)
+    scale = SCALES[name]
+    lo = np.minimum.reduceat(e.vmin, np.minimum(starts, max(e.vmin.size - 1, 0))) if e.vmin.size else np.zeros(n, np.int64)
+    hi = np.maximum.reduceat(e.vmax, np.minimum(starts, max(e.vmax.size - 1, 0))) if e.vmax.size else np.zeros(n, np.int64)
+    vsum = _segment_sum(e.vsum, starts, counts)
+
+    def value(x: np.ndarray) -> pa.Array:  # scale 1 keeps the values' own type (records stay integers)
+        return pa.array(x if scale == 1.0 else x / scale, mask=~has)
+
+    figures = [value(lo), pa.array(np.where(has, vsum, 0.0) / np.maximum(total, 1) / scale, mask=~has), value(hi)]
+    for per_mille in PERCENTILES.values():
+        rank = np.maximum(1, (total * per_mille + 999) // 1000)
+        at = np.searchsorted(cum, before + rank) if cum.size else np.zeros(n, np.int64)
+        figures.append(value(e.vmax[np.minimum(at, max(e.vmax.size - 1, 0))] if e.vmax.size else np.zeros(n, np.int64)))
+    figures.append(pa.array(nulls.astype(np.int64)))
+    return dict(zip(STAT_NAMES[name], figures))
+
+
+def histogram_column(e: Entries, nulls: np.ndarray) -> pa.StructArray:
+    """As the rows Spark's group-by by bucket gave: per group its buckets in order, then a null
+    bucket (null vmin, vmax, vsum) holding the samples without a value, if any."""
+    n = nulls.size
+    known = e.counts(n)
+    sizes = known + (nulls > 0)
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    total = int(sizes.sum())
+    at_known = np.repeat(starts, known) + (np.arange(e.group.size) - np.repeat(np.r_[0, np.cumsum(known)[:-1]], known))
+    at_null = (starts + known)[nulls > 0]
+    mask = np.ones(total, bool)
+    mask[at_known] = False
+
+    def scatter(values: np.ndarray, null_value: np.ndarray | None = None) -> np.ndarray:
+        out = np.zeros(total, values.dtype)
+        out[at_known] = values
+        if null_value is not None:
+            out[at_null] = null_value
+        return out
+
+    offsets = pa.array(np.r_[0, np.cumsum(sizes)].astype(np.int32))
+    fields = [
+        pa.array(scatter(e.bucket), pa.int64(), mask=mask),
+        pa.array(scatter(e.n, nulls[nulls > 0]), pa.int64()),
+        pa.array(scatter(e.vmin), pa.int64(), mask=mask),
+        pa.array(scatter(e.vmax), pa.int64(), mask=mask),
+        pa.array(scatter(e.vsum), pa.float64(), mask=mask),
+    ]
+    return pa.StructArray.from_arrays([pa.ListArray.from_arrays(offsets, f) for f in fields], names=HIST)
+
+
+def _merged_entries(parts: pa.Table, groups: Groups, m: str) -> Entries:
+    flat = {f: _flat(parts.column(f"{m}_{f}"), groups.order) for f in HIST}
+    lengths = flat["bucket"][1]
+    # Each part row's entries belong to its group: rows in `order` are grouped already.
+    group = np.repeat(groups.of_sorted(), lengths)
+    return Entries(group, *[flat[f][0] for f in HIST])
+
+
+def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
+    """The merge side: PARTIAL rows (any number per key) -> one row per key with its day."""
+    parts = parts.combine_chunks()
+    if not parts.num_rows:
+        return
+    groups = Groups(*group_ids([parts.column(c).chunk(0) for c in KEY]))
+    out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
+    for c in ("freshness_max", "byte_max"):
+        out[c] = _maxima(parts.column(c).chunk(0), groups)
+    codes, lengths = _flat(parts.column("time_code"), groups.order)
+    sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
+    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap_ms))
+    for m in MEASURES:
+        entries = _merged_entries(parts, groups, m)
+        nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)
+        out.update(stats(entries, nulls, m))
+        out[m] = histogram_column(entries, nulls)
+    yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
+
+
+def batches_to_table(batches: Iterable[pa.RecordBatch]) -> pa.Table:
+    return pa.Table.from_batches(list(batches))
