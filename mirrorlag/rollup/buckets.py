@@ -60,5 +60,15 @@ def edges(crossing: np.ndarray) -> np.ndarray:
 
 
 def bucket(values: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Spark's bucket of each value (int64, no nulls), given `table` = edges(confirmed crossings)."""
-    return np.where(values < EXACT_BELOW, values, EXACT_BELOW + np.searchsorted(table, values, side="right"))
+    """Spark's bucket of each value (int64, no nulls), given `table` = edges(confirmed crossings):
+    numpy's formula, then moved to the table's bucket where it disagrees (a gather and two
+    comparisons: cheaper than a binary search per value)."""
+    top = EXACT_BELOW + table.size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        guess = np.clip(steps(np.maximum(values, EXACT_BELOW) / EXACT_BELOW), 0, table.size).astype(np.int64)
+    padded = np.r_[EXACT_BELOW, table, np.iinfo(np.int64).max]  # padded[k]: the smallest value of bucket 100 + k
+    guess += values >= padded[np.minimum(guess + 1, table.size + 1)]
+    guess -= values < padded[guess]
+    if ((values >= EXACT_BELOW) & ((values < padded[guess]) | (values >= padded[np.minimum(guess + 1, table.size + 1)]))).any():
+        guess = np.searchsorted(table, values, side="right")  # more than one bucket off: never seen
+    return np.where(values < EXACT_BELOW, values, np.minimum(EXACT_BELOW + guess, top))

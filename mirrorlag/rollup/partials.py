@@ -92,25 +92,37 @@ def read_segments(paths: Sequence[str]) -> pa.Table:
 
 def _codes(col: pa.Array) -> tuple[np.ndarray, int]:
     """Dense codes of a column's values (null is a value of its own) and how many there can be."""
-    if pa.types.is_dictionary(col.type):
-        # A dictionary may repeat a value (chunks unified): code the values, then the indices.
-        values = pc.dictionary_encode(col.dictionary)
-        canon = np.append(values.indices.to_numpy(zero_copy_only=False), len(values.dictionary))
-        idx = pc.fill_null(col.indices, len(col.dictionary)).to_numpy(zero_copy_only=False)
-        return canon[idx].astype(np.int64), len(values.dictionary) + 1
-    enc = pc.dictionary_encode(col)
-    return pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64), len(enc.dictionary) + 1
+    if pa.types.is_integer(col.type) and not pa.types.is_dictionary(col.type):
+        # Small integers (partition numbers): their offset from the smallest is a code.
+        v, valid = _values(col)
+        lo = int(v[valid].min()) if valid.any() else 0
+        span = int(v[valid].max()) - lo + 1 if valid.any() else 0
+        if span <= 4 * len(col) + 1024:
+            return np.where(valid, v - lo, span), span + 1
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    values = pc.dictionary_encode(col.dictionary)  # a dictionary may repeat a value (chunks unified)
+    canon = np.append(values.indices.to_numpy(zero_copy_only=False), len(values.dictionary))
+    idx = col.indices if col.null_count == 0 else pc.fill_null(col.indices, len(col.dictionary))
+    return canon[idx.to_numpy(zero_copy_only=False)], len(values.dictionary) + 1
 
 
 def group_ids(columns: Sequence[pa.Array]) -> tuple[np.ndarray, int]:
     """A dense id per row for the combination of `columns` (nulls equal to each other), and the
-    number of ids. Combined one column at a time and re-coded, so the product never overflows."""
+    number of ids, in order of first appearance. The columns' codes are combined in one long
+    (re-coded on the way should their product ever pass 2**62, so it never overflows)."""
     ids, n = np.zeros(len(columns[0]), np.int64), 1
     for col in columns:
         codes, card = _codes(col)
-        combined = pc.dictionary_encode(pa.array(ids * card + codes))
-        ids, n = combined.indices.to_numpy().astype(np.int64), len(combined.dictionary)
-    return ids, n
+        if n * card >= 1 << 62:
+            ids, n = _recode(ids)
+        ids, n = ids * card + codes, n * card
+    return _recode(ids)
+
+
+def _recode(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    combined = pc.dictionary_encode(pa.array(ids))
+    return combined.indices.to_numpy().astype(np.int64), len(combined.dictionary)
 
 
 class Groups:
@@ -135,8 +147,10 @@ class Groups:
 
 def _values(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """int64 values (nulls as 0) and the validity mask."""
+    if col.null_count == 0:
+        return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), np.ones(len(col), bool)
     valid = col.is_valid().to_numpy(zero_copy_only=False)
-    return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+    return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False), valid
 
 
 def _ts_ms(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
