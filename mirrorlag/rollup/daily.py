@@ -2,7 +2,8 @@
 
 - per partition (partition_day.PER_PARTITION, and the maxima of freshness and byte lag): time in
   each state, stall episodes, hours, the partition's own lag figures;
-- record-lag and time-lag histograms (histograms.py): counts, min/avg/max, percentiles.
+- record-lag and time-lag histograms (histograms.py): counts, min/avg/max, percentiles
+  (samples.level_figures adds up a topic's or flow's partitions' histograms).
 
 Topic and flow figures are built from their partitions' passes, never from the partition
 table's figures: percentiles come from the merged histograms (a percentile of percentiles is
@@ -16,8 +17,8 @@ from datetime import date
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup import histograms
 from mirrorlag.rollup.partition_day import HOURS
+from mirrorlag.rollup.samples import level_figures
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 DAY_SECONDS = 86_400.0
@@ -56,9 +57,10 @@ def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataF
     return left.join(r, cond, "left").drop(*[f"_r_{k}" for k in keys])
 
 
-def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, keys: list[str], day: date) -> DataFrame:
+def level_table(parts: DataFrame, hists: DataFrame, keys: list[str], day: date) -> DataFrame:
     """One daily table. `parts`: named per-partition rows (partition_day.PER_PARTITION), which
-    carry the partition level's lag figures; the other levels' come from merged histograms."""
+    carry the partition level's lag figures; the other levels' come from their partitions'
+    histograms (`hists`) added up."""
     extra: list[str] = []
     if keys == PARTITION_KEY:
         df = parts
@@ -78,10 +80,7 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
             F.max("byte_max").alias("byte_max"),
             *[F.array(*[F.sum(F.col(c)[h]) for h in range(HOURS)]).alias(c) for c in ("hours_ms", "covered_hours_ms")],
         )
-        lag = histograms.stats(histograms.merge(lag_hist, keys), keys, "record_lag")
-        tl = histograms.stats(histograms.merge(time_hist, keys), keys, "time_lag", scale=1000.0)
-        tl = tl.select(*keys, *[F.col(c).alias(f"{c}_s") if c.startswith("time_lag") else F.col(c) for c in tl.columns if c not in keys])
-        df = _null_safe_join(_null_safe_join(w, lag, keys), tl, keys)
+        df = _null_safe_join(w, level_figures(hists, keys), keys)
     members = F.col("partitions") if keys != PARTITION_KEY else F.lit(1)
     seconds = {
         "covered_seconds": "covered_ms", "out_of_sync_seconds": "out_of_sync_ms", "at_risk_seconds": "at_risk_ms",
@@ -105,8 +104,8 @@ def level_table(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, key
     )
 
 
-def tables(parts: DataFrame, lag_hist: DataFrame, time_hist: DataFrame, day: date) -> dict[str, DataFrame]:
+def tables(parts: DataFrame, hists: DataFrame, day: date) -> dict[str, DataFrame]:
     return {
-        level: level_table(parts, lag_hist, time_hist, keys, day)
+        level: level_table(parts, hists, keys, day)
         for level, keys in (("partition", PARTITION_KEY), ("topic", TOPIC_KEY), ("flow", FLOW_KEY))
     }

@@ -2,9 +2,10 @@
 
 A partition's samples are counted into buckets: exact below 100, above that log-spaced 1 % wide
 (the largest and smallest value of a bucket differ by less than 1 %). A partition's histogram is
-counted in the day's one pass (partition_day.py, which also derives the partition's own figures
-from it as `stats` does), and topic and flow histograms are sums of their partitions' ones:
-every level's percentiles come from that one pass over the day.
+counted in the day's one pass (partials.py, which also derives the partition's own figures from
+it), and topic and flow histograms are sums of their partitions' ones (samples.level_figures):
+every level's percentiles come from that one pass over the day. `bucket` is the definition
+(Spark's log); the pass buckets in numpy with edges Spark confirms (`exact_edges`).
 
 Percentile q is the nearest-rank one (the ceil(q * n)-th smallest sample, numpy's
 method="inverted_cdf"), reported as the largest sample of the bucket that holds it: a real
@@ -18,7 +19,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import buckets
@@ -59,40 +60,3 @@ def exact_edges(spark: SparkSession) -> np.ndarray:
                 raise ArithmeticError(f"Spark's step to bucket {want[i]} is not near numpy's")
             table[i] = values[np.argmax(reached)]
     return table
-
-
-def merge(hist: DataFrame, keys: list[str]) -> DataFrame:
-    """The histogram of a topic or flow: its partitions' buckets added up."""
-    return hist.groupBy(*keys, "bucket").agg(
-        F.sum("n").alias("n"), F.min("vmin").alias("vmin"), F.max("vmax").alias("vmax"),
-        F.sum("vsum").alias("vsum"),
-    )
-
-
-def stats(hist: DataFrame, keys: list[str], prefix: str, scale: float = 1.0) -> DataFrame:
-    """Per key: {prefix}_min/_avg/_max/_p50/_p95/_p99 (divided by `scale`), null_{prefix}_samples."""
-    known = F.col("bucket").isNotNull()
-    n_known = F.when(known, F.col("n")).otherwise(F.lit(0))
-    ordered = Window.partitionBy(*keys).orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    h = hist.select(
-        "*",
-        F.sum(n_known).over(ordered).alias("_cum"),
-        F.sum(n_known).over(Window.partitionBy(*keys)).alias("_total"),
-    )
-    def scaled(c: Column) -> Column:  # scale 1 keeps the values' own type (records stay integers)
-        return c / scale if scale != 1.0 else c
-
-    quantiles = []
-    for name, per_mille in PERCENTILES.items():
-        rank = F.greatest(F.lit(1), F.expr(f"(_total * {per_mille} + 999) div 1000"))
-        # vmax grows with the bucket, so the smallest vmax past the rank is that of its bucket.
-        value = F.min(F.when(known & (F.col("_cum") >= rank), F.col("vmax")))
-        quantiles.append(scaled(value).alias(f"{prefix}_{name}"))
-    total = F.sum(F.when(known, F.col("n")))
-    return h.groupBy(*keys).agg(
-        scaled(F.min("vmin")).alias(f"{prefix}_min"),
-        (F.sum("vsum") / total / scale).alias(f"{prefix}_avg"),
-        scaled(F.max("vmax")).alias(f"{prefix}_max"),
-        *quantiles,
-        F.coalesce(F.sum(F.when(~known, F.col("n"))), F.lit(0)).alias(f"null_{prefix}_samples"),
-    )

@@ -30,7 +30,7 @@ from mirrorlag.rollup.paths import (
     DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
 )
 from mirrorlag.rollup.partition_day import PER_PARTITION
-from mirrorlag.rollup.samples import DaySource, DayWindow, histogram_rows, partition_days, read_day, segment_groups
+from mirrorlag.rollup.samples import DaySource, DayWindow, partition_days, read_day, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
@@ -140,9 +140,9 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         if per.isEmpty():
             return DayResult(day, DayStatus.EMPTY)
         parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
-        lag_hist, time_hist = (hold(per.select(*PARTITION_KEY, histogram_rows(m))) for m in ("record_lag", "time_lag"))
+        hists = per.select(*PARTITION_KEY, "record_lag", "time_lag")
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
-        for level, df in daily.tables(parts, lag_hist, time_hist, day).items():
+        for level, df in daily.tables(parts, hists, day).items():
             write_table(df, table_path(opts.out, level), sort_keys[level])
         trend_df = hold(trends.compute_trends(spark, opts.out, day))
         write_table(trend_df, trends_path(opts.out), ["level", *PARTITION_KEY])

@@ -10,13 +10,13 @@ partition's samples may be spread over any segments in any order.
 Merge side (`merge`): the parts of each partition (Spark brings them together by key) give
 its day: the codes are sorted once (a few time-ordered runs, which a stable sort merges) and
 summarised as partition_day.timeline does, the histograms are added up and the partition's lag
-figures computed from them as histograms.stats does. Everything but the sort runs once over all
+figures computed from them (`stats`). Everything but the sort runs once over all
 of a task's partitions (segment reductions), not once per partition.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +58,8 @@ def _arrow(spark_type) -> pa.DataType:
 # A merged row: the key, the maxima and the partition's day (partition_day.DAY).
 MERGED = pa.schema([*[PARTIAL.field(c) for c in (*KEY, "freshness_max", "byte_max")],
                     *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields]])
+# What the topic and flow levels read of it: the key and the histograms.
+MERGED_HISTS = pa.schema([MERGED.field(c) for c in (*KEY, *MEASURES)])
 BATCH_GROUPS = 4096  # partitions per output batch: list offsets stay far below 2**31
 
 
@@ -224,9 +226,9 @@ def _lists(values: np.ndarray, counts: np.ndarray, type_: pa.DataType, mask: np.
     return pa.ListArray.from_arrays(offsets, pa.array(values, type_, mask=mask))
 
 
-def _key_columns(table: pa.Table, rows: np.ndarray) -> list[pa.Array]:
+def _key_columns(table: pa.Table, rows: np.ndarray, keys: Sequence[str] = KEY) -> list[pa.Array]:
     cols = []
-    for c in KEY:
+    for c in keys:
         col = table.column(c).chunk(0).take(pa.array(rows))  # tables here are combined: one chunk
         cols.append(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col)
     return cols
@@ -332,8 +334,8 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
 
 
 def stats(e: Entries, nulls: np.ndarray, name: str) -> dict[str, pa.Array]:
-    """histograms.stats per group: min, avg, max, p50, p95, p99 (nearest rank, the vmax of the
-    bucket holding it) and the null count, named as partition_day.STAT_NAMES has them."""
+    """Per group: min, avg, max, p50, p95, p99 (nearest rank, reported as the vmax of the bucket
+    holding it: histograms.py) and the null count, named as partition_day.STAT_NAMES has them."""
     n = nulls.size
     counts = e.counts(n)
     total = np.bincount(e.group, weights=e.n, minlength=n).astype(np.int64) if e.group.size else np.zeros(n, np.int64)
@@ -417,5 +419,40 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 
 
-def batches_to_table(batches: Iterable[pa.RecordBatch]) -> pa.Table:
-    return pa.Table.from_batches(list(batches))
+# ---- topics and flows ----------------------------------------------------------------------
+
+def level_schema(keys: Sequence[str]) -> pa.Schema:
+    """A topic's or flow's lag figures: its key, then STAT_NAMES of both measures."""
+    stats_fields = [f for f in MERGED if any(f.name in STAT_NAMES[m] for m in MEASURES)]
+    return pa.schema([*[PARTIAL.field(k) for k in keys], *stats_fields])
+
+
+def _filled(values: pa.Array) -> np.ndarray:
+    """Values in their own numpy type, nulls as 0."""
+    return (values if values.null_count == 0 else pc.fill_null(values, 0)).to_numpy(zero_copy_only=False)
+
+
+def _level_entries(hist: pa.StructArray, groups: Groups) -> tuple[Entries, np.ndarray]:
+    """The histogram entries of each group's partitions (MERGED's histogram column), and each
+    group's samples without a value (the partitions' null buckets)."""
+    rows = pa.array(groups.order)
+    lists = {f: child.take(rows) for f, child in zip(HIST, hist.flatten())}
+    group = np.repeat(groups.of_sorted(), pc.list_value_length(lists["bucket"]).to_numpy(zero_copy_only=False))
+    bucket = pc.list_flatten(lists["bucket"])
+    known = bucket.is_valid().to_numpy(zero_copy_only=False)
+    values = {f: _filled(pc.list_flatten(lists[f])) for f in HIST}
+    nulls = np.bincount(group[~known], weights=values["n"][~known], minlength=groups.n).astype(np.int64)
+    return Entries(group[known], *[values[f][known] for f in HIST]), nulls
+
+
+def level_figures(per: pa.Table, keys: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """Per key of a level (topic or flow; `per`: MERGED rows, all of each key's partitions):
+    its lag figures from its partitions' histograms added up, as `stats` gives a partition's."""
+    per = per.combine_chunks()
+    if not per.num_rows:
+        return
+    groups = Groups(*group_ids([per.column(c).chunk(0) for c in keys]))
+    out: dict[str, pa.Array] = dict(zip(keys, _key_columns(per, groups.first_rows(), keys)))
+    for m in MEASURES:
+        out.update(stats(*_level_entries(per.column(m).chunk(0), groups), m))
+    yield from pa.Table.from_pydict(out, schema=level_schema(keys)).to_batches(BATCH_GROUPS)

@@ -9,7 +9,7 @@ they count in hour 0.
 
 The lag histograms (histograms.py) come as (bucket, n, vmin, vmax, vsum) rows for the topic and
 flow levels to merge, with the partition's own min/avg/max/percentiles computed from them as
-histograms.stats does. Buckets are exactly Spark's (buckets.py). Sums are of integer-valued
+partials.stats does for every level. Buckets are exactly Spark's (buckets.py). Sums are of integer-valued
 doubles, exact below 2**53 whatever the order, so they equal Spark's own sums (a day of one
 partition's lags is far below that).
 """
@@ -33,12 +33,11 @@ _HIST_FIELDS = {"bucket": LongType(), "n": LongType(), "vmin": LongType(), "vmax
 # Columns of lists, not a list of rows: PySpark converts each partition's value through Python
 # objects, and lists of structs cost 9 times as much (measured: 6.3 -> 0.7 ms a partition).
 HISTOGRAM = StructType([StructField(name, ArrayType(t)) for name, t in _HIST_FIELDS.items()])
-HISTOGRAM_FIELDS = list(_HIST_FIELDS)
 SCALES = {"record_lag": 1.0, "time_lag": 1000.0}  # time lag in seconds, as the tables have it
 
 
 def _stat_fields(measure: str) -> dict[str, DataType]:
-    """The partition's figures of one measure, named as in the tables (histograms.stats)."""
+    """The partition's figures of one measure, named as in the tables."""
     scale = SCALES[measure]
     value = LongType() if scale == 1.0 else DoubleType()
     names = [f"{measure}_{stat}{'' if scale == 1.0 else '_s'}" for stat in ("min", "avg", "max", *PERCENTILES)]

@@ -144,7 +144,13 @@ def partition_days(spark: SparkSession, source: DaySource, window: DayWindow, ma
     return per.select(*[hours.get(c, F.col(c)) for c in per.columns])
 
 
-def histogram_rows(measure: str) -> Column:
-    """A partition_days histogram column as rows: bucket, n, vmin, vmax, vsum."""
-    fields = partition_day.HISTOGRAM_FIELDS
-    return F.inline(F.arrays_zip(*[F.col(f"{measure}.{f}").alias(f) for f in fields]))
+def level_figures(hists: DataFrame, keys: list[str]) -> DataFrame:
+    """Each topic's or flow's (`keys`) lag figures from its partitions' histograms: `hists` has
+    the partition key and partition_days' two histogram columns. All of a key's partitions go
+    to one task (partials.level_figures)."""
+    schema = partials.level_schema(keys)
+
+    def figures(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from partials.level_figures(pa.Table.from_batches(list(batches), schema=partials.MERGED_HISTS), keys)
+
+    return hists.repartition(*keys).mapInArrow(figures, spark_schema(schema))

@@ -130,3 +130,15 @@ def test_stall_episode_across_parts_is_one_episode():
     assert (day["stall_episodes"], day["longest_stall_ms"]) == (1, 8 * 15_000)
     assert day["covered_ms"] == 19 * 15_000 + CAP  # the last one runs to the cap, not to midnight
     assert day == _day(stalled)
+
+
+def test_a_topics_figures_are_those_of_all_its_partitions_samples_together():
+    rng = np.random.default_rng(9)
+    a = [(START + i * 15_000, IN_SYNC, None if i % 50 == 0 else int(rng.integers(0, 10**6))) for i in range(300)]
+    b = [(START + i * 15_000, LAGGING, int(rng.integers(0, 10**4))) for i in range(200)]
+    per = pa.Table.from_pylist(merged([rows(a, partition=0), rows(b, partition=1)]), schema=partials.MERGED)
+    [topic] = pa.Table.from_batches(list(partials.level_figures(per, ["source", "target", "topic"]))).to_pylist()
+    [together] = merged([rows(a + b)])  # one partition holding both partitions' samples
+    assert {k: v for k, v in topic.items() if k not in ("source", "target", "topic")} == \
+        {k: together[k] for k in topic if k not in ("source", "target", "topic")}
+    assert topic["null_record_lag_samples"] == 6
