@@ -80,12 +80,15 @@ def write_table(df: DataFrame, path: str, sort_keys: Sequence[str]) -> None:
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 ADAPTIVE = "spark.sql.adaptive.enabled"
 TUNED = (SHUFFLE_PARTITIONS, ADAPTIVE)
-BYTES_PER_PARTITION = 32 << 20  # of compressed history: about 1.5 M samples per task
+# Merge tasks per compressed byte of history: each task merges the partial rows of ~6 M samples
+# (~150 MB of codes and histogram entries). 10k day: 37 -> 9 merge tasks, the pass 29-31 -> 23-24
+# CPU s (each merge task pays a Python worker round trip and its own sort of a few runs).
+BYTES_PER_PARTITION = 128 << 20
 SEGMENT_BYTES = 64 << 20  # of compressed history per map task read with pyarrow (~3 M rows, ~0.5 GB in numpy)
 
 
 def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
-    """Enough tasks for the day's one big shuffle (samples.partition_days), and no more."""
+    """Enough merge tasks for the day's one shuffle (samples.partition_days), and no more."""
     return max(spark.sparkContext.defaultParallelism, -(-input_bytes // BYTES_PER_PARTITION))
 
 
