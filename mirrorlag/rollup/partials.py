@@ -35,12 +35,14 @@ HIST = ["bucket", "n", "vmin", "vmax", "vsum"]
 _STRINGS = ["source", "target", "topic", "state"]
 _TYPES = {"partition": pa.int32(), "record_lag": pa.int64(), "time_lag_ms": pa.int64(),
           "freshness_lag_ms": pa.int64(), "byte_lag_estimate": pa.int64(), **{c: pa.string() for c in _STRINGS}}
-_LONGS = pa.list_(pa.int64())
+_DTYPES = {**{f: np.int64 for f in HIST}, "vsum": np.float64}
 # A partial row: the key, the maxima, the codes, and per measure the histogram entries and nulls.
+# Arrays travel as binary values (their bytes): Spark copies a binary value at once, an array
+# element by element (twice: into its rows and back into Arrow).
 PARTIAL = pa.schema([
     *[pa.field(c, _TYPES[c]) for c in KEY], pa.field("freshness_max", pa.int64()), pa.field("byte_max", pa.int64()),
-    pa.field("time_code", _LONGS),
-    *[pa.field(f"{m}_{f}", pa.list_(pa.float64()) if f == "vsum" else _LONGS) for m in MEASURES for f in HIST],
+    pa.field("time_code", pa.binary()),
+    *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
 ])
 
@@ -226,6 +228,12 @@ def _lists(values: np.ndarray, counts: np.ndarray, type_: pa.DataType, mask: np.
     return pa.ListArray.from_arrays(offsets, pa.array(values, type_, mask=mask))
 
 
+def _blobs(values: np.ndarray, counts: np.ndarray) -> pa.BinaryArray:
+    """Consecutive runs of `values` (`counts` long) as binary values, without a copy."""
+    offsets = (np.r_[0, np.cumsum(counts)] * values.dtype.itemsize).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), counts.size, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(values))])
+
+
 def _key_columns(table: pa.Table, rows: np.ndarray, keys: Sequence[str] = KEY) -> list[pa.Array]:
     cols = []
     for c in keys:
@@ -245,24 +253,26 @@ def partials(table: pa.Table, table_edges: np.ndarray) -> Iterator[pa.RecordBatc
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(table, groups.first_rows())))
     out["freshness_max"] = _maxima(cols["freshness_lag_ms"], groups)
     out["byte_max"] = _maxima(cols["byte_lag_estimate"], groups)
-    out["time_code"] = _lists(codes, groups.sizes, pa.int64())
+    out["time_code"] = _blobs(codes, groups.sizes)
     for m, column in MEASURES.items():
         entries, nulls = _histogram(cols[column], groups, table_edges)
         counts = entries.counts(groups.n)
         for f in HIST:
-            out[f"{m}_{f}"] = _lists(getattr(entries, f), counts, pa.float64() if f == "vsum" else pa.int64())
+            out[f"{m}_{f}"] = _blobs(getattr(entries, f), counts)
         out[f"{m}_nulls"] = pa.array(nulls, pa.int64())
     yield from pa.Table.from_pydict(out, schema=PARTIAL).to_batches(BATCH_GROUPS)
 
 
 # ---- merge side ----------------------------------------------------------------------------
 
-def _flat(col: pa.ChunkedArray | pa.ListArray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The lists of rows `order`, concatenated, and each row's length."""
-    lists = col.take(pa.array(order))
-    if isinstance(lists, pa.ChunkedArray):
-        lists = lists.combine_chunks()
-    return pc.list_flatten(lists).to_numpy(zero_copy_only=False), pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+def _flat(col: pa.ChunkedArray, order: np.ndarray, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """The arrays (_blobs) of rows `order`, concatenated, and each row's length."""
+    blobs = col.chunk(0).take(pa.array(order))  # tables here are combined: one chunk
+    width = np.dtype(dtype).itemsize
+    offsets = np.frombuffer(blobs.buffers()[1], np.int32)[blobs.offset: blobs.offset + len(blobs) + 1]
+    data = blobs.buffers()[2]
+    values = np.frombuffer(data, dtype, count=int(offsets[-1] - offsets[0]) // width, offset=int(offsets[0])) if data else np.zeros(0, dtype)
+    return values, np.diff(offsets) // width
 
 
 def _sorted_codes(codes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -392,7 +402,7 @@ def histogram_column(e: Entries, nulls: np.ndarray) -> pa.StructArray:
 
 
 def _merged_entries(parts: pa.Table, groups: Groups, m: str) -> Entries:
-    flat = {f: _flat(parts.column(f"{m}_{f}"), groups.order) for f in HIST}
+    flat = {f: _flat(parts.column(f"{m}_{f}"), groups.order, _DTYPES[f]) for f in HIST}
     lengths = flat["bucket"][1]
     # Each part row's entries belong to its group: rows in `order` are grouped already.
     group = np.repeat(groups.of_sorted(), lengths)
@@ -408,7 +418,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
-    codes, lengths = _flat(parts.column("time_code"), groups.order)
+    codes, lengths = _flat(parts.column("time_code"), groups.order, np.int64)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap_ms))
     for m in MEASURES:

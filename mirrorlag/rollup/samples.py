@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from mirrorlag.rollup import partials, partition_day
 from mirrorlag.rollup.schema import HISTORY_SCHEMA, PARTITION_KEY
@@ -62,7 +62,8 @@ def _spark_type(arrow_type: pa.DataType) -> DataType:
         return ArrayType(_spark_type(arrow_type.value_type))
     if pa.types.is_struct(arrow_type):
         return StructType([StructField(f.name, _spark_type(f.type)) for f in arrow_type])
-    return {pa.string(): StringType(), pa.int32(): IntegerType(), pa.int64(): LongType(), pa.float64(): DoubleType()}[arrow_type]
+    return {pa.string(): StringType(), pa.int32(): IntegerType(), pa.int64(): LongType(), pa.float64(): DoubleType(),
+            pa.binary(): BinaryType()}[arrow_type]
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
