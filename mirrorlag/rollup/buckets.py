@@ -41,9 +41,9 @@ def crossings() -> np.ndarray:
     return around[np.arange(k.size), first].view(np.float64)
 
 
-def window(d: float) -> np.ndarray:
-    """The doubles within WINDOW ulps of d (d > 0), ascending."""
-    return (np.float64(d).view(np.int64) + np.arange(-WINDOW, WINDOW + 1)).view(np.float64)
+def window(d: float, width: int = WINDOW) -> np.ndarray:
+    """The doubles within `width` ulps of d (d > 0), ascending."""
+    return (np.float64(d).view(np.int64) + np.arange(-width, width + 1)).view(np.float64)
 
 
 def edges(crossing: np.ndarray) -> np.ndarray:
