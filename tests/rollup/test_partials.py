@@ -88,3 +88,18 @@ def test_numpy_buckets_are_sparks(spark):
     expected = spark.createDataFrame(pa.table({"v": values})).select(
         "v", histograms.bucket(F.col("v")).alias("b")).toArrow().sort_by("v").column("b").to_numpy()
     assert (buckets.bucket(values, table) == expected).all()
+
+
+def test_a_step_spark_places_further_away_is_searched_in_the_wide_window(spark, monkeypatch):
+    # The first search (16 ulps) finds nothing: the wide one must give the same table.
+    real = histograms._search
+    widths = []
+
+    def narrow_first(spark, table, crossing, want, bad, width):
+        widths.append(width)
+        return real(spark, table, crossing, want, bad, 0 if width == 16 else width)
+
+    expected = histograms.exact_edges(spark)
+    monkeypatch.setattr(histograms, "_search", narrow_first)
+    assert (histograms.exact_edges(spark) == expected).all()
+    assert widths == [16, buckets.WINDOW]
