@@ -3,9 +3,11 @@
     spark-submit [--master yarn --py-files mirrorlag.zip ...] mirrorlag/rollup/__main__.py \
         --history hdfs:///mirrorlag/history --out hdfs:///mirrorlag/rollup [--date YYYY-MM-DD]
 
-Only the driver runs Python (the job is Spark SQL), so executors need no mirrorlag; the driver
-needs mirrorlag importable (installed, on --py-files, or this checkout) with pyarrow, matplotlib
-and rich.
+The driver and the executors both run mirrorlag's Python: the day's pass summarises segments and
+merges partitions with numpy in the executors' Python workers (mapInArrow). Both need mirrorlag
+importable (installed, on --py-files, or this checkout) with pyarrow, numpy and pandas (PySpark
+checks for it before any Arrow UDF runs; the rollup never calls it); the driver also needs
+matplotlib and rich. The `spark` extra (and deploy/Dockerfile.rollup) has them all.
 """
 
 import os
