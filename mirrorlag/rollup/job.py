@@ -84,7 +84,7 @@ TUNED = (SHUFFLE_PARTITIONS, ADAPTIVE)
 # (~150 MB of codes and histogram entries). 10k day: 37 -> 9 merge tasks, the pass 29-31 -> 23-24
 # CPU s (each merge task pays a Python worker round trip and its own sort of a few runs).
 BYTES_PER_PARTITION = 128 << 20
-SEGMENT_BYTES = 64 << 20  # of compressed history per map task read with pyarrow (~3 M rows, ~0.5 GB in numpy)
+SEGMENT_BYTES = 64 << 20  # of compressed history per map task read with pyarrow (~3 M rows; its Python worker peaked at 1.0 GiB on the 10k day)
 
 
 def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
