@@ -63,17 +63,22 @@ class LroReading(NamedTuple):
 
 class LroTable(Mapping[PartitionKey, LroReading]):
     """Every known LRO at one poll, as a read-only Mapping of LroReadings (built on access) over
-    the cache's columns as they were then. `aligned(keys)` gives them as columns in the order of
-    `keys`, without a Python object per partition (the columnar engine's path)."""
+    the cache's columns as they were then, one row per key of `keys` (`used` marks the rows with
+    an LRO). `aligned(keys)` gives them as columns in the order of other keys, without a Python
+    object per partition (the columnar engine's path)."""
 
-    __slots__ = ("_slots", "_offset", "_feed", "_changed", "_stale", "_names", "_memo")
+    __slots__ = ("_keys", "_used", "_offset", "_feed", "_changed", "_stale", "_names", "_memo", "_index")
 
-    def __init__(self, slots: dict[PartitionKey, int], offset: np.ndarray, feed: np.ndarray, changed: np.ndarray,
-                 stale: np.ndarray, names: Sequence[str], memo: list) -> None:
-        self._slots = slots  # shared with the cache until it changes its key set (it then copies)
+    def __init__(self, keys: Sequence[PartitionKey], used: np.ndarray, offset: np.ndarray, feed: np.ndarray,
+                 changed: np.ndarray, stale: np.ndarray, names: Sequence[str], memo: list) -> None:
+        self._keys = keys  # the cache's row order, shared with it while its partition set stays
+        self._used = used
         self._offset, self._feed, self._changed, self._stale = offset, feed, changed, stale
         self._names = tuple(names)
-        self._memo = memo  # [keys, slots dict, slot per key]: the last alignment, shared across polls
+        self._memo = memo  # [keys, table keys, row per key]: the last alignment, shared across polls
+        # key -> row, built on the first read by key (LagEngine, rare rows, tests): the columnar
+        # engine reads columns, and a dict kept from poll to poll would cost ~85 bytes a partition.
+        self._index: dict[PartitionKey, int] | None = None
 
     @classmethod
     def of(cls, readings: Mapping[PartitionKey, LroReading]) -> "LroTable":
@@ -81,46 +86,57 @@ class LroTable(Mapping[PartitionKey, LroReading]):
         names = sorted({r.feed for r in readings.values()})
         code = {name: i for i, name in enumerate(names)}
         values = list(readings.values())
-        return cls({key: i for i, key in enumerate(readings)}, np.array([r.offset for r in values], np.int64),
+        return cls(list(readings), np.ones(len(values), bool), np.array([r.offset for r in values], np.int64),
                    np.array([code[r.feed] for r in values], np.int16), np.array([r.changed_at for r in values], float),
                    np.array([r.stale for r in values], bool), names, [None, None, None])
 
+    def _rows(self) -> dict[PartitionKey, int]:
+        if self._index is None:
+            self._index = {self._keys[i]: i for i in np.flatnonzero(self._used).tolist()}
+        return self._index
+
     def __getitem__(self, key: PartitionKey) -> LroReading:
-        s = self._slots[key]
+        s = self._rows()[key]
         return LroReading(int(self._offset[s]), self._names[self._feed[s]], float(self._changed[s]), bool(self._stale[s]))
 
     def get(self, key: PartitionKey, default: LroReading | None = None) -> LroReading | None:  # type: ignore[override]
-        return self[key] if key in self._slots else default
+        return self[key] if key in self._rows() else default
 
     def __contains__(self, key: object) -> bool:
-        return key in self._slots
+        return key in self._rows()
 
     def __iter__(self) -> Iterator[PartitionKey]:
-        return iter(self._slots)
+        return iter(self._rows())
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return int(np.count_nonzero(self._used))
 
     def aligned(self, keys: Sequence[PartitionKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For each of `keys`: (known, offset, changed_at, stale, feed name), 0 / 0.0 / False /
-        None where no LRO is known. The slot of each key is looked up once per key list and key
-        set (the engine hands in the same list poll after poll)."""
+        None where no LRO is known. The row of each key is looked up once per key list and
+        table key list (the engine hands in the same list poll after poll)."""
         memo = self._memo
-        if memo[0] is keys and memo[1] is self._slots:
+        if keys is self._keys:
+            at = None
+        elif memo[0] is keys and memo[1] is self._keys:
             at = memo[2]
         else:
-            at = np.fromiter(map(self._slots.get, keys, repeat(-1)), np.int64, len(keys))
-            memo[:] = [keys, self._slots, at]
-        known = at >= 0
-        if known.all():
-            feed = np.array(self._names, object)[self._feed[at]] if self._names else np.full(len(at), None, object)
-            return known, self._offset[at], self._changed[at], self._stale[at], feed
-        s = np.where(known, at, 0)
+            rows = dict(zip(self._keys, range(len(self._keys))))  # only while the keys change
+            at = np.fromiter(map(rows.get, keys, repeat(-1)), np.int64, len(keys))
+            del rows
+            memo[:] = [keys, self._keys, at]
+        names = np.array([*self._names, None], object)  # code len(names): no LRO
+        if at is None:
+            used = self._used
+            feed = names[np.where(used, self._feed, len(self._names))]
+            return (used.copy(), np.where(used, self._offset, 0), np.where(used, self._changed, 0.0),
+                    used & self._stale, feed)
         if not len(self._offset):  # nothing known at all
             n = len(at)
-            return known, np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, None, object)
-        feed = np.array(self._names, object)[self._feed[s]]
-        feed[~known] = None
+            return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, None, object)
+        s = np.where(at >= 0, at, 0)
+        known = (at >= 0) & self._used[s]
+        feed = names[np.where(known, self._feed[s], len(self._names))]
         return (known, np.where(known, self._offset[s], 0), np.where(known, self._changed[s], 0.0),
                 known & self._stale[s], feed)
 

@@ -215,10 +215,15 @@ class Poller:
             failed |= not self._read_source(source, leos, started)
         log_starts = self._read_log_starts(leos, started)
         now = self.clock()
-        by_feed: dict[str, dict[PartitionKey, int]] = {}
+        by_feed: dict[str, Mapping[PartitionKey, int]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
-            by_feed.setdefault(feed.name, {}).update(self._in_flows(feed.offsets(), leos))
-        lros = self.cache.update(by_feed, now)
+            offsets = feed.offsets()
+            by_feed[feed.name] = {**by_feed[feed.name], **offsets} if feed.name in by_feed else offsets
+        # Only the partitions this poll knows (`leos`: those of the configured flows that the
+        # source has) may hold an LRO: a feed record naming one that does not exist (junk, or a
+        # deleted topic) must not grow the cache. Feeds keep what they read, so a partition
+        # discovered later gets its LRO then.
+        lros = self.cache.update(by_feed, now, list(leos))
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
         cols = snapshot.columns
@@ -331,25 +336,12 @@ class Poller:
                            if tp in read and (start := starts.get(tp)) is not None})
         return result
 
-    @staticmethod
-    def _in_flows(offsets: Mapping[PartitionKey, int], known: Mapping[PartitionKey, object]) -> Mapping[PartitionKey, int]:
-        """Only partitions a configured flow replicates, and that the source has, may enter the
-        cache: a feed record naming a partition that does not exist (junk, or a deleted topic) must
-        not grow it. Feeds keep what they read, so a partition discovered later gets its LRO then.
-        `known` (this poll's LEO keys) holds exactly those partitions: the sources' views are
-        built from the flows and topics that discovery selected (SourceCluster.discover). So the
-        test is a key set's, in C: a feed whose keys all qualify (the common case, and always
-        the in-process tracker's, which uses the view's own keys) is taken as it is."""
-        if offsets.keys() <= known.keys():
-            return offsets
-        return {key: offsets[key] for key in offsets.keys() & known.keys()}
-
     def _forget(self, keys: list[PartitionKey]) -> None:
-        """Gone partitions leave the cache and the feeds, so that if the topic comes back, its new
-        log starts UNKNOWN instead of taking the old log's LRO (a false lag, or a false IN_SYNC)."""
+        """Gone partitions leave the feeds (the LRO cache drops them as they leave the poll's
+        partitions), so that if the topic comes back, its new log starts UNKNOWN instead of taking
+        the old log's LRO (a false lag, or a false IN_SYNC)."""
         if not keys:
             return
-        self.cache.forget(keys)
         for feed in self.feeds:
             if forget := getattr(feed, "forget", None):
                 forget(keys)

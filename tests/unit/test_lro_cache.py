@@ -71,13 +71,13 @@ def test_forget_drops_partitions():
     assert set(cache.update({}, now=1.0)) == {K2}
 
 
-def test_forgotten_slots_are_reused_and_every_key_keeps_its_own_value():
+def test_forgotten_partitions_leave_new_ones_enter_and_every_key_keeps_its_own_value():
     cache = LroCache(ttl_s=20)
     keys = [PartitionKey("A", "B", "t", p) for p in range(40)]
     cache.update({"callback": {k: p for p, k in enumerate(keys)}}, now=0.0)
     cache.forget(keys[5:15])
     assert len(cache) == 30
-    fresh = [PartitionKey("A", "B", "u", p) for p in range(25)]  # 10 reused slots, 15 new ones
+    fresh = [PartitionKey("A", "B", "u", p) for p in range(25)]
     table = cache.update({"offset-syncs": {k: 1000 + p for p, k in enumerate(fresh)}}, now=1.0)
     assert len(cache) == len(table) == 55
     expected = {k: (p, "callback", 0.0) for p, k in enumerate(keys) if not 5 <= p < 15}
@@ -108,3 +108,42 @@ def test_aligned_gives_the_readings_as_columns_in_the_keys_order():
     assert LroTable.of(dict(table)).aligned(keys)[1].tolist() == [9, 0, 5]
     assert [a.tolist() for a in LroCache(1).update({}, 0.0).aligned(keys)] == [[False] * 3, [0] * 3, [0.0] * 3,
                                                                             [False] * 3, [None] * 3]
+
+
+def test_the_polls_keys_decide_which_partitions_hold_an_lro():
+    cache = LroCache(ttl_s=20)
+    junk = PartitionKey("A", "B", "deleted", 0)
+    table = cache.update({"offset-syncs": {K1: 5, junk: 9}}, now=1.0, keys=[K1, K2])
+    assert dict(table) == {K1: LroReading(5, "offset-syncs", 1.0, False)} and len(cache) == 1
+    # K1 leaves the poll's partitions (its topic was deleted): its LRO goes with it, so a topic
+    # created again under the name starts without the old log's LRO.
+    cache.update({"offset-syncs": {K1: 5}}, now=2.0, keys=[K2])
+    assert len(cache) == 0
+    table = cache.update({"offset-syncs": {K2: 3}}, now=3.0, keys=[K2, K1])
+    assert dict(table) == {K2: LroReading(3, "offset-syncs", 3.0, False)}
+
+
+def test_rows_follow_a_new_key_order_with_their_values():
+    cache = LroCache(ttl_s=20)
+    keys = [PartitionKey("A", "B", "t", p) for p in range(6)]
+    cache.update({"callback": {k: 10 + p for p, k in enumerate(keys)}}, now=1.0, keys=keys)
+    reordered = [keys[4], PartitionKey("A", "B", "u", 0), keys[1], keys[5]]
+    table = cache.update({}, now=2.0, keys=reordered)
+    assert {k.partition: r.offset for k, r in table.items() if k.topic == "t"} == {4: 14, 1: 11, 5: 15}
+    assert reordered[1] not in table
+    known, offset, changed, stale, feed = table.aligned(sorted(reordered))  # t/1, t/4, t/5, u/0
+    assert known.tolist() == [True, True, True, False] and offset.tolist() == [11, 14, 15, 0]
+    assert changed.tolist() == [1.0, 1.0, 1.0, 0.0] and feed.tolist() == ["callback"] * 3 + [None]
+
+
+def test_the_alignment_is_kept_while_the_partitions_stay():
+    cache = LroCache(ttl_s=20)
+    keys = [K2, K1]
+    engine_order = sorted(keys)
+    first = cache.update({"callback": {K1: 1}}, now=1.0, keys=list(keys))
+    first.aligned(engine_order)
+    memo = first._memo[2]
+    second = cache.update({"callback": {K1: 2, K2: 7}}, now=2.0, keys=list(keys))  # a new, equal list
+    known, offset, *_ = second.aligned(engine_order)
+    assert second._memo[2] is memo  # looked up once, not once per poll
+    assert known.tolist() == [True, True] and offset.tolist() == [2, 7]
