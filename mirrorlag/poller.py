@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.engine import ColumnarLagEngine
 from mirrorlag.gil import pieces
 from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTracker
-from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, TopicPart, isolation_level, make_admin
+from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
 from mirrorlag.kafka.topic_reader import TopicReader
 from mirrorlag.lro_cache import LroCache
 from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snapshot, State
@@ -117,46 +118,47 @@ class PollStats:
 
 @dataclass(frozen=True)
 class _SourceView:
-    """One source cluster's partitions at one topology: a key per (flow, partition) with its
-    (topic, partition), and the distinct partitions sorted, as ListOffsets asks for them."""
+    """One source cluster's partitions at one topology: a key per (flow, partition), and the
+    distinct partitions as ListOffsets asks for them, each named by a key of the first flow that
+    replicates it (ListOffsets takes the keys themselves: no (topic, partition) pair is kept per
+    partition)."""
 
     flows: tuple[FlowId, ...]  # the source's flows, in the order of topology
-    topology: tuple[list[TopicPart], ...]  # per flow of the source, as discovered
+    topology: tuple[Topology, ...]  # per flow of the source, as discovered
     keys: tuple[PartitionKey, ...]
-    key_parts: tuple[TopicPart, ...]  # keys[i]'s partition
-    partitions: list[TopicPart]
+    key_parts: tuple[PartitionKey, ...]  # keys[i]'s partition, as `partitions` names it (keys itself for one flow)
+    partitions: Sequence[PartitionKey]
 
     @classmethod
-    def build(cls, flows: Sequence[FlowSettings], topology: tuple[list[TopicPart], ...],
+    def build(cls, flows: Sequence[FlowSettings], topology: tuple[Topology, ...],
               previous: _SourceView | None = None) -> _SourceView:
-        # key_parts and partitions hold the topology's own (topic, partition) tuples, not copies:
-        # at 100k partitions each copy is ~6 MiB. A partition already known keeps its tuple and
-        # its key object: the LRO cache and the feeds hold the first key they saw, and new ones at
-        # each topology change (a topic created anywhere) would leave them a second set of 100k
-        # keys (and 100k objects made and dropped fragment the allocator's arenas).
-        ids = tuple(flow.id for flow in flows)
-        if previous is not None:
-            topology = tuple(cls._reused(parts, previous.of_flow(flow)[0]) for flow, parts in zip(ids, topology))
+        # A partition already known keeps its key object: the feeds hold the keys they were given,
+        # and new ones at each topology change (a topic created anywhere) would leave them a second
+        # set of 100k keys (and 100k objects made and dropped fragment the allocator's arenas).
+        old: dict[tuple[FlowId, str], dict[int, PartitionKey]] = {}
+        for key in previous.keys if previous is not None else ():
+            old.setdefault((key.flow, key.topic), {})[key.partition] = key
         keys: list[PartitionKey] = []
-        for flow, parts in zip(flows, topology):
-            old = dict(zip(*previous.of_flow(flow.id))) if previous is not None else {}
-            keys += [old.get(tp) or PartitionKey(flow.source, flow.target, *tp) for tp in parts]
-        key_parts = tuple(tp for parts in topology for tp in parts)
-        return cls(ids, topology, tuple(keys), key_parts, sorted(set(key_parts)))
+        for flow, topics in zip(flows, topology):
+            for topic, numbers in topics:
+                known = old.get((flow.id, topic), {})
+                keys += [known.get(p) or PartitionKey(flow.source, flow.target, topic, p) for p in numbers]
+        ids, all_keys = tuple(flow.id for flow in flows), tuple(keys)
+        if len(flows) == 1:  # each partition once, in discovery's order: topic, then partition
+            return cls(ids, topology, all_keys, all_keys, all_keys)
+        first: dict[tuple[str, int], PartitionKey] = {}  # only while the view is built
+        for key in all_keys:
+            first.setdefault((key.topic, key.partition), key)
+        key_parts = tuple(first[key.topic, key.partition] for key in all_keys)
+        return cls(ids, topology, all_keys, key_parts, sorted(first.values(), key=attrgetter("topic", "partition")))
 
-    def of_flow(self, flow: FlowId) -> tuple[list[TopicPart], tuple[PartitionKey, ...]]:
-        """A flow's partitions and their keys (none if the view has no such flow)."""
+    def of_flow(self, flow: FlowId) -> tuple[PartitionKey, ...]:
+        """A flow's keys (none if the view has no such flow)."""
         if flow not in self.flows:
-            return [], ()
+            return ()
         i = self.flows.index(flow)
-        start = sum(map(len, self.topology[:i]))
-        return self.topology[i], self.keys[start:start + len(self.topology[i])]
-
-    @staticmethod
-    def _reused(parts: list[TopicPart], previous: list[TopicPart]) -> list[TopicPart]:
-        """`parts` with the previous view's tuple for each partition it had."""
-        known = {tp: tp for tp in previous}
-        return [known.get(tp, tp) for tp in parts]
+        start = sum(len(numbers) for topics in self.topology[:i] for _, numbers in topics)
+        return self.keys[start:start + sum(len(numbers) for _, numbers in self.topology[i])]
 
 
 class Poller:
@@ -197,7 +199,7 @@ class Poller:
             )
             for alias in settings.source_aliases
         }
-        self._topology: dict[FlowId, list[TopicPart]] = {}
+        self._topology: dict[FlowId, Topology] = {}
         self._views: dict[str, _SourceView] = {}  # per source alias, rebuilt when its topology changes
         self._available: dict[str, bool] = {}
         # Per source: when its metadata is next read (mirrorlag.metadata.max.age.ms), and the
@@ -293,19 +295,13 @@ class Poller:
         if view is None or view.topology != topology:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
             for flow in source.flows:
-                parts, keys = view.of_flow(flow.id)
                 by_topic: dict[str, list[PartitionKey | None]] = {}
-                for key, (topic, partition) in zip(keys, parts):
-                    by_partition = by_topic.setdefault(topic, [])
-                    if partition >= len(by_partition):
-                        by_partition.extend([None] * (partition + 1 - len(by_partition)))
-                    by_partition[partition] = key
+                for key in view.of_flow(flow.id):
+                    by_partition = by_topic.setdefault(key.topic, [])
+                    if key.partition >= len(by_partition):
+                        by_partition.extend([None] * (key.partition + 1 - len(by_partition)))
+                    by_partition[key.partition] = key
                 self._keys_by_topic[flow.id] = by_topic
-        # Hold the view's lists (with the tuples it kept), not the ones discovery just built: the
-        # topology once, not twice.
-        for flow, parts in zip(source.flows, view.topology):
-            if flow.id in self._topology:
-                self._topology[flow.id] = parts
         return view
 
     def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:

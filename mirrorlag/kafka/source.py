@@ -7,7 +7,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -21,6 +21,27 @@ from mirrorlag.model import FlowId
 LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlag.librdkafka")
 
 TopicPart = tuple[str, int]
+# A flow's partitions as metadata lists them: per topic (sorted by name), its partition numbers
+# (sorted), as `range(n)` for the usual 0..n-1. A few objects per topic, not a tuple per partition:
+# at 100k partitions a list of (topic, partition) tuples is ~7 MiB, made again at every discovery.
+Topology = tuple[tuple[str, Sequence[int]], ...]
+
+
+# What ListOffsets is asked for: anything whose last two items are a topic and a partition number,
+# a TopicPart or the poller's PartitionKey; answers are keyed by the objects asked.
+PartitionRef = Sequence[Any]
+
+
+def partitions_of(topology: Topology) -> list[TopicPart]:
+    """The topology's partitions as (topic, partition) pairs."""
+    return [(topic, p) for topic, numbers in topology for p in numbers]
+
+
+def _numbers(partitions: Iterable[int]) -> Sequence[int]:
+    """Partition numbers, sorted: range(n) when they are 0..n-1 (distinct and never negative, so
+    a largest of n - 1 says so)."""
+    numbers = list(partitions)
+    return range(len(numbers)) if not numbers or max(numbers) == len(numbers) - 1 else tuple(sorted(numbers))
 
 
 class SourceUnavailable(Exception):
@@ -95,36 +116,44 @@ def submit_list_offsets(admin: AdminClient, request: list[TopicPartition], isola
 
 @dataclass
 class PendingOffsets:
-    """ListOffsets requests in flight: the partitions asked, one future per chunk."""
+    """ListOffsets requests in flight: the partitions asked and, per chunk, those it asked, their
+    TopicPartitions and its future.
 
-    partitions: Sequence[TopicPart]
-    chunks: list[concurrent.futures.Future]
+    Answers are keyed by the partitions asked (PartitionRef: the poller asks with its own
+    PartitionKeys, so it keeps no (topic, partition) pair per partition)."""
+
+    partitions: Sequence[PartitionRef]
+    chunks: list[tuple[Sequence[PartitionRef], list[TopicPartition], concurrent.futures.Future]]
     deadline: float  # time.monotonic() after which an unanswered chunk counts as failed
-    collected: tuple[dict[TopicPart, int | None], BaseException | KafkaError | None] | None = None
+    collected: tuple[dict[PartitionRef, int | None], BaseException | KafkaError | None] | None = None
 
-    def collect(self) -> tuple[dict[TopicPart, int | None], BaseException | KafkaError | None]:
+    def collect(self) -> tuple[dict[PartitionRef, int | None], BaseException | KafkaError | None]:
         """Every partition asked, its offset or None, and the first error seen (if any). Each
         chunk's answer is dropped as soon as it is read, so the 100k result objects of a poll are
         freed a chunk at a time, not in one ~60 ms cascade that holds the GIL; the outcome is
         kept for a second call."""
         if self.collected is not None:
             return self.collected
-        done, _ = concurrent.futures.wait(self.chunks, timeout=max(0.0, self.deadline - time.monotonic()))
-        self.chunks = []
-        answers = list(done)
-        del done
-        offsets: dict[TopicPart, int | None] = dict.fromkeys(self.partitions)
+        done, _ = concurrent.futures.wait([future for _, _, future in self.chunks],
+                                          timeout=max(0.0, self.deadline - time.monotonic()))
+        chunks, self.chunks = self.chunks, []
+        offsets: dict[PartitionRef, int | None] = dict.fromkeys(self.partitions)
         first_error: BaseException | KafkaError | None = None
-        while answers:
-            chunk = answers.pop()
-            if (exc := chunk.exception()) is not None:
+        while chunks:
+            asked, request, future = chunks.pop()
+            if future not in done:
+                continue
+            if (exc := future.exception()) is not None:
                 first_error = first_error or exc
                 continue
-            for tp, info in chunk.result().items():
+            result = future.result()
+            for partition, info in zip(asked, map(result.get, request)):
                 if isinstance(info, KafkaError):
                     first_error = first_error or info
-                else:
-                    offsets[(tp.topic, tp.partition)] = info.offset
+                elif info is not None:
+                    offsets[partition] = info.offset
+            del result, future
+        del done
         self.collected = (offsets, first_error)
         return self.collected
 
@@ -140,7 +169,7 @@ class SourceCluster:
     chunk_size: int
     isolation: IsolationLevel
 
-    def discover(self) -> dict[FlowId, list[TopicPart]]:
+    def discover(self) -> dict[FlowId, Topology]:
         """The partitions each flow replicates, from a fresh metadata request."""
         try:
             metadata = self.admin.list_topics(timeout=self.timeout_s)
@@ -148,33 +177,27 @@ class SourceCluster:
             raise SourceUnavailable(f"metadata from cluster {self.alias}: {exc.args[0]}{self._cause()}") from None
         if isinstance(self.admin, SourceAdmin):
             self.admin.last_error = None  # answered: an older error is no cause of a later failure
-        topics = {
-            name: sorted(meta.partitions)
-            for name, meta in metadata.topics.items()
-            if meta.error is None
-        }
-        return {
-            flow.id: [(t, p) for t in sorted(topics) if flow.should_replicate(t) for p in topics[t]]
-            for flow in self.flows
-        }
+        topics = sorted(name for name, meta in metadata.topics.items() if meta.error is None)
+        numbers = {name: _numbers(metadata.topics[name].partitions) for name in topics}
+        return {flow.id: tuple((t, numbers[t]) for t in topics if flow.should_replicate(t)) for flow in self.flows}
 
-    def request_end_offsets(self, partitions: Sequence[TopicPart]) -> PendingOffsets:
+    def request_end_offsets(self, partitions: Sequence[PartitionRef]) -> PendingOffsets:
         """Sends ListOffsets `latest` for `partitions` and returns at once: a poll asks for the
         partitions it already knows before the metadata request, so the round trips overlap."""
         return self._request(partitions, OFFSET_END)
 
-    def end_offsets(self, partitions: Iterable[TopicPart],
-                    pending: PendingOffsets | None = None) -> dict[TopicPart, int | None]:
+    def end_offsets(self, partitions: Iterable[PartitionRef],
+                    pending: PendingOffsets | None = None) -> dict[PartitionRef, int | None]:
         """ListOffsets `latest`: the offset the next record will get (the LEO, or the LSO).
         Partitions `pending` asked for are taken from its answer; only the others are asked now."""
         return self.list_offsets(partitions, OFFSET_END, "end offsets", pending)
 
-    def start_offsets(self, partitions: Iterable[TopicPart]) -> dict[TopicPart, int | None]:
+    def start_offsets(self, partitions: Iterable[PartitionRef]) -> dict[PartitionRef, int | None]:
         """ListOffsets `earliest`: the log start, which retention moves forward."""
         return self.list_offsets(partitions, OFFSET_BEGINNING, "log-start offsets")
 
-    def list_offsets(self, partitions: Iterable[TopicPart], spec: int, what: str,
-                     pending: PendingOffsets | None = None) -> dict[TopicPart, int | None]:
+    def list_offsets(self, partitions: Iterable[PartitionRef], spec: int, what: str,
+                     pending: PendingOffsets | None = None) -> dict[PartitionRef, int | None]:
         """ListOffsets (`spec`: OFFSET_END for latest, OFFSET_BEGINNING for earliest); a partition
         that fails maps to None. Raises SourceUnavailable when nothing at all came back."""
         partitions = list(partitions)
@@ -191,15 +214,15 @@ class SourceCluster:
             raise SourceUnavailable(f"{what} from cluster {self.alias}: {reason}{self._cause()}")
         return offsets
 
-    def _request(self, partitions: Sequence[TopicPart], spec: int) -> PendingOffsets:
+    def _request(self, partitions: Sequence[PartitionRef], spec: int) -> PendingOffsets:
         """ListOffsets in concurrent chunks. Many small requests in flight beat a few big ones:
         librdkafka's CPU per request grows with the square of its partitions (100k partitions in
         chunks of 250: 0.8 s of client CPU; of 1,000: 1.2 s; of 20,000: 12 s)."""
-        chunks = [
-            submit_list_offsets(self.admin, [TopicPartition(t, p, spec) for t, p in partitions[i:i + self.chunk_size]],
-                                self.isolation, self.timeout_s)
-            for i in range(0, len(partitions), self.chunk_size)
-        ]
+        chunks = []
+        for i in range(0, len(partitions), self.chunk_size):
+            asked = partitions[i:i + self.chunk_size]
+            request = [TopicPartition(tp[-2], tp[-1], spec) for tp in asked]
+            chunks.append((asked, request, submit_list_offsets(self.admin, request, self.isolation, self.timeout_s)))
         return PendingOffsets(partitions, chunks, time.monotonic() + self.timeout_s + 1)
 
     def _cause(self) -> str:

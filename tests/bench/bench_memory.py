@@ -69,13 +69,13 @@ class StandInSource:
         self.polls = 0
 
     def partitions(self) -> list[tuple[str, int]]:
-        """Built at each call: a broker's metadata is not mirrorlag's memory."""
+        """Every partition, as the simulated mirror walks them."""
         return [(t, p) for t in self.topics for p in range(TOPIC_PARTITIONS)]
 
     def discover(self):
-        # New lists of new tuples at every call, as SourceCluster.discover builds them from
-        # fresh metadata (the poller must not keep a copy per poll).
-        return {flow.id: self.partitions() for flow in self.flows}
+        # A new topology at every call, as SourceCluster.discover builds it from fresh metadata
+        # (the poller must not keep a copy per poll).
+        return {flow.id: tuple((t, range(TOPIC_PARTITIONS)) for t in self.topics) for flow in self.flows}
 
     def request_end_offsets(self, partitions):
         return None  # answered at once by end_offsets

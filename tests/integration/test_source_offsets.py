@@ -9,7 +9,8 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorlag.config import load_settings
-from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, make_admin
+from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, make_admin, partitions_of
+from mirrorlag.model import PartitionKey
 from tests.conftest import write_properties
 
 pytestmark = pytest.mark.integration
@@ -32,14 +33,18 @@ def test_end_and_start_offsets_match_the_public_wrapper(tmp_path, clusters, topi
     clusters.create_topic(topic_name, 5)
     clusters.produce(topic_name, {0: 7, 1: 3, 2: 0, 3: 1, 4: 12})
     source = source_cluster(tmp_path, clusters, topic_name, isolation=isolation)
-    partitions = source.discover()[source.flows[0].id]
-    assert partitions == [(topic_name, p) for p in range(5)]
+    topology = source.discover()[source.flows[0].id]
+    assert topology == ((topic_name, range(5)),)
+    partitions = partitions_of(topology)
 
     ends = source.end_offsets(partitions)  # three chunks of at most two partitions
     assert ends == {(topic_name, 0): 7, (topic_name, 1): 3, (topic_name, 2): 0, (topic_name, 3): 1, (topic_name, 4): 12}
     assert ends == public_offsets(source, partitions, OffsetSpec.latest)
     starts = source.start_offsets(partitions)
     assert starts == dict.fromkeys(partitions, 0) == public_offsets(source, partitions, OffsetSpec.earliest)
+    # The poller asks with its PartitionKeys: the answers are keyed by them.
+    keys = [PartitionKey("src", "dst", topic, p) for topic, p in partitions]
+    assert source.end_offsets(keys) == dict(zip(keys, ends.values()))
 
 
 def test_a_partition_the_broker_refuses_maps_to_none_and_the_rest_are_answered(tmp_path, clusters, topic_name):

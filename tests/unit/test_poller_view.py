@@ -1,16 +1,17 @@
-"""The poller's per-source view holds each partition's (topic, partition) once, whatever discovery
-returns at each poll (a real SourceCluster builds new lists of new tuples from fresh metadata)."""
+"""The poller's per-source view: a key per partition, kept while discovery returns the same
+topology (a real SourceCluster builds a new one from fresh metadata at each discovery)."""
 
 from pathlib import Path
 
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
+from mirrorlag.kafka.source import partitions_of
 from mirrorlag.model import FlowId
 from mirrorlag.poller import Poller
 
 
 class FreshSource:
-    """Answers from memory, with new lists of new tuples at every discovery, as a broker would."""
+    """Answers from memory, with a new topology at every discovery, as a broker would."""
 
     def __init__(self, flows, topics: dict[str, int]) -> None:
         self.alias = "src"
@@ -21,13 +22,14 @@ class FreshSource:
 
     def discover(self):
         self.discoveries += 1
-        return {flow.id: [(t, p) for t, n in self.topics.items() for p in range(n)] for flow in self.flows}
+        return {flow.id: tuple((t, range(n)) for t, n in sorted(self.topics.items()) if flow.should_replicate(t))
+                for flow in self.flows}
 
     def request_end_offsets(self, partitions):
         return None
 
     def end_offsets(self, partitions, pending=None):
-        return {tp: None if tp in self.unanswered else 10 for tp in partitions}
+        return {tp: None if tuple(tp[-2:]) in self.unanswered else 10 for tp in partitions}
 
     def start_offsets(self, partitions):
         return {tp: 0 for tp in partitions}
@@ -43,18 +45,18 @@ def _poller(tmp_path: Path, more: str = "") -> tuple[Poller, FreshSource]:
     return poller, source
 
 
-def test_an_unchanged_topology_is_held_once_with_the_views_own_tuples(tmp_path):
+def test_an_unchanged_topology_keeps_its_view_and_no_pair_per_partition(tmp_path):
     poller, _ = _poller(tmp_path)
     flow = FlowId("src", "dst")
     poller.poll_once()
     view = poller._views["src"]
     poller.poll_once()
     assert poller._views["src"] is view  # not rebuilt
-    (parts,) = view.topology
-    assert poller._topology[flow] is parts  # the newest discovery's lists were dropped
-    assert all(a is b for a, b in zip(view.key_parts, parts))
-    assert {id(tp) for tp in view.partitions} == {id(tp) for tp in parts}
-    assert [(k.topic, k.partition) for k in view.keys] == parts
+    (topics,) = view.topology
+    assert poller._topology[flow] == topics == (("a", range(3)), ("b", range(2)))
+    # One flow: ListOffsets is asked with the keys themselves, no (topic, partition) pairs.
+    assert view.key_parts is view.keys and view.partitions is view.keys
+    assert [(k.topic, k.partition) for k in view.keys] == partitions_of(topics)
 
 
 def test_a_changed_topology_builds_a_new_view(tmp_path):
@@ -64,9 +66,27 @@ def test_a_changed_topology_builds_a_new_view(tmp_path):
     source.topics["c"] = 1
     snapshot = poller.poll_once()
     assert len(snapshot) == 6
-    (parts,) = poller._views["src"].topology
-    assert poller._topology[FlowId("src", "dst")] is parts
-    assert ("c", 0) in parts
+    (topics,) = poller._views["src"].topology
+    assert poller._topology[FlowId("src", "dst")] == topics
+    assert ("c", range(1)) in topics
+
+
+def test_two_flows_from_one_source_ask_each_partition_once(tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst, dr\nsrc.bootstrap.servers = 127.0.0.1:9\n"
+                      "dst.bootstrap.servers = 127.0.0.1:9\ndr.bootstrap.servers = 127.0.0.1:9\n"
+                      "src->dst.enabled = true\nsrc->dr.enabled = true\nsrc->dr.topics = b\n")
+    poller = Poller(load_settings([config]))
+    source = FreshSource(poller.sources["src"].flows, {"a": 2, "b": 2})
+    asked = []
+    answer = source.end_offsets
+    source.end_offsets = lambda partitions, pending=None: (asked.append(list(partitions)), answer(partitions))[1]
+    poller.sources = {"src": source}  # type: ignore[dict-item]
+    snapshot = poller.poll_once()
+    assert [tuple(tp[-2:]) for tp in asked[0]] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    rows = {(r.key.target, r.key.topic, r.key.partition): r.leo for r in snapshot.rows}
+    assert rows == {("dst", "a", 0): 10, ("dst", "a", 1): 10, ("dst", "b", 0): 10, ("dst", "b", 1): 10,
+                    ("dr", "b", 0): 10, ("dr", "b", 1): 10}
 
 
 def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
@@ -96,7 +116,6 @@ def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
     poller, source = _poller(tmp_path)
     poller.poll_once()
     before = {(k.topic, k.partition): k for k in poller._views["src"].keys}
-    before_tp = {tp: tp for tp in poller._views["src"].key_parts}
     source.topics["c"] = 2
     del source.topics["b"]
     poller.poll_once()
@@ -104,10 +123,6 @@ def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
     after = {(k.topic, k.partition): k for k in view.keys}
     assert set(after) == {("a", 0), ("a", 1), ("a", 2), ("c", 0), ("c", 1)}
     assert all(after[tp] is before[tp] for tp in after if tp in before)
-    (parts,) = view.topology
-    assert all(tp is before_tp[tp] for tp in parts if tp in before_tp)  # the tuples too
-    assert poller._topology[FlowId("src", "dst")] is parts
-    assert all(a is b for a, b in zip(view.key_parts, parts))
 
 
 class KeyTakingFeed:
@@ -169,3 +184,10 @@ def test_metadata_is_read_at_every_poll_by_default(tmp_path):
     for _ in range(3):
         poller.poll_once()
     assert source.discoveries == 3
+
+
+def test_partition_numbers_are_a_range_when_they_are_zero_to_n():
+    from mirrorlag.kafka.source import _numbers
+
+    assert _numbers({2: None, 0: None, 1: None}) == range(3) and _numbers([]) == range(0)
+    assert _numbers([3, 0, 1]) == (0, 1, 3)  # not 0..n-1: kept as they are
