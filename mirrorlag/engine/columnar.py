@@ -4,7 +4,7 @@ partitions at once.
 
 Why: LagEngine keeps a slotted object per partition, ~10 boxed numbers, a sample list and a
 freshness array each, ~1.35 KB a partition, and walks them in a Python loop. Here the same state
-is ~0.78 KB of flat columns (the table holds its points + 1) and a poll is a few dozen numpy
+is ~0.76 KB of flat columns (the table holds its points + 1) and a poll is a few dozen numpy
 operations over all of them: at 100k partitions the sidecar holds 261 instead of 334 MiB after
 polling, and the update takes ~0.23 instead of ~0.31 s (tests/bench/RESULTS.md, fifth pass).
 The snapshot it returns is columns too (model.RowColumns), built from these arrays: no Python
@@ -21,8 +21,9 @@ through LagEngine.update and stored back, so they follow the reference code line
 tests/unit/test_columnar_engine.py checks that both engines give equal snapshots and counters,
 poll after poll, on random estates and config changes.
 
-Numbers: offsets and counts are int64 (Kafka's offsets are), times float64; "unknown" is a mask
-beside an int column and NaN in a float column (times are never NaN). The window's min/max/sum
+Numbers: offsets are int64 (Kafka's offsets are), times float64; "unknown" is a mask beside an
+int column and NaN in a float column (times are never NaN). Small counts, indexes and codes take
+the narrowest type their bound allows and widen if it grows (_Columns). The window's min/max/sum
 are float64, exact for lags below 2**53 as LagEngine's ints are.
 """
 
@@ -59,11 +60,22 @@ _INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", 
 _OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start")  # each with a has_<name> mask
 _FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
 _OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: None
-_SMALL = ("f_count", "w_cur", "w_created", "shape", "flow")
+_INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+def _fit(bound: int) -> type:
+    """The narrowest signed type that holds 0..bound (signed: a stray n - 1 cannot wrap to huge)."""
+    return next(t for t in _INT_TYPES if bound <= np.iinfo(t).max)
 
 
 class _Columns:
-    """The per-partition state, one array per field, rows in the engine's key order."""
+    """The per-partition state, one array per field, rows in the engine's key order.
+
+    Small numbers get the narrowest type their bound allows, and a column's type only widens
+    (`widen`, and `moved` keeps the wider): a table count is at most `points` (the table's
+    width), a window index or count of samples at most `samples`, a poll count in a sample at
+    most the engine's number of updates, and flow, shape and feed codes index the engine's
+    lists, which only grow."""
 
     def __init__(self, n: int, samples: int, points: int) -> None:
         self.n = n
@@ -76,15 +88,19 @@ class _Columns:
             self.a["has_" + name] = np.zeros(n, bool)
         for name in _FLOATS:
             self.a[name] = np.full(n, _NAN if name in _OPTIONAL_FLOATS else 0.0)
-        for name in _SMALL:
-            self.a[name] = np.zeros(n, np.int32)
+        self.a["f_count"] = np.zeros(n, _fit(points))
+        self.a["w_cur"] = np.zeros(n, _fit(samples))
+        self.a["w_created"] = np.zeros(n, _fit(samples))
+        self.a["shape"] = np.zeros(n, np.int8)
+        self.a["flow"] = np.zeros(n, np.int8)
         # The newest LRO seen (a GONE row reports it): its offset and feed, not the LroReading,
-        # so the LRO cache's readings need not outlive their poll.
+        # so the LRO cache's readings need not outlive their poll. The feed is a code into the
+        # engine's feed names, -1 for none seen.
         self.a["last_lro_off"] = np.zeros(n, np.int64)
-        self.a["has_last_lro"] = np.zeros(n, bool)
-        self.a["last_lro_feed"] = np.full(n, None, dtype=object)
+        self.a["last_lro_feed"] = np.full(n, -1, np.int8)
         self.a["w_start"] = np.zeros((n, samples))
-        self.a["w_count"] = np.zeros((n, samples), np.int64)
+        # int32 from the start, not widened as polls go by: this is its type for 68 years of 1 s polls.
+        self.a["w_count"] = np.zeros((n, samples), np.int32)
         self.a["w_min"] = np.full((n, samples), np.inf)
         self.a["w_max"] = np.full((n, samples), -np.inf)
         self.a["w_sum"] = np.zeros((n, samples))
@@ -96,11 +112,19 @@ class _Columns:
         out = _Columns(n, max(samples, self.samples), max(points, self.points))
         for name, old in self.a.items():
             new = out.a[name]
+            if new.dtype != old.dtype and np.promote_types(new.dtype, old.dtype) == old.dtype:
+                new = out.a[name] = new.astype(old.dtype)  # widened before: stays so
             if old.ndim == 2:
                 new[new_rows, :old.shape[1]] = old[old_rows]
             else:
                 new[new_rows] = old[old_rows]
         return out
+
+    def widen(self, name: str, bound: int) -> None:
+        """Let column `name` hold values up to `bound`."""
+        a = self.a[name]
+        if bound > np.iinfo(a.dtype).max:
+            self.a[name] = a.astype(_fit(bound))
 
     def __getattr__(self, name: str) -> np.ndarray:
         try:
@@ -143,6 +167,8 @@ class ColumnarLagEngine:
         self._shape_of_flow: dict[int, tuple[object, int]] = {}  # flow index -> (its shape object, shape id)
         self._shapes: list[tuple[float, int]] = [(0.0, 0)]  # shape id -> (window_s, num_samples)
         self._wide: dict[PartitionKey, array] = {}  # freshness tables that outgrew 32-bit offsets
+        self._feed_names: list[str | None] = []  # a row's last_lro_feed code indexes it
+        self._feed_codes: dict[str | None, int] = {}
         self._c = _Columns(0, 2, 4)
         self._gen = 0
         self.rewinds_total: dict[FlowId, int] = {}
@@ -163,6 +189,7 @@ class ColumnarLagEngine:
             if fl is None:
                 fl = self._flows[flow] = _Flow(flow)
             self._flow_list.append(fl)
+            self._c.widen("flow", i)
         return i
 
     def _shape_id(self, i: int) -> int:
@@ -173,7 +200,27 @@ class ColumnarLagEngine:
         if seen is None or seen[0] is not fl.shape:
             seen = self._shape_of_flow[i] = (fl.shape, len(self._shapes))
             self._shapes.append((fl.window_s, fl.num_samples))
+            self._c.widen("shape", seen[1])
         return seen[1]
+
+    def _feed_code(self, feed: str | None) -> int:
+        code = self._feed_codes.get(feed)
+        if code is None:
+            code = self._feed_codes[feed] = len(self._feed_names)
+            self._feed_names.append(feed)
+            self._c.widen("last_lro_feed", code)
+        return code
+
+    def _feed_column(self, feeds: np.ndarray) -> np.ndarray:
+        """The codes of an object array of feed names (a few distinct ones): one C-level dict
+        lookup a row, ~3 ms at 100k."""
+        codes = self._feed_codes
+        try:
+            return np.fromiter(map(codes.__getitem__, feeds), np.int32, len(feeds))
+        except KeyError:  # a feed not seen before
+            for name in dict.fromkeys(feeds.tolist()):
+                self._feed_code(name)
+            return np.fromiter(map(codes.__getitem__, feeds), np.int32, len(feeds))
 
     def _refresh(self, flow_rows: np.ndarray, gen: int, sizes) -> None:
         for i in np.unique(flow_rows).tolist():
@@ -204,7 +251,8 @@ class ColumnarLagEngine:
         samples = max([2] + [fls[i].num_samples for i in np.unique(flows[fresh]).tolist()])
         points = max([3] + [fls[i].points + 1 for i in np.unique(flows[fresh]).tolist()])
         old = self._c
-        gone_rows = [_GoneRow(k, _last_lro(old, i), int(old.log_start[i]) if old.has_log_start[i] else None)
+        feeds = self._feed_names
+        gone_rows = [_GoneRow(k, _last_lro(old, i, feeds), int(old.log_start[i]) if old.has_log_start[i] else None)
                      for k, i in gone]
         c = self._c = old.moved(len(order), old_rows, new_rows, samples, points)
         c.flow[:] = flows
@@ -240,8 +288,7 @@ class ColumnarLagEngine:
         has_r, off, changed, stale, feed = _lro_columns(obs.lros, keys)
         if has_r.any():
             c.last_lro_off[has_r] = off[has_r]
-            c.has_last_lro[has_r] = True
-            c.last_lro_feed[has_r] = feed[has_r]
+            c.last_lro_feed[has_r] = self._feed_column(feed[has_r])
 
         # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
         # A log start read for a key that is not a row (not in the flows) is ignored.
@@ -261,6 +308,7 @@ class ColumnarLagEngine:
         if (f_limit > c.points).any() or (f_samples > c.samples).any():
             all_rows = np.arange(n)
             c = self._c = c.moved(n, all_rows, all_rows, int(f_samples.max()), int(f_limit.max()))
+        c.widen("w_count", gen)  # a sample's count grows by at most one an update
         row_flow = c.flow
 
         # Which rows the array code takes; the rest go through LagEngine.
@@ -523,7 +571,7 @@ class ColumnarLagEngine:
         for name in _FLOATS:
             v = float(c.a[name][i])
             setattr(p, name, None if name in _OPTIONAL_FLOATS and v != v else v)
-        p.last_lro = _last_lro(c, i)
+        p.last_lro = _last_lro(c, i, self._feed_names)
         n = int(c.f_count[i])
         p.f_count = n
         wide = self._wide.get(key)
@@ -556,10 +604,10 @@ class ColumnarLagEngine:
             v = getattr(p, name)
             c.a[name][i] = _NAN if v is None else v
         r = p.last_lro
-        c.has_last_lro[i] = r is not None
+        code = -1 if r is None else self._feed_code(r.feed)
+        c.last_lro_feed[i] = code
         if r is not None:
             c.last_lro_off[i] = r.offset
-            c.last_lro_feed[i] = r.feed
         tab = p.f_table
         n = p.f_count
         c.f_count[i] = n
@@ -771,9 +819,10 @@ def _lro_columns(lros: Mapping[PartitionKey, LroReading], keys: list[PartitionKe
             np.fromiter(map(_STALE, readings), bool, n), _column(list(map(_FEED, readings)), has_r, None))
 
 
-def _last_lro(c: _Columns, i: int) -> LroReading | None:
+def _last_lro(c: _Columns, i: int, feeds: list[str | None]) -> LroReading | None:
     """Row i's newest LRO as a reading (only its offset and feed are ever read: a GONE row's)."""
-    return LroReading(int(c.last_lro_off[i]), c.last_lro_feed[i], 0.0, False) if c.has_last_lro[i] else None
+    code = int(c.last_lro_feed[i])
+    return LroReading(int(c.last_lro_off[i]), feeds[code], 0.0, False) if code >= 0 else None
 
 
 class _GoneRow(NamedTuple):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorlag.engine import LagEngine
 from mirrorlag.engine.columnar import ColumnarLagEngine
-from mirrorlag.model import LroReading, LroTable, PartitionKey, PollObservation
+from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation
 from tests.unit.test_engine import AB, CB, ORACLE_PARAMS, polls
 
 KEYS = [PartitionKey("A", "B", "orders", p) for p in range(4)] + [PartitionKey("C", "B", "orders", 0)]
@@ -153,6 +154,37 @@ def test_a_byte_lag_past_int64_is_clipped_by_both_engines() -> None:
         ours, theirs = col.update(obs), ref.update(obs)
         same_rows(ours, theirs)
         assert ours.rows[0].byte_lag_estimate == 2 ** 63 - 1
+
+
+def test_codes_and_counts_past_their_narrow_types_match() -> None:
+    """The small columns start narrow (int8 mostly) and widen when their bound outgrows them:
+    140 flows, a new window shape every poll, a new feed name every poll (reported again by the
+    GONE rows at the end), 200 samples and 150 points, and more polls than int32 counts."""
+    flows = [FlowId(f"S{i}", "B") for i in range(140)]
+    keys = [PartitionKey(f.source, "B", "t", p) for f in flows for p in range(2)]
+    window = [20.0]
+    wide = dataclasses.replace(ORACLE_PARAMS, num_samples=200, freshness_points=150, sample_window_s=1000.0)
+
+    def params(flow):
+        return dataclasses.replace(ORACLE_PARAMS, sample_window_s=window[0]) if flow == flows[0] else wide
+
+    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    col._gen = 2 ** 31 - 5  # as after that many polls: sample counts must outgrow int32
+    now = 1_000.0
+    for n in range(1, 160):
+        now += 15.0
+        window[0] = 20.0 + n
+        leos = {k: 1_000 + 5 * n + i for i, k in enumerate(keys)}
+        lros = {k: LroReading(1_000 + 5 * n - 3 - i % 4, f"feed{n}" if i % 2 else "callback", now - 1.0, False)
+                for i, k in enumerate(keys)}
+        obs = PollObservation(now - 0.5, now, leos, lros, {}, {})
+        same_rows(col.update(as_table(obs) if n % 2 else obs), ref.update(obs))
+    c = col._c
+    assert [c.a[name].dtype for name in ("flow", "shape", "last_lro_feed", "w_cur", "w_created", "f_count")] == \
+        [np.dtype(np.int16)] * 6
+    assert c.w_count.dtype == np.int64
+    obs = PollObservation(now + 15.0, now + 15.0, {}, {}, {}, {})
+    same_rows(col.update(obs), ref.update(obs))
 
 
 @pytest.mark.soak
