@@ -121,9 +121,14 @@ class LroTable(Mapping[PartitionKey, LroReading]):
         elif memo[0] is keys and memo[1] is self._keys:
             at = memo[2]
         else:
-            rows = dict(zip(self._keys, range(len(self._keys))))  # only while the keys change
-            at = np.fromiter(map(rows.get, keys, repeat(-1)), np.int64, len(keys))
-            del rows
+            # The same order (one flow: the poll's keys come sorted, as the engine keeps its rows)
+            # needs no row per key; a C-level compare, identity first, once per key list.
+            if isinstance(keys, list) and keys == self._keys:
+                at = None
+            else:
+                rows = dict(zip(self._keys, range(len(self._keys))))  # only while the keys change
+                at = np.fromiter(map(rows.get, keys, repeat(-1)), np.int64, len(keys))
+                del rows
             memo[:] = [keys, self._keys, at]
         names = np.array([*self._names, None], object)  # code len(names): no LRO
         if at is None:

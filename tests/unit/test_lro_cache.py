@@ -147,3 +147,12 @@ def test_the_alignment_is_kept_while_the_partitions_stay():
     known, offset, *_ = second.aligned(engine_order)
     assert second._memo[2] is memo  # looked up once, not once per poll
     assert known.tolist() == [True, True] and offset.tolist() == [2, 7]
+
+
+def test_keys_in_the_caches_own_order_need_no_row_per_key():
+    cache = LroCache(ttl_s=20)
+    keys = [K1, K2]  # sorted, as one flow's poll lists them and the engine keeps its rows
+    table = cache.update({"callback": {K2: 4}}, now=1.0, keys=list(keys))
+    known, offset, *_ = table.aligned(sorted(keys))
+    assert table._memo[2] is None  # no row per key was kept
+    assert known.tolist() == [False, True] and offset.tolist() == [0, 4]
