@@ -10,7 +10,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class TrackerFeed:
     # number (None where metadata lists none), the key objects the poller uses (one per partition,
     # shared with the engine, not a copy per feed). A partition metadata does not know yet has no
     # key, and no LRO until it does.
-    keys: Callable[[], Mapping[str, list[PartitionKey | None]]]
+    keys: Callable[[], Mapping[str, Sequence[PartitionKey | None]]]
     name: str = CALLBACK_FEED
     bad_records: int = 0
     reader: TopicReader | None = None
@@ -152,13 +152,51 @@ class _SourceView:
         key_parts = tuple(first[key.topic, key.partition] for key in all_keys)
         return cls(ids, topology, all_keys, key_parts, sorted(first.values(), key=attrgetter("topic", "partition")))
 
-    def of_flow(self, flow: FlowId) -> tuple[PartitionKey, ...]:
-        """A flow's keys (none if the view has no such flow)."""
-        if flow not in self.flows:
-            return ()
-        i = self.flows.index(flow)
-        start = sum(len(numbers) for topics in self.topology[:i] for _, numbers in topics)
-        return self.keys[start:start + sum(len(numbers) for _, numbers in self.topology[i])]
+
+class _TopicKeys(Mapping[str, Sequence[PartitionKey | None]]):
+    """One flow's keys per topic, by partition number (None where metadata lists none), as
+    slices of the view's keys: a topic's entry is where its keys start there and its partition
+    numbers, so nothing is kept per partition."""
+
+    def __init__(self, keys: tuple[PartitionKey, ...], topics: dict[str, tuple[int, Sequence[int]]]) -> None:
+        self._keys = keys
+        self._topics = topics
+
+    @classmethod
+    def of(cls, view: _SourceView, flow: FlowId) -> _TopicKeys:
+        if flow not in view.flows:
+            return cls((), {})
+        i = view.flows.index(flow)
+        start = sum(len(numbers) for topics in view.topology[:i] for _, numbers in topics)
+        topics = {}
+        for topic, numbers in view.topology[i]:
+            topics[topic] = (start, numbers)
+            start += len(numbers)
+        return cls(view.keys, topics)
+
+    def key(self, topic: str, partition: int) -> PartitionKey | None:
+        entry = self._topics.get(topic)
+        if entry is None:
+            return None
+        start, numbers = entry
+        if type(numbers) is range:  # 0..n-1, the usual case
+            return self._keys[start + partition] if type(partition) is int and 0 <= partition < len(numbers) else None
+        return self._keys[start + numbers.index(partition)] if partition in numbers else None
+
+    def __getitem__(self, topic: str) -> Sequence[PartitionKey | None]:
+        start, numbers = self._topics[topic]
+        if type(numbers) is range:
+            return self._keys[start:start + len(numbers)]
+        by_partition: list[PartitionKey | None] = [None] * (max(numbers) + 1)
+        for j, p in enumerate(numbers):
+            by_partition[p] = self._keys[start + j]
+        return by_partition
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
 
 
 class Poller:
@@ -173,9 +211,9 @@ class Poller:
         self.settings = settings
         self.clock = clock
         self.trackers = {t.flow: t for t in trackers}
-        # Per flow, per topic, the view's keys by partition number (None where metadata lists
-        # none): how a feed that names partitions by (topic, partition) finds the poller's key.
-        self._keys_by_topic: dict[FlowId, dict[str, list[PartitionKey | None]]] = {}
+        # Per flow, its topics' keys by partition number: how a feed that names partitions by
+        # (topic, partition) finds the poller's key.
+        self._keys_by_topic: dict[FlowId, _TopicKeys] = {}
         self.feeds: list[LroFeed] = [
             *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._keys_by_topic.get(flow, {})) for t in trackers),
         ]
@@ -295,21 +333,13 @@ class Poller:
         if view is None or view.topology != topology:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
             for flow in source.flows:
-                by_topic: dict[str, list[PartitionKey | None]] = {}
-                for key in view.of_flow(flow.id):
-                    by_partition = by_topic.setdefault(key.topic, [])
-                    if key.partition >= len(by_partition):
-                        by_partition.extend([None] * (key.partition + 1 - len(by_partition)))
-                    by_partition[key.partition] = key
-                self._keys_by_topic[flow.id] = by_topic
+                self._keys_by_topic[flow.id] = _TopicKeys.of(view, flow.id)
         return view
 
     def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:
         """The view's key of a flow's partition, or None while metadata does not list it."""
-        by_partition = self._keys_by_topic.get(flow, {}).get(topic)
-        if by_partition is None or not 0 <= partition < len(by_partition):
-            return None
-        return by_partition[partition]
+        by_topic = self._keys_by_topic.get(flow)
+        return by_topic.key(topic, partition) if by_topic is not None else None
 
     def _read_log_starts(self, leos: Mapping[PartitionKey, int | None], started: float) -> dict[PartitionKey, int]:
         """Log starts of the partitions whose LEO was read, every retention poll interval."""

@@ -191,3 +191,22 @@ def test_partition_numbers_are_a_range_when_they_are_zero_to_n():
 
     assert _numbers({2: None, 0: None, 1: None}) == range(3) and _numbers([]) == range(0)
     assert _numbers([3, 0, 1]) == (0, 1, 3)  # not 0..n-1: kept as they are
+
+
+def test_keys_by_topic_name_each_flows_own_keys_also_where_numbers_have_gaps(tmp_path):
+    from mirrorlag.poller import _SourceView, _TopicKeys
+
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst, dr\nsrc.bootstrap.servers = 127.0.0.1:9\n"
+                      "dst.bootstrap.servers = 127.0.0.1:9\ndr.bootstrap.servers = 127.0.0.1:9\n"
+                      "src->dst.enabled = true\nsrc->dr.enabled = true\n")
+    flows = load_settings([config]).flows
+    topology = ((("a", range(2)), ("g", (0, 3))), (("g", (0, 3)),))
+    view = _SourceView.build(flows, topology)
+    dst, dr = (_TopicKeys.of(view, flow.id) for flow in flows)
+    assert dst.key("a", 1) == ("src", "dst", "a", 1) and dst.key("g", 3) == ("src", "dst", "g", 3)
+    assert dr.key("g", 3) == ("src", "dr", "g", 3) and dr.key("a", 0) is None
+    assert [dst.key("g", p) for p in (1, 2, 4, -1)] == [None] * 4 and dst.key("a", 2) is None
+    assert list(dst["g"]) == [view.keys[2], None, None, view.keys[3]] and dst["a"] == view.keys[:2]
+    assert [k[-2:] for k in view.partitions] == [("a", 0), ("a", 1), ("g", 0), ("g", 3)]
+    assert view.key_parts[4:] == view.keys[2:4]  # dr's g partitions are asked as dst's
