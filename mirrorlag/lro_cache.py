@@ -105,6 +105,8 @@ class LroCache:
     def _code(self, feed: str) -> int:
         code = self._codes.get(feed)
         if code is None:
+            if len(self._names) == np.iinfo(np.int8).max:  # tables hand out int8 codes
+                raise ValueError(f"more than {len(self._names)} LRO feeds")
             code = self._codes[feed] = len(self._names)
             self._names.append(feed)
         return code

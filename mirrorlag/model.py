@@ -111,10 +111,12 @@ class LroTable(Mapping[PartitionKey, LroReading]):
     def __len__(self) -> int:
         return int(np.count_nonzero(self._used))
 
-    def aligned(self, keys: Sequence[PartitionKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For each of `keys`: (known, offset, changed_at, stale, feed name), 0 / 0.0 / False /
-        None where no LRO is known. The row of each key is looked up once per key list and
-        table key list (the engine hands in the same list poll after poll)."""
+    def aligned(self, keys: Sequence[PartitionKey]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+        """For each of `keys`: (known, offset, changed_at, stale, feed code), 0 / 0.0 / False / -1
+        where no LRO is known, and the feed names the codes index (int8 codes, as RowColumns
+        keeps them). The row of each key is looked up once per key list and table key list (the
+        engine hands in the same list poll after poll)."""
         memo = self._memo
         if keys is self._keys:
             at = None
@@ -130,20 +132,19 @@ class LroTable(Mapping[PartitionKey, LroReading]):
                 at = np.fromiter(map(rows.get, keys, repeat(-1)), np.int64, len(keys))
                 del rows
             memo[:] = [keys, self._keys, at]
-        names = np.array([*self._names, None], object)  # code len(names): no LRO
         if at is None:
-            used = self._used
-            feed = names[np.where(used, self._feed, len(self._names))]
-            return (used.copy(), np.where(used, self._offset, 0), np.where(used, self._changed, 0.0),
-                    used & self._stale, feed)
-        if not len(self._offset):  # nothing known at all
-            n = len(at)
-            return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, None, object)
-        s = np.where(at >= 0, at, 0)
-        known = (at >= 0) & self._used[s]
-        feed = names[np.where(known, self._feed[s], len(self._names))]
+            known = self._used.copy()
+            s: np.ndarray | slice = slice(None)
+        elif not len(self._offset):  # nothing known at all
+            known, s = np.zeros(len(at), bool), np.zeros(len(at), np.int64)
+        else:
+            s = np.where(at >= 0, at, 0)
+            known = (at >= 0) & self._used[s]
+        if not len(self._offset):
+            n = len(known)
+            return known, np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, -1, np.int8), self._names
         return (known, np.where(known, self._offset[s], 0), np.where(known, self._changed[s], 0.0),
-                known & self._stale[s], feed)
+                known & self._stale[s], np.where(known, self._feed[s], -1).astype(np.int8), self._names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,22 +218,48 @@ class RowColumns:
     boxed numbers take ~540, and a column turns into Arrow or JSON without a Python object per
     row. `state` holds codes into STATES; INT_FIELDS are int64 with a mask in `valid` (Kafka's
     offsets are int64; an estimate past it is clipped); FLOAT_FIELDS are float64, NaN where
-    unknown; `lro_feed` is an object array of the feeds' names (None: no LRO). Never mutated once
-    built: producers hand over arrays of their own.
+    unknown; the LRO's feed is a code into `feed_names` (int8, -1: no LRO), not a pointer per row
+    (`lro_feed` gives the names). Never mutated once built: producers hand over arrays of their own.
     """
 
-    __slots__ = ("keys", "state", "ints", "valid", "floats", "lro_feed", "freshness_lower_bound")
+    __slots__ = ("keys", "state", "ints", "valid", "floats", "feed_code", "feed_names", "freshness_lower_bound")
 
     def __init__(self, keys: Sequence[PartitionKey], state: np.ndarray, ints: dict[str, np.ndarray],
-                 valid: dict[str, np.ndarray], floats: dict[str, np.ndarray], lro_feed: np.ndarray,
-                 freshness_lower_bound: np.ndarray) -> None:
+                 valid: dict[str, np.ndarray], floats: dict[str, np.ndarray], feed_code: np.ndarray,
+                 feed_names: tuple[str, ...], freshness_lower_bound: np.ndarray) -> None:
         self.keys = keys
         self.state = state
         self.ints = ints
         self.valid = valid
         self.floats = floats
-        self.lro_feed = lro_feed
+        self.feed_code = feed_code
+        self.feed_names = feed_names
         self.freshness_lower_bound = freshness_lower_bound
+
+    @property
+    def lro_feed(self) -> np.ndarray:
+        """The feed each row's LRO came from, as an object array of names (None: no LRO)."""
+        return np.array([*self.feed_names, None], dtype=object)[self.feed_code]  # -1: the None
+
+    def feed_index(self) -> np.ndarray:
+        """Each row's index into `(*feed_names, None)` (for a take() of per-feed texts)."""
+        return np.where(self.feed_code < 0, len(self.feed_names), self.feed_code)
+
+    def _codes_of(self, names: Sequence[str | None]) -> np.ndarray:
+        """Codes of `names` (feeds' names, None for none) in these columns, adding new names."""
+        known = list(self.feed_names)
+        codes = []
+        for name in names:
+            if name is None:
+                codes.append(-1)
+                continue
+            if name not in known:
+                known.append(name)
+            codes.append(known.index(name))
+        if len(known) > np.iinfo(np.int8).max:
+            raise ValueError(f"a snapshot holds at most {np.iinfo(np.int8).max} feed names")
+        self.feed_names = tuple(known)
+        return np.array(codes, np.int8)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -242,8 +269,7 @@ class RowColumns:
         """n rows, every value unknown and every state UNKNOWN, to be filled in."""
         return cls(keys, np.full(n, STATES.index(State.UNKNOWN), np.int8),
                    {f: np.zeros(n, np.int64) for f in INT_FIELDS}, {f: np.zeros(n, bool) for f in INT_FIELDS},
-                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, None, dtype=object),
-                   np.zeros(n, bool))
+                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, -1, np.int8), (), np.zeros(n, bool))
 
     @classmethod
     def from_rows(cls, rows: Sequence[PartitionRow]) -> "RowColumns":
@@ -266,7 +292,7 @@ class RowColumns:
             self.ints[name][at] = [min(max(round(v), _INT64.min), _INT64.max) if v is not None else 0 for v in values]
         for name in FLOAT_FIELDS:
             self.floats[name][at] = [np.nan if v is None else v for v in fields[get(name)]]
-        self.lro_feed[at] = fields[get("lro_feed")]
+        self.feed_code[at] = self._codes_of(fields[get("lro_feed")])
         self.freshness_lower_bound[at] = [bool(v) for v in fields[get("freshness_lower_bound")]]
 
     def place(self, at: np.ndarray, other: "RowColumns") -> None:
@@ -278,24 +304,30 @@ class RowColumns:
             self.valid[name][at] = other.valid[name]
         for name in FLOAT_FIELDS:
             self.floats[name][at] = other.floats[name]
-        self.lro_feed[at] = other.lro_feed
+        self.feed_code[at] = self._recoded(other)
         self.freshness_lower_bound[at] = other.freshness_lower_bound
+
+    def _recoded(self, other: "RowColumns") -> np.ndarray:
+        """other's feed codes as codes of these columns (whose names grow to hold other's)."""
+        return np.append(self._codes_of(other.feed_names), np.int8(-1))[other.feed_code]
 
     def __add__(self, other: "RowColumns") -> "RowColumns":
         """These rows, then other's."""
-        return RowColumns(
+        out = RowColumns(
             [*self.keys, *other.keys], np.concatenate([self.state, other.state]),
             {f: np.concatenate([v, other.ints[f]]) for f, v in self.ints.items()},
             {f: np.concatenate([v, other.valid[f]]) for f, v in self.valid.items()},
             {f: np.concatenate([v, other.floats[f]]) for f, v in self.floats.items()},
-            np.concatenate([self.lro_feed, other.lro_feed]),
+            self.feed_code, self.feed_names,
             np.concatenate([self.freshness_lower_bound, other.freshness_lower_bound]))
+        out.feed_code = np.concatenate([self.feed_code, out._recoded(other)])
+        return out
 
     def __getitem__(self, part: slice) -> "RowColumns":
         """The rows of a slice (views of these arrays, not copies)."""
         return RowColumns(self.keys[part], self.state[part], {f: v[part] for f, v in self.ints.items()},
                           {f: v[part] for f, v in self.valid.items()}, {f: v[part] for f, v in self.floats.items()},
-                          self.lro_feed[part], self.freshness_lower_bound[part])
+                          self.feed_code[part], self.feed_names, self.freshness_lower_bound[part])
 
     def column(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A numeric field's values and where they are known."""

@@ -211,17 +211,6 @@ class ColumnarLagEngine:
             self._c.widen("last_lro_feed", code)
         return code
 
-    def _feed_column(self, feeds: np.ndarray) -> np.ndarray:
-        """The codes of an object array of feed names (a few distinct ones): one C-level dict
-        lookup a row, ~3 ms at 100k."""
-        codes = self._feed_codes
-        try:
-            return np.fromiter(map(codes.__getitem__, feeds), np.int32, len(feeds))
-        except KeyError:  # a feed not seen before
-            for name in dict.fromkeys(feeds.tolist()):
-                self._feed_code(name)
-            return np.fromiter(map(codes.__getitem__, feeds), np.int32, len(feeds))
-
     def _refresh(self, flow_rows: np.ndarray, gen: int, sizes) -> None:
         for i in np.unique(flow_rows).tolist():
             fl = self._flow_list[i]
@@ -285,10 +274,11 @@ class ColumnarLagEngine:
         n = len(keys)
         has_leo = np.fromiter(map(is_not, leo_obj, repeat(None)), bool, n)
         leo = _column(leo_obj, has_leo, 0).astype(np.int64)
-        has_r, off, changed, stale, feed = _lro_columns(obs.lros, keys)
+        has_r, off, changed, stale, feed, feed_names = _lro_columns(obs.lros, keys)
         if has_r.any():
             c.last_lro_off[has_r] = off[has_r]
-            c.last_lro_feed[has_r] = self._feed_column(feed[has_r])
+            # The poll's feed codes (into feed_names) as the engine's own.
+            c.last_lro_feed[has_r] = np.array([self._feed_code(name) for name in feed_names], np.int64)[feed[has_r]]
 
         # Params for the flows LagEngine would ask: of rows with an LEO, and of log starts.
         # A log start read for a key that is not a row (not in the flows) is ignored.
@@ -344,7 +334,7 @@ class ColumnarLagEngine:
             self._ordinary(c, out, rows_o, leo, off, changed, stale, t, now, f, f_points, f_bytes, f_shape, row_flow)
         self._measure(c, np.flatnonzero(out.mask_measure), now, out)
 
-        cols = out.columns(keys, leo, has_leo, off, has_r, feed, now, changed, c)
+        cols = out.columns(keys, leo, has_leo, off, has_r, feed, feed_names, now, changed, c)
         if rare_rows.size:
             cols.place(rare_rows, self._run_rare(rare_rows, obs, gen))
         if gone:
@@ -805,9 +795,10 @@ class ColumnarLagEngine:
 
 
 def _lro_columns(lros: Mapping[PartitionKey, LroReading], keys: list[PartitionKey]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The LROs of `keys` as columns (known, offset, changed_at, stale, feed; 0 and None where
-    unknown): from the LRO cache's table column-wise, from any other Mapping by reading."""
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The LROs of `keys` as columns (known, offset, changed_at, stale, feed code; 0 and -1
+    where unknown) and the feed names the codes index: from the LRO cache's table column-wise,
+    from any other Mapping by reading."""
     if isinstance(lros, LroTable):
         return lros.aligned(keys)
     n = len(keys)
@@ -815,8 +806,12 @@ def _lro_columns(lros: Mapping[PartitionKey, LroReading], keys: list[PartitionKe
     # (C-level maps, not comprehensions: 100k partitions a poll.)
     readings = list(map(lros.get, keys, repeat(_NO_READING)))
     has_r = np.fromiter(map(is_not, readings, repeat(_NO_READING)), bool, n)
+    feeds = list(map(_FEED, readings))
+    names = tuple(dict.fromkeys(feed for feed, known in zip(feeds, has_r.tolist()) if known))
+    codes = {name: i for i, name in enumerate(names)}
+    feed = np.where(has_r, np.fromiter(map(codes.get, feeds, repeat(-1)), np.int8, n), -1).astype(np.int8)
     return (has_r, np.fromiter(map(_OFFSET, readings), np.int64, n), np.fromiter(map(_CHANGED_AT, readings), float, n),
-            np.fromiter(map(_STALE, readings), bool, n), _column(list(map(_FEED, readings)), has_r, None))
+            np.fromiter(map(_STALE, readings), bool, n), feed, names)
 
 
 def _last_lro(c: _Columns, i: int, feeds: list[str | None]) -> LroReading | None:
@@ -871,7 +866,8 @@ class _Out:
         self.lost = np.zeros(n, np.int64)
 
     def columns(self, keys: list[PartitionKey], leo: np.ndarray, has_leo: np.ndarray, off: np.ndarray,
-                has_r: np.ndarray, feed: np.ndarray, now: float, changed: np.ndarray, c: _Columns) -> RowColumns:
+                has_r: np.ndarray, feed: np.ndarray, feed_names: tuple[str, ...], now: float, changed: np.ndarray,
+                c: _Columns) -> RowColumns:
         """The snapshot's columns, rows in key order (LagEngine's rows replace the rare ones
         afterwards). Arrays of this poll only: the engine's own columns are copied."""
         ordinary = self.lag_valid  # exactly the ordinary rows
@@ -892,5 +888,5 @@ class _Out:
              "time_lag_s": known(self.time_lag, ordinary), "freshness_lag_s": known(self.fresh, ordinary),
              "append_rate": known(self.append, self.append_valid), "copy_rate": known(self.copy, self.copy_valid),
              "catch_up_s": known(self.catch_up, self.catch_valid), "retention_headroom_s": known(self.room_s, self.room_s_valid)},
-            feed,
+            feed, feed_names,
             self.lower)

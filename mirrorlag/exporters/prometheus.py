@@ -150,7 +150,8 @@ class PartitionBlock:
         if any(family.feed for family in self.families):
             # On a writer thread, while the first families are written (~9 ms at 100k): queued
             # before every family, so a family that waits for it never waits on a queued job.
-            with_feed = self._pool.submit(_feed_labels, live_labels, cols.lro_feed if everyone else cols.lro_feed[live])
+            index = cols.feed_index()
+            with_feed = self._pool.submit(_feed_labels, live_labels, index if everyone else index[live], cols.feed_names)
 
         def family_chunk(family: Family) -> Pieces:
             values, valid = family.values(cols)
@@ -172,10 +173,11 @@ class PartitionBlock:
         yield from _in_order(self._pool, [partial(_then, job, encode) for job in jobs], ahead=_WRITERS)
 
 
-def _feed_labels(labels: pa.StringArray, feeds: np.ndarray) -> pa.StringArray:
-    """The label texts with feed="..." (the feed the LRO came from; empty where none)."""
-    escaped = _escaped(pa.array(feeds, pa.string()).fill_null(""))
-    return pc.binary_join_element_wise(labels, ',feed="', escaped, '"', "")
+def _feed_labels(labels: pa.StringArray, index: np.ndarray, names: tuple[str, ...]) -> pa.StringArray:
+    """The label texts with feed="..." (the feed the LRO came from; empty where none). `index`
+    indexes (*names, none): each feed's text is escaped once, then taken per row."""
+    texts = _escaped(pa.array([*names, ""], pa.string()))
+    return pc.binary_join_element_wise(labels, ',feed="', texts.take(pa.array(index)), '"', "")
 
 
 def _as_is(pieces: Pieces) -> Pieces:

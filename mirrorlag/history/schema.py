@@ -49,7 +49,7 @@ def encode(ts_ms: int, cols: RowColumns) -> pa.RecordBatch:
         pa.array(list(map(itemgetter(3), keys)), pa.int32()),
         ints("leo"),
         ints("lro"),
-        pa.array(cols.lro_feed, pa.string()),
+        pa.array([*cols.feed_names, None], pa.string()).take(pa.array(cols.feed_index())),
         ints("record_lag"),
         _millis(cols.floats["time_lag_s"]),
         _millis(cols.floats["freshness_lag_s"]),

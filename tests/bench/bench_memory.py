@@ -260,7 +260,7 @@ def breakdown(partitions: int, polls: int, freshness_points: int | None) -> None
         print(f"  {size / partitions:8.1f}  {name}")
     print(f"  {sum(by_name.values()) / partitions:8.1f}  total (object columns count their objects, which the LRO cache shares)")
     cols = snapshot.columns
-    arrays = [cols.state, cols.lro_feed, cols.freshness_lower_bound, *cols.ints.values(), *cols.valid.values(),
+    arrays = [cols.state, cols.feed_code, cols.freshness_lower_bound, *cols.ints.values(), *cols.valid.values(),
               *cols.floats.values()]
     print(f"  {sum(a.nbytes for a in arrays) / partitions:8.1f}  snapshot columns (the keys list and feed names aside)")
     print("tracemalloc, everything the polls left alive, bytes per partition, by line:")

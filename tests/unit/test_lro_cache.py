@@ -101,13 +101,17 @@ def test_aligned_gives_the_readings_as_columns_in_the_keys_order():
     table = cache.update({"offset-syncs": {K2: 9}}, now=30.0)  # K1 expired
     keys = [K2, PartitionKey("A", "B", "t", 7), K1]
     for _ in range(2):  # the second time from the memo
-        known, offset, changed, stale, feed = table.aligned(keys)
+        known, offset, changed, stale, feed, names = table.aligned(keys)
         assert known.tolist() == [True, False, True]
         assert offset.tolist() == [9, 0, 5] and changed.tolist() == [30.0, 0.0, 1.0]
-        assert stale.tolist() == [False, False, True] and feed.tolist() == ["offset-syncs", None, "callback"]
+        assert stale.tolist() == [False, False, True] and names_of(feed, names) == ["offset-syncs", None, "callback"]
     assert LroTable.of(dict(table)).aligned(keys)[1].tolist() == [9, 0, 5]
-    assert [a.tolist() for a in LroCache(1).update({}, 0.0).aligned(keys)] == [[False] * 3, [0] * 3, [0.0] * 3,
-                                                                            [False] * 3, [None] * 3]
+    *columns, names = LroCache(1).update({}, 0.0).aligned(keys)
+    assert [a.tolist() for a in columns] == [[False] * 3, [0] * 3, [0.0] * 3, [False] * 3, [-1] * 3] and names == ()
+
+
+def names_of(codes, names):
+    return [names[c] if c >= 0 else None for c in codes.tolist()]
 
 
 def test_the_polls_keys_decide_which_partitions_hold_an_lro():
@@ -131,9 +135,9 @@ def test_rows_follow_a_new_key_order_with_their_values():
     table = cache.update({}, now=2.0, keys=reordered)
     assert {k.partition: r.offset for k, r in table.items() if k.topic == "t"} == {4: 14, 1: 11, 5: 15}
     assert reordered[1] not in table
-    known, offset, changed, stale, feed = table.aligned(sorted(reordered))  # t/1, t/4, t/5, u/0
+    known, offset, changed, stale, feed, names = table.aligned(sorted(reordered))  # t/1, t/4, t/5, u/0
     assert known.tolist() == [True, True, True, False] and offset.tolist() == [11, 14, 15, 0]
-    assert changed.tolist() == [1.0, 1.0, 1.0, 0.0] and feed.tolist() == ["callback"] * 3 + [None]
+    assert changed.tolist() == [1.0, 1.0, 1.0, 0.0] and names_of(feed, names) == ["callback"] * 3 + [None]
 
 
 def test_the_alignment_is_kept_while_the_partitions_stay():

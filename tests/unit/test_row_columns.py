@@ -18,7 +18,7 @@ def rows(draw) -> PartitionRow:
     key = PartitionKey(draw(st.sampled_from(["A", 'q"\\'])), "B", draw(st.text(max_size=3)), draw(st.integers(0, 9)))
     fields = {name: draw(st.none() | INT64) for name in INT_FIELDS}
     fields |= {name: draw(st.none() | FLOAT) for name in FLOAT_FIELDS}
-    return PartitionRow(key, draw(st.sampled_from(list(State))), lro_feed=draw(st.none() | st.sampled_from(["callback", "x"])),
+    return PartitionRow(key, draw(st.sampled_from(list(State))), lro_feed=draw(st.none() | st.sampled_from(["callback", "x", "offset-syncs"])),
                         freshness_lower_bound=draw(st.booleans()), **fields)
 
 
