@@ -215,13 +215,15 @@ class Poller:
         # (topic, partition) finds the poller's key.
         self._keys_by_topic: dict[FlowId, _TopicKeys] = {}
         self.feeds: list[LroFeed] = [
-            *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._keys_by_topic.get(flow, {})) for t in trackers),
+            *feeds, *(TrackerFeed(t, lambda flow=t.flow: self._topic_keys(flow)) for t in trackers),
         ]
         for feed in feeds:
             # Feeds that decode keys from MM2's records take the poller's key objects rather than
-            # keeping a second one per partition (~70 bytes each).
+            # keeping a second one per partition (~70 bytes each): one at a time, or per topic.
             if use_keys := getattr(feed, "use_keys", None):
                 use_keys(self._key_of)
+            if use_topic_keys := getattr(feed, "use_topic_keys", None):
+                use_topic_keys(self._topic_keys)
         self.heartbeats = list(heartbeats)
         self.engine = ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
         self.cache = LroCache(settings.lro_ttl_s)
@@ -335,6 +337,10 @@ class Poller:
             for flow in source.flows:
                 self._keys_by_topic[flow.id] = _TopicKeys.of(view, flow.id)
         return view
+
+    def _topic_keys(self, flow: FlowId) -> Mapping[str, Sequence[PartitionKey | None]]:
+        """A flow's keys per topic, by partition number (empty while metadata lists none)."""
+        return self._keys_by_topic.get(flow, {})
 
     def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:
         """The view's key of a flow's partition, or None while metadata does not list it."""

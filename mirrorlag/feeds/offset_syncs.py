@@ -7,8 +7,13 @@ behind what it copied, so this LRO is a lower bound: the lag it gives is at most
 from __future__ import annotations
 
 import logging
+import struct
+from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from itertools import repeat
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from confluent_kafka import Consumer
 
@@ -22,6 +27,7 @@ log = logging.getLogger(__name__)
 FEED_NAME = "offset-syncs"
 
 _unpack_upstream = SYNC_UPSTREAM_OFFSET.unpack_from
+_unpack_partition = struct.Struct(">i").unpack_from
 
 
 def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:
@@ -31,10 +37,37 @@ def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:
     return flow.source, flow.policy.offset_syncs_topic(flow.target)
 
 
+# Partitions numbered below this are slots of their topic's array; a sync naming a higher one
+# (no real topic has so many; junk may) is an entry of its own rather than a huge array.
+_SLOTS = 1 << 16
+_NONE = -1  # a slot with no sync yet (an upstream offset is never negative)
+
+
+@dataclass
+class _TopicSyncs:
+    """One flow's topic: the newest synced upstream offset by partition number (_NONE: none)."""
+
+    flow: FlowSettings
+    topic: str
+    offsets: array = field(default_factory=lambda: array("q"))
+
+    def store(self, partition: int, upstream: int) -> None:
+        if partition >= len(self.offsets):
+            self.offsets.extend(repeat(_NONE, partition + 1 - len(self.offsets)))
+        self.offsets[partition] = upstream
+
+
 @dataclass
 class OffsetSyncsFeed:
     """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
-    `consumer` may be None to drive `_apply` directly (unit tests)."""
+    `consumer` may be None to drive `_apply` directly (unit tests).
+
+    Per partition it keeps 8 bytes: the newest upstream offset in its topic's array, indexed by
+    partition number. A compacted topic repeats a few thousand keys millions of times: a record
+    whose key's topic part (everything before its INT32 partition) was seen before is read
+    without decoding the key again, by that part's bytes and the key's last four. (It kept a
+    dict from each raw key to a PartitionKey and one from each key to its offset: ~290 bytes a
+    partition at 100k, tests/bench/RESULTS.md, ninth pass.)"""
 
     cluster_alias: str
     consumer: Consumer | None
@@ -42,18 +75,17 @@ class OffsetSyncsFeed:
     timeout_s: float = 10.0
     name: str = FEED_NAME
     bad_records: int = 0
-    _latest: dict[PartitionKey, int] = field(default_factory=dict)
-    # sync topic -> raw key bytes -> its PartitionKey: a compacted topic repeats a few thousand
-    # keys millions of times, and decoding each key again cost most of a restart's drain.
-    _keys: dict[str, dict[bytes, PartitionKey]] = field(default_factory=dict)
+    _topics: dict[tuple[str, str], _TopicSyncs] = field(default_factory=dict)  # (sync topic, topic)
+    _prefixes: dict[str, dict[bytes, _TopicSyncs]] = field(default_factory=dict)  # sync topic -> key's topic part
+    _far: dict[PartitionKey, int] = field(default_factory=dict)  # partitions numbered _SLOTS and up
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
-    # The poller's key of a (flow, topic, partition) (Poller._key_of), so that the key cache and
-    # the offsets hold the key objects the poller, the LRO cache and the engine hold, not a second
-    # one per partition; None (or a partition it does not list yet): the feed makes its own.
-    key_of: Callable[[FlowId, str, int], PartitionKey | None] | None = None
+    # Per flow, the poller's keys of each topic by partition number (Poller's keys by topic): the
+    # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
+    # are (the others are kept until it does). None: every partition, under keys of the feed's own.
+    topic_keys: Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]] | None = None
 
-    def use_keys(self, key_of: Callable[[FlowId, str, int], PartitionKey | None]) -> None:
-        self.key_of = key_of
+    def use_topic_keys(self, topic_keys: Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]]) -> None:
+        self.topic_keys = topic_keys
 
     def __post_init__(self) -> None:
         if self.consumer is not None:
@@ -64,18 +96,47 @@ class OffsetSyncsFeed:
         """Everything written up to now, applied in order: the newest sync per partition wins."""
         assert self.reader is not None
         self.reader.drain(self._apply)
-        return dict(self._latest)
+        return self.latest()
+
+    def latest(self) -> dict[PartitionKey, int]:
+        """The newest sync of each partition (of those the poller lists, once it is given them)."""
+        out: dict[PartitionKey | None, int] = {}
+        for syncs in self._topics.values():
+            offsets = syncs.offsets
+            if not offsets:
+                continue
+            if self.topic_keys is None:
+                flow = syncs.flow
+                out.update((PartitionKey(flow.source, flow.target, syncs.topic, p), o)
+                           for p, o in enumerate(offsets) if o != _NONE)
+                continue
+            by_partition = self.topic_keys(syncs.flow.id).get(syncs.topic)
+            if by_partition is None:
+                continue
+            if min(offsets) != _NONE:  # a sync for every partition, the usual case: in C
+                out.update(zip(by_partition, offsets))
+            else:
+                values = np.frombuffer(offsets, np.int64)[:len(by_partition)]
+                have = np.flatnonzero(values != _NONE).tolist()
+                out.update(zip(map(by_partition.__getitem__, have), values[have].tolist()))
+        out.pop(None, None)  # partitions metadata does not list
+        out.update(self._far)
+        return out  # type: ignore[return-value]
 
     def _apply(self, sync_topic: str, key: bytes | None, value: bytes | None) -> None:
-        keys = self._keys.setdefault(sync_topic, {})
-        partition_key = keys.get(key) if key is not None else None
-        # A key seen before decoded fine: only the value's checks are left (>= 16 bytes, a
-        # non-negative upstream offset); anything else takes the full decode, which counts it.
-        if partition_key is not None and value is not None and len(value) >= 16:
-            (upstream,) = _unpack_upstream(value)
-            if upstream >= 0:
-                self._latest[partition_key] = upstream
-                return
+        prefixes = self._prefixes.get(sync_topic)
+        if prefixes is None:
+            prefixes = self._prefixes[sync_topic] = {}
+        # A key whose topic part was seen: only the partition and the value's checks are left
+        # (>= 16 bytes, non-negative); anything else takes the full decode, which counts it.
+        if key is not None and value is not None and len(value) >= 16:
+            syncs = prefixes.get(key[:-4])
+            if syncs is not None:
+                (upstream,) = _unpack_upstream(value)
+                (partition,) = _unpack_partition(key, len(key) - 4)
+                if upstream >= 0 and 0 <= partition < _SLOTS:
+                    syncs.store(partition, upstream)
+                    return
         try:
             sync = decode_offset_sync(key, value)
         except BadRecord as exc:
@@ -84,19 +145,24 @@ class OffsetSyncsFeed:
             return
         assert key is not None  # decode_offset_sync rejects a null key
         flow = self.flows_by_topic[sync_topic]
-        partition_key = (self.key_of and self.key_of(flow.id, sync.topic, sync.partition)
-                         or PartitionKey(flow.source, flow.target, sync.topic, sync.partition))
-        keys[key] = partition_key
-        self._latest[partition_key] = sync.upstream_offset
+        if sync.partition >= _SLOTS:
+            self._far[PartitionKey(flow.source, flow.target, sync.topic, sync.partition)] = sync.upstream_offset
+            return
+        syncs = self._topics.get((sync_topic, sync.topic))
+        if syncs is None:
+            syncs = self._topics[sync_topic, sync.topic] = _TopicSyncs(flow, sync.topic)
+        if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
+            prefixes[key[:-4]] = syncs
+        syncs.store(sync.partition, sync.upstream_offset)
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
-        gone = set(keys)
-        for key in gone:
-            self._latest.pop(key, None)
-        for raw_keys in self._keys.values():  # rare (a partition went GONE): one pass is fine
-            for raw in [raw for raw, key in raw_keys.items() if key in gone]:
-                del raw_keys[raw]
+        for key in keys:
+            self._far.pop(key, None)
+            for sync_topic, flow in self.flows_by_topic.items():
+                syncs = self._topics.get((sync_topic, key.topic))
+                if flow.id == key.flow and syncs is not None and key.partition < len(syncs.offsets):
+                    syncs.offsets[key.partition] = _NONE
 
     def close(self) -> None:
         if self.reader is not None:

@@ -106,13 +106,13 @@ class DrainedSyncs:
         for record in self.queued:
             apply(*record)
         self.queued = []
-        return dict(self.syncs._latest)
+        return self.syncs.latest()
 
     def forget(self, keys) -> None:
         self.syncs.forget(keys)
 
-    def use_keys(self, key_of) -> None:
-        self.syncs.use_keys(key_of)
+    def use_topic_keys(self, topic_keys) -> None:
+        self.syncs.use_topic_keys(topic_keys)
 
 
 class StandIn:
@@ -366,8 +366,8 @@ def attribution(partitions: int, polls: int, freshness_points: int | None, feed:
     else:
         syncs = bench.syncs
         assert syncs is not None
-        dropped("the offset-syncs feed's store (an entry, a key and an offset each)", syncs._latest.clear)
-        dropped("the offset-syncs feed's key cache (raw key bytes -> the poller's PartitionKey)", syncs._keys.clear)
+        dropped("the offset-syncs feed's store (an offset a partition in its topic's array)", syncs._topics.clear)
+        dropped("the offset-syncs feed's key parts (one a topic)", syncs._prefixes.clear)
     dropped("the poller's keys by topic and partition (for the feeds)", bench.poller._keys_by_topic.clear)
     dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
     dropped("the discovered topology ((topic, partition) tuples in lists)", bench.poller._topology.clear)

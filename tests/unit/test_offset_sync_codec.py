@@ -74,37 +74,45 @@ def test_the_feed_checks_every_value_of_a_key_it_has_seen():
     for value, latest, bad in ((GOLDEN_VALUE, 1234, 0), (GOLDEN_VALUE[:15], 1234, 1), (None, 1234, 2),
                                (struct.pack(">qq", -1, 0), 1234, 3), (struct.pack(">qq", 99, -5) + b"x", 99, 3)):
         feed._apply("syncs", GOLDEN_KEY, value)
-        assert (feed._latest, feed.bad_records) == ({orders_3: latest}, bad)
+        assert (feed.latest(), feed.bad_records) == ({orders_3: latest}, bad)
     feed._apply("syncs", GOLDEN_KEY + b"\x00", GOLDEN_VALUE)  # trailing bytes: another raw key, same partition
-    assert (feed._latest, feed.bad_records) == ({orders_3: 1234}, 3)
+    assert (feed.latest(), feed.bad_records) == ({orders_3: 1234}, 3)
 
 
-def test_a_forgotten_partition_leaves_the_key_cache_too():
+def test_a_forgotten_partition_reads_as_new_when_its_topic_comes_back():
     flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
     feed = OffsetSyncsFeed("src", None, {"syncs": flow})
     feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)
-    feed.forget([PartitionKey("src", "dst", "orders", 3)])
-    assert (feed._latest, feed._keys) == ({}, {"syncs": {}})
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 0, 5, 5)))
+    feed.forget([PartitionKey("src", "dst", "orders", 3), PartitionKey("src", "dst", "orders", 99)])
+    assert feed.latest() == {PartitionKey("src", "dst", "orders", 0): 5}
     feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # the topic came back: read as new
-    assert feed._latest == {PartitionKey("src", "dst", "orders", 3): 1234}
+    assert feed.latest() == {PartitionKey("src", "dst", "orders", p): o for p, o in ((0, 5), (3, 1234))}
 
 
-def test_the_feed_takes_the_pollers_key_objects_when_given_them():
+def test_the_feed_hands_out_the_pollers_key_objects_and_only_partitions_it_lists():
     flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
     feed = OffsetSyncsFeed("src", None, {"syncs": flow})
-    theirs = PartitionKey("src", "dst", "orders", 3)
-    asked = []
-
-    def key_of(flow_id, topic, partition):
-        asked.append((flow_id, topic, partition))
-        return theirs if (topic, partition) == ("orders", 3) else None
-
-    feed.use_keys(key_of)
+    theirs = [PartitionKey("src", "dst", "orders", p) for p in range(4)]
+    listed = {flow.id: {"orders": tuple(theirs)}}
+    feed.use_topic_keys(lambda flow_id: listed.get(flow_id, {}))
     feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)
-    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # a key seen before: from the cache, not asked again
-    other = encode_offset_sync(OffsetSync("orders", 4, 7, 7))
-    feed._apply("syncs", *other)  # not listed by the poller yet: the feed's own key
-    assert asked == [(flow.id, "orders", 3), (flow.id, "orders", 4)]
-    (mine,) = [k for k in feed._latest if k.partition == 3]
-    assert mine is theirs and feed._keys["syncs"][GOLDEN_KEY] is theirs
-    assert feed._latest == {theirs: 1234, PartitionKey("src", "dst", "orders", 4): 7}
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 4, 7, 7)))  # not listed yet
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("other", 0, 9, 9)))  # no such topic yet
+    latest = feed.latest()
+    assert latest == {theirs[3]: 1234} and next(iter(latest)) is theirs[3]
+    # Metadata lists them now: what the feed kept is handed out.
+    listed[flow.id] = {"orders": (*theirs, PartitionKey("src", "dst", "orders", 4)),
+                       "other": (PartitionKey("src", "dst", "other", 0),)}
+    assert feed.latest() == {theirs[3]: 1234, PartitionKey("src", "dst", "orders", 4): 7,
+                             PartitionKey("src", "dst", "other", 0): 9}
+
+
+def test_a_partition_past_the_slots_is_kept_on_its_own():
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    for _ in range(2):
+        feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 2**31 - 1, 8, 8)))
+        feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 1, 3, 3)))
+    assert feed.latest() == {PartitionKey("src", "dst", "orders", 2**31 - 1): 8, PartitionKey("src", "dst", "orders", 1): 3}
+    assert len(feed._topics["syncs", "orders"].offsets) == 2  # not an array up to the far partition
