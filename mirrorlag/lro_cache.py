@@ -37,7 +37,7 @@ FeedOffsets = Mapping[PartitionKey, int]
 class LroCache:
     def __init__(self, ttl_s: float) -> None:
         self._ttl = ttl_s
-        self._keys: list[PartitionKey] = []  # the rows' partitions
+        self._keys: Sequence[PartitionKey] = []  # the rows' partitions (a list, or the poller's tuple)
         self._offset = np.zeros(0, np.int64)
         self._feed = np.zeros(0, np.int16)  # codes into _names
         self._changed = np.zeros(0)
@@ -111,7 +111,7 @@ class LroCache:
             self._names.append(feed)
         return code
 
-    def _with_new(self, by_feed: Mapping[str, FeedOffsets]) -> list[PartitionKey]:
+    def _with_new(self, by_feed: Mapping[str, FeedOffsets]) -> Sequence[PartitionKey]:
         """The rows' keys and, after them, every key a feed names that is not one (no key list)."""
         held = set(self._keys)
         new = dict.fromkeys(key for offsets in by_feed.values() for key in offsets if key not in held)
@@ -121,9 +121,9 @@ class LroCache:
         """Rows in the order of `keys`: a kept partition keeps its values, a new one starts empty.
         An unchanged list (the common case) keeps the rows' list object, so the tables' alignment
         memo holds poll after poll."""
-        keys = keys if isinstance(keys, list) else list(keys)
-        if keys == self._keys:  # C-level, identity first
+        if keys is self._keys or (type(keys) is type(self._keys) and keys == self._keys):  # C-level, identity first
             return
+        keys = keys if isinstance(keys, (list, tuple)) else list(keys)  # held as given: the poller's tuple
         old = dict(zip(self._keys, range(len(self._keys))))  # only while the rows move
         was = np.fromiter(map(old.get, keys, repeat(-1)), np.int64, len(keys))
         del old

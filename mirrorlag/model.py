@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
+from operator import is_
 from typing import Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -124,8 +125,8 @@ class LroTable(Mapping[PartitionKey, LroReading]):
             at = memo[2]
         else:
             # The same order (one flow: the poll's keys come sorted, as the engine keeps its rows)
-            # needs no row per key; a C-level compare, identity first, once per key list.
-            if isinstance(keys, list) and keys == self._keys:
+            # needs no row per key; the same objects, compared at C level once per key list.
+            if len(keys) == len(self._keys) and all(map(is_, keys, self._keys)):
                 at = None
             else:
                 rows = dict(zip(self._keys, range(len(self._keys))))  # only while the keys change

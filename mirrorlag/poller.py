@@ -265,7 +265,10 @@ class Poller:
         # source has) may hold an LRO: a feed record naming one that does not exist (junk, or a
         # deleted topic) must not grow the cache. Feeds keep what they read, so a partition
         # discovered later gets its LRO then.
-        lros = self.cache.update(by_feed, now, list(leos))
+        # (One source: its view's key tuple, in the order of `leos`, which the cache then holds
+        # rather than a list of its own.)
+        views = [self._views[alias] for alias in self.sources if alias in self._views]
+        lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos))
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
         cols = snapshot.columns
