@@ -369,8 +369,8 @@ def attribution(partitions: int, polls: int, freshness_points: int | None, feed:
         dropped("the offset-syncs feed's store (an offset a partition in its topic's array)", syncs._topics.clear)
         dropped("the offset-syncs feed's key parts (one a topic)", syncs._prefixes.clear)
     dropped("the poller's keys by topic and partition (for the feeds)", bench.poller._keys_by_topic.clear)
-    dropped("the poller's source view (keys, partitions, request list)", bench.poller._views.clear)
-    dropped("the discovered topology ((topic, partition) tuples in lists)", bench.poller._topology.clear)
+    dropped("the poller's source view (a PartitionKey a partition, in a tuple)", bench.poller._views.clear)
+    dropped("the discovered topology (per flow: each topic and its partition numbers)", bench.poller._topology.clear)
     print(f"  {total:8.0f}  the rest (pymalloc pools still holding a survivor, and what was left alive)")
     bench.close()
 
