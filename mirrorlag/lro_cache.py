@@ -29,7 +29,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mirrorlag.model import LroTable, PartitionKey
+from mirrorlag.model import LroTable, PartitionKey, rows_in
 
 FeedOffsets = Mapping[PartitionKey, int]
 
@@ -124,9 +124,7 @@ class LroCache:
         if keys is self._keys or (type(keys) is type(self._keys) and keys == self._keys):  # C-level, identity first
             return
         keys = keys if isinstance(keys, (list, tuple)) else list(keys)  # held as given: the poller's tuple
-        old = dict(zip(self._keys, range(len(self._keys))))  # only while the rows move
-        was = np.fromiter(map(old.get, keys, repeat(-1)), np.int64, len(keys))
-        del old
+        was = rows_in(self._keys, keys)
         kept = np.flatnonzero(was >= 0)
         for name in ("_offset", "_feed", "_changed", "_stale", "_used"):
             column = getattr(self, name)

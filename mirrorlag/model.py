@@ -62,6 +62,38 @@ class LroReading(NamedTuple):
     stale: bool  # the TTL expired without a newer value
 
 
+def rows_in(old: Sequence[PartitionKey], new: Sequence[PartitionKey]) -> np.ndarray:
+    """For each key of `new`, its position in `old` (-1: not there).
+
+    By identity first, in numpy: the poller hands out the same key objects poll after poll, so a
+    kept partition is the same object; only keys found so (equal keys that are other objects:
+    tests, a caller that builds its keys anew) are looked up by equality among the old keys left
+    over. A dict of every old key to its row made 100k int objects at each topology change,
+    and the allocator kept arenas that a survivor pinned. (`old` holds its objects alive, so no
+    new key can have an old one's id.)"""
+    n_old = len(old)
+    new_ids = np.fromiter(map(id, new), np.int64, len(new))
+    rows = np.full(len(new), -1, np.int64)
+    if not n_old or not len(new):
+        return rows
+    old_ids = np.fromiter(map(id, old), np.int64, n_old)
+    by_id = np.argsort(old_ids)
+    sorted_ids = old_ids[by_id]
+    at = np.minimum(np.searchsorted(sorted_ids, new_ids), n_old - 1)
+    hit = sorted_ids[at] == new_ids
+    rows[hit] = by_id[at[hit]]
+    missing = np.flatnonzero(~hit)
+    if missing.size:
+        left = np.ones(n_old, bool)
+        left[rows[hit]] = False
+        spare = np.flatnonzero(left).tolist()
+        if spare:
+            index = dict(zip((old[i] for i in spare), spare))
+            rows[missing] = np.fromiter(map(index.get, (new[i] for i in missing.tolist()), repeat(-1)), np.int64,
+                                        missing.size)
+    return rows
+
+
 class LroTable(Mapping[PartitionKey, LroReading]):
     """Every known LRO at one poll, as a read-only Mapping of LroReadings (built on access) over
     the cache's columns as they were then, one row per key of `keys` (`used` marks the rows with
@@ -129,9 +161,7 @@ class LroTable(Mapping[PartitionKey, LroReading]):
             if len(keys) == len(self._keys) and all(map(is_, keys, self._keys)):
                 at = None
             else:
-                rows = dict(zip(self._keys, range(len(self._keys))))  # only while the keys change
-                at = np.fromiter(map(rows.get, keys, repeat(-1)), np.int64, len(keys))
-                del rows
+                at = rows_in(self._keys, keys)
             memo[:] = [keys, self._keys, at]
         if at is None:
             known = self._used.copy()

@@ -41,7 +41,7 @@ from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import freshness
 from mirrorlag.engine.lag_engine import LagEngine, _Flow, _Partition
 from mirrorlag.model import (FlowId, LroReading, LroTable, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot,
-                             State)
+                             State, rows_in)
 
 _STATES = list(State)
 _CODE = {state: code for code, state in enumerate(_STATES)}
@@ -222,13 +222,14 @@ class ColumnarLagEngine:
     def _new_order(self, keys: list[PartitionKey], gen: int, sizes: Mapping[FlowId, float]) -> list[_GoneRow]:
         """Rows for a changed partition set: kept rows move, new ones start empty. Returns what
         the GONE rows report of the partitions that left (in key order)."""
-        old_index = dict(zip(self._keys, range(len(self._keys))))  # only while the rows move
-        new_set = set(keys)
-        gone = sorted((k, i) for k, i in old_index.items() if k not in new_set)
         order = sorted(keys)
-        # Array operations, not a tuple per kept row: a topology change at 100k partitions would
-        # otherwise make and drop ~300k small objects, which fragments the allocator's arenas.
-        was = np.fromiter(map(old_index.get, order, repeat(-1)), np.int64, len(order))
+        # Array operations, not a tuple per kept row or a dict of every key: a topology change at
+        # 100k partitions would otherwise make and drop ~300k small objects, which fragments the
+        # allocator's arenas.
+        was = rows_in(self._keys, order)
+        kept = np.zeros(len(self._keys), bool)
+        kept[was[was >= 0]] = True
+        gone = [(self._keys[i], i) for i in np.flatnonzero(~kept).tolist()]  # in key order: the rows are sorted
         new_rows = np.flatnonzero(was >= 0)
         old_rows = was[new_rows]
         fresh = np.flatnonzero(was < 0).tolist()

@@ -160,3 +160,15 @@ def test_keys_in_the_caches_own_order_need_no_row_per_key():
     known, offset, *_ = table.aligned(sorted(keys))
     assert table._memo[2] is None  # no row per key was kept
     assert known.tolist() == [False, True] and offset.tolist() == [0, 4]
+
+
+def test_rows_in_finds_kept_keys_by_identity_and_equal_copies_by_equality():
+    from mirrorlag.model import rows_in
+
+    old = [PartitionKey("A", "B", "t", p) for p in range(6)]
+    copy_of_2 = PartitionKey("A", "B", "t", 2)  # equal, another object
+    new = [old[4], PartitionKey("A", "B", "u", 0), copy_of_2, old[0], old[5]]
+    assert rows_in(old, new).tolist() == [4, -1, 2, 0, 5]
+    assert rows_in([], new).tolist() == [-1] * 5 and rows_in(old, []).tolist() == []
+    fresh = [PartitionKey(*k) for k in reversed(old)]  # every key built anew
+    assert rows_in(old, fresh).tolist() == [5, 4, 3, 2, 1, 0]
