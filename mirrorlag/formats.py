@@ -18,6 +18,8 @@ _TWO_INT64 = struct.Struct(">qq")
 # An OffsetSync value's first field, upstreamOffset: all a feed needs from a value whose key it
 # has already decoded once (see OffsetSyncsFeed._apply).
 SYNC_UPSTREAM_OFFSET = struct.Struct(">q")
+# An OffsetSync key's last field, its INT32 partition (the bytes before it are the topic).
+SYNC_KEY_PARTITION = _INT32
 
 
 class OffsetSync(NamedTuple):

@@ -66,7 +66,7 @@ def rows_in(old: Sequence[PartitionKey], new: Sequence[PartitionKey]) -> np.ndar
     """For each key of `new`, its position in `old` (-1: not there).
 
     By identity first, in numpy: the poller hands out the same key objects poll after poll, so a
-    kept partition is the same object; only keys found so (equal keys that are other objects:
+    kept partition is the same object; only keys not found so (equal keys that are other objects:
     tests, a caller that builds its keys anew) are looked up by equality among the old keys left
     over. A dict of every old key to its row made 100k int objects at each topology change,
     and the allocator kept arenas that a survivor pinned. (`old` holds its objects alive, so no
@@ -163,17 +163,15 @@ class LroTable(Mapping[PartitionKey, LroReading]):
             else:
                 at = rows_in(self._keys, keys)
             memo[:] = [keys, self._keys, at]
+        if not len(self._offset):  # nothing known at all
+            n = len(keys)
+            return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, -1, np.int8), self._names
         if at is None:
             known = self._used.copy()
             s: np.ndarray | slice = slice(None)
-        elif not len(self._offset):  # nothing known at all
-            known, s = np.zeros(len(at), bool), np.zeros(len(at), np.int64)
         else:
             s = np.where(at >= 0, at, 0)
             known = (at >= 0) & self._used[s]
-        if not len(self._offset):
-            n = len(known)
-            return known, np.zeros(n, np.int64), np.zeros(n), np.zeros(n, bool), np.full(n, -1, np.int8), self._names
         return (known, np.where(known, self._offset[s], 0), np.where(known, self._changed[s], 0.0),
                 known & self._stale[s], np.where(known, self._feed[s], -1).astype(np.int8), self._names)
 

@@ -7,7 +7,6 @@ behind what it copied, so this LRO is a lower bound: the lag it gives is at most
 from __future__ import annotations
 
 import logging
-import struct
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -18,7 +17,7 @@ import numpy as np
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
-from mirrorlag.formats import SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
+from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from mirrorlag.model import FlowId, PartitionKey
 
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 FEED_NAME = "offset-syncs"
 
 _unpack_upstream = SYNC_UPSTREAM_OFFSET.unpack_from
-_unpack_partition = struct.Struct(">i").unpack_from
+_unpack_partition = SYNC_KEY_PARTITION.unpack_from
 
 
 def sync_topic_location(flow: FlowSettings) -> tuple[str, str]:
