@@ -98,3 +98,19 @@ def test_spark_submit(tmp_path):
         assert (tmp_path / "out" / table / f"date={day}").is_dir()
     assert (tmp_path / "out" / "reports" / f"mirrorlag-{day}.html").is_file()
     assert "Traceback" not in proc.stderr
+
+
+def test_the_pass_workers_keep_their_heap():
+    """session.DEFAULTS reach the Python workers (their own process, since the suite's session
+    would be joined): glibc's malloc settings that keep a worker's freed pages for its next task,
+    and a user's --conf still wins."""
+    code = (
+        "import os; from mirrorlag.rollup.session import build_session\n"
+        "spark = build_session('local[1]', {'spark.executorEnv.MALLOC_TRIM_THRESHOLD_': '12345', 'spark.ui.enabled': 'false'})\n"
+        "env = spark.sparkContext.parallelize([0], 1).map(lambda _: (os.environ.get('MALLOC_MMAP_MAX_'), "
+        "os.environ.get('MALLOC_TRIM_THRESHOLD_'))).collect()\n"
+        "print(env); spark.stop()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('0', '12345')]"
