@@ -15,6 +15,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 
 from mirrorlag.rollup.report_data import Series, out_of_sync_share  # noqa: E402
+from mirrorlag.rollup.slots import SLOT_MS  # noqa: E402
 
 DPI = 100
 WIDTH_IN = 12.8  # 1280 px: fills a laptop-width page without scaling
@@ -26,6 +27,7 @@ LAG_COLOR = "#1f5fa8"
 TIME_COLOR = "#d9822b"
 STATE_COLORS = {"STALLED": "#d62728", "AT_RISK": "#9467bd"}  # any other state not IN_SYNC: OTHER
 OTHER_COLOR = "#f2b134"
+SLOT_HOURS = SLOT_MS / 3_600_000
 
 
 def _png(fig: plt.Figure) -> bytes:
@@ -67,14 +69,15 @@ def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
 
 
 def _spans(series: Series) -> list[tuple[float, float, str]]:
-    """Runs of samples not IN_SYNC as (start hour, end hour, color); a run ends at the next sample."""
+    """Runs of slots not IN_SYNC as (start hour, end hour, color); a run ends at the next slot (the
+    last one at the end of its slot)."""
     spans: list[tuple[float, float, str]] = []
     hours, states = series.hours, series.states
     for i, state in enumerate(states):
         if state == "IN_SYNC" or state == "GONE":
             continue
         color = STATE_COLORS.get(state or "", OTHER_COLOR)
-        end = hours[i + 1] if i + 1 < len(hours) else min(24.0, hours[i] + 1 / 60)
+        end = hours[i + 1] if i + 1 < len(hours) else min(24.0, hours[i] + SLOT_HOURS)
         if spans and spans[-1][2] == color and abs(spans[-1][1] - hours[i]) < 1e-9:
             spans[-1] = (spans[-1][0], end, color)
         else:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mirrorlag.rollup import buckets
+from mirrorlag.rollup import buckets, slots
 from mirrorlag.rollup.histograms import PERCENTILES
 from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, NULL_TS, SCALES, STAT_NAMES
 from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
@@ -44,6 +44,7 @@ PARTIAL = pa.schema([
     pa.field("time_code", pa.binary()),
     *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
+    pa.field("series", pa.binary()),  # slots.SLOT records: the report's curves
 ])
 
 
@@ -59,7 +60,7 @@ def _arrow(spark_type) -> pa.DataType:
 
 # A merged row: the key, the maxima and the partition's day (partition_day.DAY).
 MERGED = pa.schema([*[PARTIAL.field(c) for c in (*KEY, "freshness_max", "byte_max")],
-                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields]])
+                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields], PARTIAL.field("series")])
 # What the topic and flow levels read of it: the key and the histograms.
 MERGED_HISTS = pa.schema([MERGED.field(c) for c in (*KEY, *MEASURES)])
 BATCH_GROUPS = 4096  # partitions per output batch: list offsets stay far below 2**31
@@ -172,10 +173,9 @@ def state_codes(col: pa.Array) -> np.ndarray:
     return table[pc.fill_null(col.indices, len(col.dictionary)).to_numpy(zero_copy_only=False)]
 
 
-def time_codes(ts: pa.Array, state: pa.Array) -> np.ndarray:
+def time_codes(ms: np.ndarray, timed: np.ndarray, state: np.ndarray) -> np.ndarray:
     """partition_day.time_and_code for every row: (ts, state code) in one long, null times first."""
-    ms, valid = _ts_ms(ts)
-    return (np.where(valid, ms, NULL_TS) << CODE_BITS) | (state_codes(state) + 1)
+    return (np.where(timed, ms, NULL_TS) << CODE_BITS) | (state + 1)
 
 
 def _maxima(col: pa.Array, groups: Groups) -> pa.Array:
@@ -212,10 +212,8 @@ class Entries:
         return np.bincount(self.group, minlength=groups)
 
 
-def _histogram(col: pa.Array, groups: Groups, table: np.ndarray) -> tuple[Entries, np.ndarray]:
-    """A measure's entries per group, and each group's count of nulls."""
-    v, valid = _values(col)
-    v, valid = v[groups.order], valid[groups.order]
+def _histogram(v: np.ndarray, valid: np.ndarray, groups: Groups, table: np.ndarray) -> tuple[Entries, np.ndarray]:
+    """A measure's entries per group (values in group order), and each group's count of nulls."""
     of = groups.of_sorted()
     nulls = groups.sizes - np.add.reduceat(valid, groups.starts) if groups.n else groups.sizes
     v, of = v[valid], of[valid]
@@ -242,24 +240,30 @@ def _key_columns(table: pa.Table, rows: np.ndarray, keys: Sequence[str] = KEY) -
     return cols
 
 
-def partials(table: pa.Table, table_edges: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """The map side over some rows of the day (READ columns): PARTIAL rows, one per key."""
+def partials(table: pa.Table, table_edges: np.ndarray, start_ms: int) -> Iterator[pa.RecordBatch]:
+    """The map side over some rows of the day starting at start_ms (READ columns): PARTIAL rows,
+    one per key."""
     table = table.unify_dictionaries().combine_chunks()
     if not table.num_rows:
         return
     cols = {c: table.column(c).chunk(0) for c in READ}
     groups = Groups(*group_ids([cols[c] for c in KEY]))
-    codes = time_codes(cols["ts"], cols["state"])[groups.order]
+    order = groups.order
+    ms, timed = (x[order] for x in _ts_ms(cols["ts"]))
+    state = state_codes(cols["state"])[order]
+    values = {m: tuple(x[order] for x in _values(cols[c])) for m, c in MEASURES.items()}
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(table, groups.first_rows())))
     out["freshness_max"] = _maxima(cols["freshness_lag_ms"], groups)
     out["byte_max"] = _maxima(cols["byte_lag_estimate"], groups)
-    out["time_code"] = _blobs(codes, groups.sizes)
-    for m, column in MEASURES.items():
-        entries, nulls = _histogram(cols[column], groups, table_edges)
+    out["time_code"] = _blobs(time_codes(ms, timed, state), groups.sizes)
+    for m in MEASURES:
+        entries, nulls = _histogram(*values[m], groups, table_edges)
         counts = entries.counts(groups.n)
         for f in HIST:
             out[f"{m}_{f}"] = _blobs(getattr(entries, f), counts)
         out[f"{m}_nulls"] = pa.array(nulls, pa.int64())
+    curves = slots.of_samples(groups.of_sorted(), ms, timed, state, values["record_lag"], values["time_lag"], start_ms)
+    out["series"] = _blobs(curves.records, curves.counts(groups.n))
     yield from pa.Table.from_pydict(out, schema=PARTIAL).to_batches(BATCH_GROUPS)
 
 
@@ -426,6 +430,9 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
         nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)
         out.update(stats(entries, nulls, m))
         out[m] = histogram_column(entries, nulls)
+    records, lengths = _flat(parts.column("series"), groups.order, slots.SLOT)
+    curves = slots.Slots.reduce(np.repeat(groups.of_sorted(), lengths), records)
+    out["series"] = _blobs(curves.records, curves.counts(groups.n))
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
+from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Sequence
 
@@ -115,7 +116,7 @@ def _summary(d: ReportData) -> str:
     ]) + "</div>"
 
 
-def _flows(d: ReportData) -> str:
+def _flows(d: ReportData, c: Charts) -> str:
     rows = []
     for f in d.flows:
         t = d.flow_trends.get(f["flow"], {})
@@ -140,12 +141,12 @@ def _flows(d: ReportData) -> str:
         '<p class="note">Record lag in records (percentiles over all samples of the flow\'s partitions), time lag '
         'and out-of-sync time as durations; out of sync and at risk are partition-time (a flow of 100 partitions '
         'has 100 partition-days a day); share is of the partition-time the history covers. Δ compares this day\'s p95 record lag with the day before and a week before.</p>'
-        + _table(headers, rows) + _img(charts.flows_chart(d.flows), "out-of-sync share and record-lag percentiles per flow")
+        + _table(headers, rows) + _img(c.flows, "out-of-sync share and record-lag percentiles per flow")
         + "</section>"
     )
 
 
-def _worst(d: ReportData) -> str:
+def _worst(d: ReportData, c: Charts) -> str:
     if not d.worst_partitions:
         return '<section id="worst-partitions"><h2>Worst partitions</h2><p>No partitions.</p></section>'
     rows = []
@@ -161,19 +162,20 @@ def _worst(d: ReportData) -> str:
     headers = [("#", False), ("partition", True), ("out of sync", False), ("share", False), ("stalled", False),
                ("stalls", False), ("longest", False), ("at risk", False), ("lag p95", False), ("lag p99", False),
                ("lag max", False), ("time lag p95", False), ("time lag max", False), ("coverage", False)]
-    chart = _img(charts.series_chart(d.series), "record lag and time lag over the day of the worst partitions") if d.series else ""
+    chart = _img(c.series, "record lag and time lag over the day of the worst partitions") if c.series else ""
     return (
         '<section id="worst-partitions"><h2>Worst partitions</h2>'
         f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '
         'record lag). Below, each one\'s record lag (solid, left axis) and time lag (dashed, right axis) over the day '
-        'from the history, with the time it was not in sync shaded.</p>'
+        'from the history, the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot '
+        'takes its worst state).</p>'
         + _table(headers, rows) + chart + "</section>"
     )
 
 
-def _heatmap(d: ReportData) -> str:
+def _heatmap(d: ReportData, c: Charts) -> str:
     head = '<section id="heatmap"><h2>Out-of-sync time by hour and topic</h2>'
-    if not d.heat_labels:
+    if c.heat is None:
         return head + "<p>No topics.</p></section>"
     shown = len(d.heat_labels)
     which = f"all {shown} topics" if shown == d.heat_topics_total else f"the {shown} of {d.heat_topics_total} topics with the most"
@@ -181,7 +183,7 @@ def _heatmap(d: ReportData) -> str:
         head + f'<p class="note">Rows: {which} out-of-sync time. Cells: the share of the topic\'s partition-time in '
         'that hour (UTC) that was out of sync, in percent, of the time the history covers (a sample\'s interval '
         'counts in the hour it starts; grey: no samples); the colour scale ends at the worst cell.</p>'
-        + _img(charts.heatmap_chart(d.heat_labels, d.heat_share), "heat map of out-of-sync time by hour and topic")
+        + _img(c.heat, "heat map of out-of-sync time by hour and topic")
         + "</section>"
     )
 
@@ -253,7 +255,25 @@ def _definitions(d: ReportData) -> str:
     )
 
 
-def render(d: ReportData) -> str:
+@dataclass(frozen=True)
+class Charts:
+    """The report's PNGs."""
+
+    flows: bytes
+    series: bytes | None  # None: no partitions
+    heat: bytes | None  # None: no topics
+
+
+def draw(d: ReportData) -> Charts:
+    """The charts need the day's own rows, not its trends: the job draws them while Spark works
+    the trends out (matplotlib takes ~1.4 s for a day's three charts)."""
+    return Charts(charts.flows_chart(d.flows), charts.series_chart(d.series) if d.series else None,
+                  charts.heatmap_chart(d.heat_labels, d.heat_share) if d.heat_labels else None)
+
+
+def render(d: ReportData, drawn: Charts | None = None) -> str:
+    """The page; `drawn`: draw(d) done already (draw needs none of d's trend fields)."""
+    c = drawn or draw(d)
     title = f"mirrorlag — replication lag on {d.day.isoformat()}"
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
@@ -261,6 +281,6 @@ def render(d: ReportData) -> str:
         f"<header><h1>{escape(title)}</h1>"
         f'<div class="sub">UTC day {d.day.isoformat()} · history {escape(d.history)} · generated '
         f'{d.generated_at.strftime("%Y-%m-%d %H:%M UTC")} by mirrorlag rollup</div></header>'
-        + _summary(d) + _flows(d) + _worst(d) + _heatmap(d) + _trends(d) + _quality(d)
+        + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
         + "<footer><h2>How to read this</h2>" + _definitions(d) + "</footer></body></html>"
     )

@@ -1,8 +1,8 @@
 """What the report shows, fetched from Spark as small Python values.
 
-Nothing large reaches the driver: the daily tables are read back for one day and cut to the
-worst N rows in Spark; the line charts read only the worst partitions' samples (a filtered scan
-of the day's history, N x samples-per-day rows).
+Nothing large reaches the driver: the day's tables are cut to the worst N rows in Spark, and
+the line charts take the worst partitions' curves from the pass's rows (slots.py: 288 five-minute
+slots a partition; no second scan of the day).
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any, TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup import trends
-from mirrorlag.rollup.paths import table_path
-from mirrorlag.rollup.samples import DayWindow, partition_id
+from mirrorlag.rollup import slots, trends
+from mirrorlag.rollup.samples import DayWindow
 from mirrorlag.rollup.schema import HISTORY_SCHEMA, PARTITION_KEY
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ HEAT_TOPICS = 25  # rows of the heat map: the topics with the most out-of-sync t
 
 @dataclass
 class Series:
-    """One partition's samples over the day, in time order."""
+    """One partition's day in time order: per 5-minute slot (slots.py) its largest lags and worst state."""
 
     label: str
     hours: list[float]  # since the start of the day (UTC)
@@ -71,46 +70,27 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
 
 
 def _key_filter(rows: list[dict[str, Any]]) -> Column:
-    """Rows of these partitions, and in the rare case of a hash collision a few others (_series
-    matches each row's key exactly). This filter runs on every sample of the day: the int
-    comparison on `partition` rules out most rows first (a day has many partition numbers), and
-    the rest are compared on the key's 64-bit hash, one long, not four columns (the hashes of the
-    literal keys are folded into constants by the optimizer)."""
-    numbers = F.col("partition").isin(sorted({r["partition"] for r in rows if r["partition"] is not None}))
-    # A key with a null never matched (null == null is not true); _series skips such rows too.
-    ids = [partition_id(*[F.lit(r[k]).cast(HISTORY_SCHEMA[k].dataType) for k in PARTITION_KEY])
-           for r in rows if all(r[k] is not None for k in PARTITION_KEY)]
-    return numbers & partition_id(*PARTITION_KEY).isin(ids)
+    """Exactly these partitions' rows (a key with a null matches a null)."""
+    cond = F.lit(False)
+    for r in rows:
+        same = F.lit(True)
+        for k in PARTITION_KEY:
+            same = same & F.col(k).eqNullSafe(F.lit(r[k]).cast(HISTORY_SCHEMA[k].dataType))
+        cond = cond | same
+    return cond
 
 
-def _series(raw: DataFrame, rows: list[dict[str, Any]], window: DayWindow) -> list[Series]:
+def _series(per: DataFrame, rows: list[dict[str, Any]]) -> list[Series]:
+    """The worst partitions' curves, from the pass's rows (slots.py): no second scan of the day."""
     if not rows:
         return []
-    df = (raw.where(_key_filter(rows))
-          .select(*PARTITION_KEY, F.unix_millis("ts").alias("ts_ms"), "record_lag", "time_lag_ms", "state")
-          # One task sorts the few selected rows: orderBy would range-partition, and sampling
-          # the ranges is one more scan of the whole day (measured: 6.7 -> 3.4 CPU s on 11.5 M rows).
-          .repartition(1).sortWithinPartitions(*PARTITION_KEY, "ts_ms"))
-    if hasattr(df, "toArrow"):  # Spark 4: columnar, several times faster than rows
-        cols = df.toArrow().to_pydict()
-    else:
-        collected = df.collect()
-        cols = {c: [r[c] for r in collected] for c in df.columns}
-    by_key: dict[tuple, Series] = {}
+    found = {tuple(r[k] for k in PARTITION_KEY): r["series"]
+             for r in per.where(_key_filter(rows)).select(*PARTITION_KEY, "series").collect()}
+    out = []
     for r in rows:
-        key = (r["source"], r["target"], r["topic"], r["partition"])
-        by_key[key] = Series(partition_label(r), [], [], [], [])
-    for i in range(len(cols["ts_ms"])):
-        key = (cols["source"][i], cols["target"][i], cols["topic"][i], cols["partition"][i])
-        s = by_key.get(key) if None not in key else None
-        if s is None:
-            continue
-        s.hours.append((cols["ts_ms"][i] - window.start_ms) / 3_600_000)
-        s.record_lag.append(cols["record_lag"][i])
-        tl = cols["time_lag_ms"][i]
-        s.time_lag_s.append(None if tl is None else tl / 1000.0)
-        s.states.append(cols["state"][i])
-    return [by_key[(r["source"], r["target"], r["topic"], r["partition"])] for r in rows]
+        curve = slots.decode(found.get(tuple(r[k] for k in PARTITION_KEY)) or b"")
+        out.append(Series(partition_label(r), curve.hours, curve.record_lag, curve.time_lag_s, curve.states))
+    return out
 
 
 def _worst_trends(trend_df: DataFrame, n: int) -> list[dict[str, Any]]:
@@ -127,31 +107,47 @@ def _worst_trends(trend_df: DataFrame, n: int) -> list[dict[str, Any]]:
     return _rows(df.orderBy(F.desc_nulls_last("slope_28d"), F.desc_nulls_last("record_lag_p95_dod"), *PARTITION_KEY))
 
 
-def gather(spark: SparkSession, raw: DataFrame, flows: list[dict[str, Any]], trend_df: DataFrame,
-           growing: dict[str, int], window: DayWindow, opts: "RollupOptions") -> ReportData:
-    day = window.day
-    n = opts.worst
+@dataclass
+class DayViews:
+    """What the report shows of the day's own rows."""
 
-    def table(level: str) -> DataFrame:
-        return spark.read.parquet(table_path(opts.out, level)).where(F.col("date") == F.lit(day))
+    worst: list[dict[str, Any]]  # partition rows: most time out of sync, then highest p95 record lag
+    series: list[Series]  # their curves
+    heat: list[dict[str, Any]]  # topic rows: most time out of sync
 
-    # Worst: most time out of sync, then highest p95 record lag.
-    worst = _rows(table("partition").orderBy(
+
+def day_views(per: DataFrame, tables: dict[str, DataFrame], n: int) -> DayViews:
+    """`per`: the pass's rows (samples.partition_days); `tables`: the day's daily tables by level."""
+    worst = _rows(tables["partition"].orderBy(
         F.desc("out_of_sync_seconds"), F.desc_nulls_last("record_lag_p95"), *PARTITION_KEY).limit(n))
-    topics = table("topic")
-    heat = _rows(topics.orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
+    heat = _rows(tables["topic"].orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
                  .select("flow", "topic", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour"))
+    return DayViews(worst, _series(per, worst), heat)
+
+
+@dataclass
+class TrendViews:
+    rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
+    flows: dict[str, dict[str, Any]]  # flow name -> its trend row
+
+
+def trend_views(trend_df: DataFrame, n: int) -> TrendViews:
+    return TrendViews(_worst_trends(trend_df, n), {r["flow"]: r for r in _rows(trend_df.where(F.col("level") == "flow"))})
+
+
+def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], growing: dict[str, int],
+           window: DayWindow, opts: "RollupOptions") -> ReportData:
     several_flows = len(flows) > 1
     return ReportData(
-        day=day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=n,
+        day=window.day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=opts.worst,
         flows=flows,
-        worst_partitions=worst,
-        series=_series(raw, worst, window),
-        heat_labels=[f"{h['topic']} ({h['flow']})" if several_flows else str(h["topic"]) for h in heat],
+        worst_partitions=views.worst,
+        series=views.series,
+        heat_labels=[f"{h['topic']} ({h['flow']})" if several_flows else str(h["topic"]) for h in views.heat],
         heat_share=[[out_of_sync_share(s, c) for s, c in zip(h["out_of_sync_seconds_by_hour"], h["covered_seconds_by_hour"])]
-                    for h in heat],
+                    for h in views.heat],
         heat_topics_total=sum(f["topics"] for f in flows),
-        trend_rows=_worst_trends(trend_df, n),
-        flow_trends={r["flow"]: r for r in _rows(trend_df.where(F.col("level") == "flow"))},
+        trend_rows=trend.rows,
+        flow_trends=trend.flows,
         growing=growing,
     )

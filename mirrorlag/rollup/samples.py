@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -49,12 +49,6 @@ class DayWindow:
 def read_day(spark: SparkSession, day_path: str) -> DataFrame:
     """The day's segments with the history schema (Spark skips files starting with `.` or `_`)."""
     return spark.read.schema(HISTORY_SCHEMA).parquet(day_path)
-
-
-def partition_id(*cols: str | Column) -> Column:
-    """64-bit hash of the partition key: one long to compare instead of four columns (the
-    report's filter of the worst partitions' samples, which matches their keys exactly after)."""
-    return F.xxhash64(*cols)
 
 
 def _spark_type(arrow_type: pa.DataType) -> DataType:
@@ -94,7 +88,7 @@ def segment_groups(files: list[tuple[str, int]], group_bytes: int, min_groups: i
     return tuple(tuple(sorted(t)) for t in tasks if t)
 
 
-def _map_partials(spark: SparkSession, source: DaySource, edges: np.ndarray) -> DataFrame:
+def _map_partials(spark: SparkSession, source: DaySource, edges: np.ndarray, start_ms: int) -> DataFrame:
     schema = spark_schema(partials.PARTIAL)
     if source.files is None:
         def from_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -105,10 +99,10 @@ def _map_partials(spark: SparkSession, source: DaySource, edges: np.ndarray) -> 
                 held.append(batch)
                 rows += batch.num_rows
                 if rows >= SCAN_ROWS:
-                    yield from partials.partials(pa.Table.from_batches(held), edges)
+                    yield from partials.partials(pa.Table.from_batches(held), edges, start_ms)
                     held, rows = [], 0
             if held:
-                yield from partials.partials(pa.Table.from_batches(held), edges)
+                yield from partials.partials(pa.Table.from_batches(held), edges, start_ms)
 
         raw = read_day(spark, source.path).select(*partials.READ)
         return raw.mapInArrow(from_batches, schema)
@@ -117,7 +111,7 @@ def _map_partials(spark: SparkSession, source: DaySource, edges: np.ndarray) -> 
     def from_files(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in ids:
             for i in batch.column(0).to_pylist():
-                yield from partials.partials(partials.read_segments(groups[i]), edges)
+                yield from partials.partials(partials.read_segments(groups[i]), edges, start_ms)
 
     return spark.range(0, len(groups), 1, len(groups)).mapInArrow(from_files, schema)
 
@@ -125,12 +119,13 @@ def _map_partials(spark: SparkSession, source: DaySource, edges: np.ndarray) -> 
 def partition_days(spark: SparkSession, source: DaySource, window: DayWindow, max_gap_s: float,
                    edges: np.ndarray, tasks: int | None) -> DataFrame:
     """Columns: the partition key, freshness_max, byte_max, then partition_day.DAY's fields (each
-    partition's day summarised), from `tasks` merge tasks (None: spark.sql.shuffle.partitions).
+    partition's day summarised) and `series` (its curves for the report: slots.py), from `tasks`
+    merge tasks (None: spark.sql.shuffle.partitions).
 
     The map side (partials.partials) summarises each task's rows per partition key; only those
     partial rows travel through the shuffle (a few per partition, not a row per sample), and
     the merge (partials.merge) gives each partition's day from its parts."""
-    parts = _map_partials(spark, source, edges)
+    parts = _map_partials(spark, source, edges, window.start_ms)
     parts = parts.repartition(tasks, *PARTITION_KEY) if tasks else parts.repartition(*PARTITION_KEY)
     start_ms, end_ms, cap_ms = window.start_ms, window.end_ms, int(max_gap_s * 1000)
 

