@@ -16,6 +16,7 @@ of a task's partitions (segment reductions), not once per partition.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -131,14 +132,21 @@ def _recode(ids: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class Groups:
-    """Rows ordered by group id: `order` (stable), the groups' starts and sizes."""
+    """Rows ordered by group id: `order` (stable), the groups' starts and sizes. `polls`: the
+    rows are that many polls of the same groups in the same order (the sidecar writes each poll's
+    partitions in one order until its topology changes), so `order` is a transpose and each
+    group's rows are a row of a (groups, polls) array; 0 when not."""
 
     def __init__(self, ids: np.ndarray, n: int) -> None:
-        self.order = np.argsort(ids, kind="stable")
-        self.sizes = np.bincount(ids, minlength=n)
+        self.ids, self.n = ids, n
+        self.polls = _polls(ids, n)
+        if self.polls:
+            self.order = np.arange(ids.size).reshape(self.polls, n).T.ravel()
+            self.sizes = np.full(n, self.polls)
+        else:
+            self.order = np.argsort(ids, kind="stable")
+            self.sizes = np.bincount(ids, minlength=n)
         self.starts = np.r_[0, np.cumsum(self.sizes)[:-1]]
-        self.ids = ids
-        self.n = n
 
     def first_rows(self) -> np.ndarray:
         return self.order[self.starts]
@@ -146,6 +154,14 @@ class Groups:
     def of_sorted(self) -> np.ndarray:
         """The group of each row in `order`."""
         return np.repeat(np.arange(self.n), self.sizes)
+
+
+def _polls(ids: np.ndarray, n: int) -> int:
+    """k if `ids` (group_ids: numbered in order of first appearance) are k repeats of 0 .. n - 1, else 0."""
+    if not n or ids.size % n or ids.size == n:
+        return 0
+    polls = ids.size // n
+    return polls if (ids.reshape(polls, n) == np.arange(n)).all() else 0
 
 
 # ---- map side ------------------------------------------------------------------------------
@@ -194,19 +210,39 @@ def _pack(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     return np.lexsort((minor, major))
 
 
+@dataclass
 class Entries:
-    """Histogram entries (group, bucket, n, vmin, vmax, vsum), in (group, bucket) order."""
+    """Histogram entries (group, bucket, n, vmin, vmax, vsum), one per (group, bucket), in that order."""
 
-    def __init__(self, group: np.ndarray, bucket: np.ndarray, n: np.ndarray, vmin: np.ndarray,
-                 vmax: np.ndarray, vsum: np.ndarray) -> None:
+    group: np.ndarray
+    bucket: np.ndarray
+    n: np.ndarray
+    vmin: np.ndarray
+    vmax: np.ndarray
+    vsum: np.ndarray
+
+    @classmethod
+    def aggregate(cls, group: np.ndarray, bucket: np.ndarray, n: np.ndarray, vmin: np.ndarray,
+                  vmax: np.ndarray, vsum: np.ndarray) -> "Entries":
+        """Entries of any number of rows per (group, bucket), in any order."""
         order = _pack(group, bucket)
         group, bucket = group[order], bucket[order]
         first = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])]) if group.size else group
-        self.group, self.bucket = group[first], bucket[first]
-        self.n = np.add.reduceat(n[order], first) if first.size else n
-        self.vmin = np.minimum.reduceat(vmin[order], first) if first.size else vmin
-        self.vmax = np.maximum.reduceat(vmax[order], first) if first.size else vmax
-        self.vsum = np.add.reduceat(vsum[order], first) if first.size else vsum  # integer-valued: exact below 2**53
+        if not first.size:
+            return cls(group, bucket, n, vmin, vmax, vsum)
+        return cls(group[first], bucket[first], np.add.reduceat(n[order], first), np.minimum.reduceat(vmin[order], first),
+                   np.maximum.reduceat(vmax[order], first),
+                   np.add.reduceat(vsum[order], first))  # integer-valued: exact below 2**53
+
+    @classmethod
+    def of_sorted(cls, group: np.ndarray, values: np.ndarray, table: np.ndarray) -> "Entries":
+        """Entries of values ordered by (group, value): a bucket's values are a run (buckets grow
+        with the value), so its min and max are the run's ends, and nothing is sorted here."""
+        bucket = buckets.bucket(values, table)
+        first = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])]) if group.size else group
+        ends = np.r_[first[1:], values.size]
+        return cls(group[first], bucket[first], ends - first, values[first], values[ends - 1],
+                   np.add.reduceat(values.astype(np.float64), first) if first.size else np.zeros(0))
 
     def counts(self, groups: int) -> np.ndarray:
         return np.bincount(self.group, minlength=groups)
@@ -216,9 +252,16 @@ def _histogram(v: np.ndarray, valid: np.ndarray, groups: Groups, table: np.ndarr
     """A measure's entries per group (values in group order), and each group's count of nulls."""
     of = groups.of_sorted()
     nulls = groups.sizes - np.add.reduceat(valid, groups.starts) if groups.n else groups.sizes
+    if groups.polls:
+        # Each group's values are a row: sort the rows (numpy's vectorised sort, ~10 ms for
+        # 3.6 M values against ~100 ms to order (group, bucket) pairs), nulls last.
+        rows = np.sort(np.where(valid, v, np.iinfo(np.int64).max).reshape(groups.n, groups.polls), axis=1)
+        known = np.arange(groups.polls) < (groups.polls - nulls)[:, None]
+        flat = rows.ravel() if known.all() else rows[known]
+        return Entries.of_sorted(of[known.ravel()] if flat.size < of.size else of, flat, table), nulls
     v, of = v[valid], of[valid]
     ones = np.ones(v.size, np.int64)
-    return Entries(of, buckets.bucket(v, table), ones, v, v, v.astype(np.float64)), nulls
+    return Entries.aggregate(of, buckets.bucket(v, table), ones, v, v, v.astype(np.float64)), nulls
 
 
 def _lists(values: np.ndarray, counts: np.ndarray, type_: pa.DataType, mask: np.ndarray | None = None) -> pa.ListArray:
@@ -410,7 +453,7 @@ def _merged_entries(parts: pa.Table, groups: Groups, m: str) -> Entries:
     lengths = flat["bucket"][1]
     # Each part row's entries belong to its group: rows in `order` are grouped already.
     group = np.repeat(groups.of_sorted(), lengths)
-    return Entries(group, *[flat[f][0] for f in HIST])
+    return Entries.aggregate(group, *[flat[f][0] for f in HIST])
 
 
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
@@ -459,7 +502,7 @@ def _level_entries(hist: pa.StructArray, groups: Groups) -> tuple[Entries, np.nd
     known = bucket.is_valid().to_numpy(zero_copy_only=False)
     values = {f: _filled(pc.list_flatten(lists[f])) for f in HIST}
     nulls = np.bincount(group[~known], weights=values["n"][~known], minlength=groups.n).astype(np.int64)
-    return Entries(group[known], *[values[f][known] for f in HIST]), nulls
+    return Entries.aggregate(group[known], *[values[f][known] for f in HIST]), nulls
 
 
 def level_figures(per: pa.Table, keys: Sequence[str]) -> Iterator[pa.RecordBatch]:

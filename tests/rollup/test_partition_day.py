@@ -162,3 +162,25 @@ def test_the_report_curves_are_each_five_minutes_maxima_and_worst_state():
     assert curve.time_lag_s == [0.09, 0.02, None, 0.04]
     assert curve.states == ["STALLED", "AT_RISK", None, "IN_SYNC"]
     assert day["series"] == _day(samples)["series"]
+
+
+def test_polls_of_the_same_partitions_take_the_transpose_and_give_the_same_parts(monkeypatch):
+    # The sidecar writes every poll's partitions in one order: the map side then orders rows by
+    # a transpose and sorts each partition's values as a row. Same parts as the general path.
+    rng = np.random.default_rng(11)
+    polls, keys = 40, [("t", p) for p in range(5)] + [("u", 0)]
+    samples = {k: [(START + i * 15_000, int(rng.choice([IN_SYNC, STALLED, LAGGING, UNRECOGNIZED])),
+                    None if rng.random() < 0.1 else int(rng.choice([rng.integers(0, 100), rng.integers(0, 10**15)])))
+                   for i in range(polls)] for k in keys}
+    samples[("t", 3)] = [(ts, code, None) for ts, code, _ in samples[("t", 3)]]  # no lag at all
+    table = pa.concat_tables([rows([samples[k][i]], topic=k[0], partition=k[1]) for i in range(polls) for k in keys])
+    ids, n = partials.group_ids([table.column(c).combine_chunks() for c in partials.KEY])
+    assert partials.Groups(ids, n).polls == polls
+
+    def parts() -> pa.Table:
+        return pa.Table.from_batches(list(partials.partials(table, EDGES, START)), schema=partials.PARTIAL)
+
+    fast = parts()
+    monkeypatch.setattr(partials, "_polls", lambda ids, n: 0)
+    assert fast.equals(parts())
+    assert partials.Groups(ids, n).polls == 0
