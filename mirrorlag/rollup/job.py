@@ -149,9 +149,15 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         # Every query after the pass is small: run one after the other, they wait on Spark's
         # planning and scheduling more than on the cores (measured on the 10k day: ~18 jobs,
-        # 14 s). Those that do not need each other run side by side; a held frame is computed
-        # once (a second task for the same block waits for the first).
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="mirrorlag-rollup") as pool:
+        # 14 s). So they run side by side, each held frame filled first: jobs started together
+        # on a frame not yet cached would each run its shuffles (the topic figures, 17 MB, four
+        # times). The trends are made before the writes start, which lists the days before this
+        # one now (trends.py).
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="mirrorlag-rollup") as pool:
+            for filled in [pool.submit(df.count) for df in frames.values()]:
+                filled.result()
+            trend_df = hold(trends.compute_trends(spark, opts.out, day, frames))
+            trend_filled = pool.submit(trend_df.count)
             writes = [pool.submit(write_table, df, table_path(opts.out, level), sort_keys[level])
                       for level, df in frames.items()]
             flows_f = pool.submit(lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
@@ -163,20 +169,20 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 # the trends (the charts need neither; the main thread only waits on Spark).
                 day_only = report_data.gather(views_f.result(), report_data.TrendViews([], {}), flows_f.result(), {}, window, opts)
                 charts_f = pool.submit(report.draw, day_only)
-            for w in writes:
-                w.result()  # trends read the day's tables back with the days before
-            trend_df = hold(trends.compute_trends(spark, opts.out, day))
-            trend_write = pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY])
+            trend_filled.result()
+            writes.append(pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY]))
+            growing_f = pool.submit(lambda: {r["level"]: r["count"] for r in
+                                             trend_df.where(F.col("growing")).groupBy("level").count().collect()})
             if opts.report:
                 trend_f = pool.submit(report_data.trend_views, trend_df, opts.worst)
-            growing = {r["level"]: r["count"] for r in trend_df.where(F.col("growing")).groupBy("level").count().collect()}
-            flows = flows_f.result()
+            flows, growing = flows_f.result(), growing_f.result()
             result = _result(day, flows, growing)
             if opts.report:
                 data = report_data.gather(views_f.result(), trend_f.result(), flows, growing, window, opts)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
-            trend_write.result()
+            for w in writes:
+                w.result()
     finally:
         for df in held:
             df.unpersist()

@@ -109,6 +109,15 @@ def day_input(history: str, day: date, spark: "SparkSession | None" = None) -> D
     return DayInput(DayStatus.PRESENT if size else DayStatus.EMPTY, size)
 
 
+def exists(url: str, spark: "SparkSession") -> bool:
+    """Whether a file or directory is there, locally or through Hadoop's FileSystem."""
+    local = local_path(url)
+    if local is not None:
+        return local.exists()
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(url)
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+
+
 def write_text(url: str, text: str, spark: "SparkSession | None" = None) -> None:
     """Write a small file (the report) locally, or through Hadoop's FileSystem for a remote URL."""
     local = local_path(url)

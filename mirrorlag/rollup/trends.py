@@ -17,11 +17,13 @@ statistic would blow up.
 from __future__ import annotations
 
 from datetime import date, timedelta
+from typing import Mapping
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup.paths import table_path
+from mirrorlag.rollup.paths import exists, table_path
 from mirrorlag.rollup.schema import LEVEL_KEYS, PARTITION_KEY
 
 WINDOWS = (7, 28)
@@ -107,12 +109,40 @@ def _slope(n: int) -> list[Column]:
     return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
 
 
-def compute_trends(spark: SparkSession, out: str, day: date) -> DataFrame:
-    frames = [level_trends(spark.read.parquet(table_path(out, level)), level, day) for level in LEVEL_KEYS]
+def compute_trends(spark: SparkSession, out: str, day: date, today: Mapping[str, DataFrame] | None = None) -> DataFrame:
+    """Trend rows of the day from the daily tables under `out`. `today`: the day's own tables by
+    level as computed, not yet written; the days before are then read from `out`, listed now,
+    so the job can write the day's tables while its trends are worked out."""
+    frames = []
+    for level, keys in LEVEL_KEYS.items():
+        path = table_path(out, level)
+        if today is None:
+            daily = spark.read.parquet(path)
+        else:
+            daily = today[level].select(*keys, F.lit(day).alias("date"), *_READ)
+            earlier = _earlier_days(spark, path, day)
+            if earlier is not None:
+                daily = earlier.select(*keys, "date", *_READ).unionByName(daily)
+        frames.append(level_trends(daily, level, day))
     result = frames[0]
     for f in frames[1:]:
         result = result.unionByName(f)
     return result
+
+
+_READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key
+
+
+def _earlier_days(spark: SparkSession, path: str, day: date) -> DataFrame | None:
+    """The table's rows of the days before `day` (None: no table yet). Spark lists the files when
+    the frame is made: the day's own partition, being rewritten meanwhile, is pruned by the date."""
+    if not exists(path, spark):
+        return None
+    try:
+        df = spark.read.parquet(path)
+    except AnalysisException:  # a directory without any table file yet (a first run that failed)
+        return None
+    return df.where(F.col("date") < F.lit(day))
 
 
 def worst(trend_df: DataFrame, n: int, levels: tuple[str, ...] = ("topic", "partition")) -> DataFrame:

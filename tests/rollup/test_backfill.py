@@ -11,6 +11,7 @@ import pytest
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.job import RollupOptions, run_days
 from mirrorlag.rollup.paths import DayStatus
+from mirrorlag.rollup.trends import compute_trends
 from tests.rollup.history import H, day_ms, every, series, write
 
 DAYS = [date(2024, 1, 31), date(2024, 2, 1)]
@@ -61,6 +62,14 @@ def test_backfill_writes_every_day_in_order(spark, backfill):
     assert row["record_lag_p95"] == 201 and row["record_lag_p95_dod"] == 100
     assert row["days_7d"] == 2 and row["slope_7d"] == pytest.approx(100.0)
     assert row["slope_7d_t"] is None and row["growing"] is False  # two days: a slope, no t
+    # The job's trends (the day's tables as computed, the days before listed before its writes)
+    # are those of the tables as written, read back.
+    for day in DAYS:
+        assert _undated(_rows(spark, out, "trends", day)) == _undated(r.asDict() for r in compute_trends(spark, str(out), day).collect())
+
+
+def _undated(rows) -> list[dict]:
+    return sorted(({k: v for k, v in r.items() if k != "date"} for r in rows), key=repr)
 
 
 def test_rerun_replaces_only_that_day(spark, backfill):
@@ -80,6 +89,7 @@ def test_rerun_replaces_only_that_day(spark, backfill):
     [flow] = _rows(spark, out, "flow_daily", day)
     assert flow["partitions"] == 3
     assert _snapshot(out, skip=str(day)) == others
+    assert _undated(_rows(spark, out, "trends", day)) == _undated(r.asDict() for r in compute_trends(spark, str(out), day).collect())
 
 
 def test_unreadable_segment_is_one_clear_error(spark, tmp_path):
