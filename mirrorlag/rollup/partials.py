@@ -42,7 +42,9 @@ _DTYPES = {**{f: np.int64 for f in HIST}, "vsum": np.float64}
 # element by element (twice: into its rows and back into Arrow).
 PARTIAL = pa.schema([
     *[pa.field(c, _TYPES[c]) for c in KEY], pa.field("freshness_max", pa.int64()), pa.field("byte_max", pa.int64()),
-    pa.field("time_code", pa.binary()),
+    # The samples' (time, state) codes: of the day in 32 bits, relative to its start (4 bytes a
+    # sample through the shuffle, not 8); any other (no time, a time outside the day) in full.
+    pa.field("time_code", pa.binary()), pa.field("time_code_other", pa.binary()),
     *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
     pa.field("series", pa.binary()),  # slots.SLOT records: the report's curves
@@ -194,6 +196,36 @@ def time_codes(ms: np.ndarray, timed: np.ndarray, state: np.ndarray) -> np.ndarr
     return (np.where(timed, ms, NULL_TS) << CODE_BITS) | (state + 1)
 
 
+def _day_codes(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, start_ms: int, groups: Groups) -> dict[str, pa.Array]:
+    """PARTIAL's two code columns for rows in group order."""
+    rel = ms - start_ms
+    inside = timed & (rel >= 0) & (rel < HOURS * HOUR_MS)
+    short = ((rel << CODE_BITS) | (state + 1))
+    if inside.all():
+        return {"time_code": _blobs(short.astype(np.int32), groups.sizes),
+                "time_code_other": _blobs(np.zeros(0, np.int64), np.zeros(groups.n, np.int64))}
+    of = groups.of_sorted()
+    return {"time_code": _blobs(short[inside].astype(np.int32), np.bincount(of[inside], minlength=groups.n)),
+            "time_code_other": _blobs(time_codes(ms, timed, state)[~inside], np.bincount(of[~inside], minlength=groups.n))}
+
+
+def _merged_codes(parts: pa.Table, groups: Groups, start_ms: int) -> tuple[np.ndarray, np.ndarray]:
+    """The codes of part rows `groups.order` in full (time_codes), and each row's count."""
+    short, n_short = _flat(parts.column("time_code"), groups.order, np.int32)
+    other, n_other = _flat(parts.column("time_code_other"), groups.order, np.int64)
+    codes = short.astype(np.int64) + (start_ms << CODE_BITS)  # the low bits of start << CODE_BITS are 0
+    if not other.size:
+        return codes, n_short
+    lengths = n_short + n_other
+    out = np.empty(int(lengths.sum()), np.int64)
+    at_short = np.repeat(np.r_[0, np.cumsum(lengths)[:-1]], n_short) + (
+        np.arange(short.size) - np.repeat(np.r_[0, np.cumsum(n_short)[:-1]], n_short))
+    rest = np.ones(out.size, bool)
+    rest[at_short] = False
+    out[at_short], out[rest] = codes, other  # each row: its day's codes, then its others
+    return out, lengths
+
+
 def _maxima(col: pa.Array, groups: Groups) -> pa.Array:
     v, valid = _values(col)
     v = np.where(valid, v, np.iinfo(np.int64).min)[groups.order]
@@ -298,7 +330,7 @@ def partials(table: pa.Table, table_edges: np.ndarray, start_ms: int) -> Iterato
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(table, groups.first_rows())))
     out["freshness_max"] = _maxima(cols["freshness_lag_ms"], groups)
     out["byte_max"] = _maxima(cols["byte_lag_estimate"], groups)
-    out["time_code"] = _blobs(time_codes(ms, timed, state), groups.sizes)
+    out.update(_day_codes(ms, timed, state, start_ms, groups))
     for m in MEASURES:
         entries, nulls = _histogram(*values[m], groups, table_edges)
         counts = entries.counts(groups.n)
@@ -465,7 +497,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
-    codes, lengths = _flat(parts.column("time_code"), groups.order, np.int64)
+    codes, lengths = _merged_codes(parts, groups, start_ms)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap_ms))
     for m in MEASURES:

@@ -184,3 +184,15 @@ def test_polls_of_the_same_partitions_take_the_transpose_and_give_the_same_parts
     monkeypatch.setattr(partials, "_polls", lambda ids, n: 0)
     assert fast.equals(parts())
     assert partials.Groups(ids, n).polls == 0
+
+
+def test_samples_without_a_time_of_the_day_stay_with_their_partition():
+    # Codes of the day travel in 32 bits, any other in full: a merge of several partitions' parts
+    # gives each partition its own, as a merge of that partition alone does.
+    m = 60_000
+    a = [(START + m, STALLED, 1), (None, LAGGING, 2), (START - 5 * m, STALLED, 3), (START + 2 * m, IN_SYNC, 4)]
+    b = [(START + 3 * m, IN_SYNC, 5), (END + 7 * m, LAGGING, 6), (None, UNRECOGNIZED, None), (None, STALLED, 8)]
+    parts = [pa.concat_tables([rows(a[:2]), rows(b[:3], partition=1)]), pa.concat_tables([rows(b[3:], partition=1), rows(a[2:])])]
+    days = {d["partition"]: d for d in merged(parts)}
+    assert days[0] == _day(a) and [days[1]] == merged([rows(b, partition=1)])
+    assert (days[0]["samples"], days[1]["samples"]) == (4, 4)
