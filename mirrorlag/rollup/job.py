@@ -159,28 +159,26 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 return DayResult(day, DayStatus.EMPTY)
             for filled in [pool.submit(df.count) for df in frames.values()]:
                 filled.result()
-            trend_filled = pool.submit(trend_df.count)
             writes = [pool.submit(write_table, df, table_path(opts.out, level), sort_keys[level])
                       for level, df in frames.items()]
             flows_f = pool.submit(lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
+            # One query for every figure of the trends (rankings and counts of their rows); it
+            # also fills the held trends for their write.
+            trend_f = pool.submit(lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
             if opts.report:
                 from mirrorlag.rollup import report  # matplotlib: only when there is a report to draw
 
                 views_f = pool.submit(report_data.day_views, per, frames, opts.worst)
                 # matplotlib in a thread of its own while Spark writes the tables and works out
                 # the trends (the charts need neither; the main thread only waits on Spark).
-                day_only = report_data.gather(views_f.result(), report_data.TrendViews([], {}), flows_f.result(), {}, window, opts)
+                day_only = report_data.gather(views_f.result(), report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
                 charts_f = pool.submit(report.draw, day_only)
-            trend_filled.result()
+            trend = trend_f.result()
             writes.append(pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY]))
-            growing_f = pool.submit(lambda: {r["level"]: r["count"] for r in
-                                             trend_df.where(F.col("growing")).groupBy("level").count().collect()})
+            flows = flows_f.result()
+            result = _result(day, flows, trend.growing)
             if opts.report:
-                trend_f = pool.submit(report_data.trend_views, trend_df, opts.worst)
-            flows, growing = flows_f.result(), growing_f.result()
-            result = _result(day, flows, growing)
-            if opts.report:
-                data = report_data.gather(views_f.result(), trend_f.result(), flows, growing, window, opts)
+                data = report_data.gather(views_f.result(), trend, flows, window, opts)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
             for w in writes:

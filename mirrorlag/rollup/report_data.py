@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any, TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import slots, trends
@@ -93,20 +93,6 @@ def _series(per: DataFrame, rows: list[dict[str, Any]]) -> list[Series]:
     return out
 
 
-def _worst_trends(trend_df: DataFrame, n: int) -> list[dict[str, Any]]:
-    """Topic and partition rows that are among the n worst by at least one measure (the largest
-    positive values); `worst_by` names those measures."""
-    df = trend_df.where(F.col("level").isin("topic", "partition"))
-    flags = []
-    for m in trends.RANKED:
-        rank = F.row_number().over(Window.orderBy(F.desc_nulls_last(m), *PARTITION_KEY))
-        df = df.withColumn(f"_rank_{m}", F.when(F.col(m) > 0, rank))
-        flags.append(F.when(F.col(f"_rank_{m}") <= n, F.lit(m)))
-    df = df.withColumn("worst_by", F.filter(F.array(*flags), lambda x: x.isNotNull()))
-    df = df.where(F.size("worst_by") > 0).drop(*[f"_rank_{m}" for m in trends.RANKED])
-    return _rows(df.orderBy(F.desc_nulls_last("slope_28d"), F.desc_nulls_last("record_lag_p95_dod"), *PARTITION_KEY))
-
-
 @dataclass
 class DayViews:
     """What the report shows of the day's own rows."""
@@ -129,14 +115,43 @@ def day_views(per: DataFrame, tables: dict[str, DataFrame], n: int) -> DayViews:
 class TrendViews:
     rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flows: dict[str, dict[str, Any]]  # flow name -> its trend row
+    growing: dict[str, int]  # level -> how many are flagged growing
 
 
-def trend_views(trend_df: DataFrame, n: int) -> TrendViews:
-    return TrendViews(_worst_trends(trend_df, n), {r["flow"]: r for r in _rows(trend_df.where(F.col("level") == "flow"))})
+def trend_views(trend_rows: list[dict[str, Any]], n: int) -> TrendViews:
+    """From the day's trend rows (trends.py; a row per partition, topic and flow: collected in
+    one query, as every figure here is a ranking or a count of them)."""
+    growing: dict[str, int] = {}
+    for r in trend_rows:
+        if r["growing"]:
+            growing[r["level"]] = growing.get(r["level"], 0) + 1
+    return TrendViews(_worst_trends(trend_rows, n), {r["flow"]: r for r in trend_rows if r["level"] == "flow"}, growing)
 
 
-def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], growing: dict[str, int],
-           window: DayWindow, opts: "RollupOptions") -> ReportData:
+def _key(r: dict[str, Any]) -> tuple:
+    """The partition key ascending, nulls first (Spark's order)."""
+    return tuple((r[k] is not None, r[k]) for k in PARTITION_KEY)
+
+
+def _desc(value: Any) -> tuple:
+    """Largest first, nulls last, as a part of an ascending sort key."""
+    return (value is None, 0 if value is None else -value)
+
+
+def _worst_trends(trend_rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Topic and partition rows that are among the n worst by at least one measure (the largest
+    positive values); `worst_by` names those measures, in trends.RANKED's order."""
+    rows = [dict(r, worst_by=[]) for r in trend_rows if r["level"] in ("topic", "partition")]
+    for m in trends.RANKED:
+        ranked = sorted((r for r in rows if r[m] is not None and r[m] > 0), key=lambda r: (-r[m], _key(r)))
+        for r in ranked[:n]:
+            r["worst_by"].append(m)
+    worst = [r for r in rows if r["worst_by"]]
+    return sorted(worst, key=lambda r: (_desc(r["slope_28d"]), _desc(r["record_lag_p95_dod"]), _key(r)))
+
+
+def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], window: DayWindow,
+           opts: "RollupOptions") -> ReportData:
     several_flows = len(flows) > 1
     return ReportData(
         day=window.day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=opts.worst,
@@ -149,5 +164,5 @@ def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], grow
         heat_topics_total=sum(f["topics"] for f in flows),
         trend_rows=trend.rows,
         flow_trends=trend.flows,
-        growing=growing,
+        growing=trend.growing,
     )

@@ -28,3 +28,37 @@ def test_share_is_of_the_watched_time_not_the_day():
 def test_hour_span_zooms_to_a_partial_day(hours, expected):
     got = hour_span([_series(*hours)])
     assert got == pytest.approx(expected)
+
+
+def _trend(level: str, topic: str, partition: int | None, **measures) -> dict:
+    from mirrorlag.rollup.trends import RANKED
+
+    row = {"level": level, "flow": "A->B", "source": "A", "target": "B", "topic": topic, "partition": partition,
+           "growing": False, **{m: None for m in RANKED}}
+    return {**row, **measures}
+
+
+def test_worst_trends_rank_each_measure_and_keep_a_row_once():
+    from mirrorlag.rollup.report_data import trend_views
+
+    rows = [
+        _trend("partition", "t", 0, slope_28d=5.0, record_lag_p95_dod=3, growing=True),
+        _trend("partition", "t", 1, slope_28d=5.0, record_lag_p95_dod=9),  # tie on slope: dod decides
+        _trend("partition", "t", 2, slope_28d=-1.0, out_of_sync_seconds_dod=60.0),  # worst by another measure only
+        _trend("partition", "t", 3, slope_28d=0.0, record_lag_p95_dod=0),  # nothing positive: never worst
+        _trend("topic", "t", None, slope_28d=1.0, slope_7d=2.0, growing=True),
+        _trend("partition", "u", 0, slope_7d=2.0),  # ties with the topic on slope_7d: the key decides
+        _trend("flow", "", None, slope_28d=9.0, growing=True),  # flows are not ranked
+    ]
+    rows[-1]["topic"] = None
+    views = trend_views(rows, n=2)
+    got = [(r["topic"], r["partition"], r["worst_by"]) for r in views.rows]
+    assert got == [
+        ("t", 1, ["record_lag_p95_dod", "slope_28d"]),
+        ("t", 0, ["record_lag_p95_dod", "slope_28d"]),
+        ("t", None, ["slope_7d"]),  # slope 1.0 is the third largest slope_28d: not in the 2 worst
+        ("t", 2, ["out_of_sync_seconds_dod"]),  # ordered by slope_28d: -1.0, then a null last
+        ("u", 0, ["slope_7d"]),
+    ]
+    assert views.growing == {"partition": 1, "topic": 1, "flow": 1}
+    assert list(views.flows) == ["A->B"]
