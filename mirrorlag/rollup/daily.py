@@ -3,7 +3,7 @@
 - per partition (partition_day.PER_PARTITION, and the maxima of freshness and byte lag): time in
   each state, stall episodes, hours, the partition's own lag figures;
 - record-lag and time-lag histograms (histograms.py): counts, min/avg/max, percentiles
-  (samples.level_figures adds up a topic's or flow's partitions' histograms).
+  (samples.level_figures adds up each topic's and flow's partitions' histograms).
 
 Topic and flow figures are built from their partitions' passes, never from the partition
 table's figures: percentiles come from the merged histograms (a percentile of percentiles is
@@ -18,7 +18,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup.partition_day import HOURS
-from mirrorlag.rollup.samples import level_figures
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 DAY_SECONDS = 86_400.0
@@ -57,10 +56,10 @@ def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataF
     return left.join(r, cond, "left").drop(*[f"_r_{k}" for k in keys])
 
 
-def level_table(parts: DataFrame, hists: DataFrame, keys: list[str], day: date) -> DataFrame:
+def level_table(parts: DataFrame, figures: DataFrame, keys: list[str], day: date) -> DataFrame:
     """One daily table. `parts`: named per-partition rows (partition_day.PER_PARTITION), which
-    carry the partition level's lag figures; the other levels' come from their partitions'
-    histograms (`hists`) added up."""
+    carry the partition level's lag figures; the other levels' are `figures`
+    (samples.level_figures: from their partitions' histograms added up)."""
     extra: list[str] = []
     if keys == PARTITION_KEY:
         df = parts
@@ -80,7 +79,8 @@ def level_table(parts: DataFrame, hists: DataFrame, keys: list[str], day: date) 
             F.max("byte_max").alias("byte_max"),
             *[F.array(*[F.sum(F.col(c)[h]) for h in range(HOURS)]).alias(c) for c in ("hours_ms", "covered_hours_ms")],
         )
-        df = _null_safe_join(w, level_figures(hists, keys), keys)
+        level = figures.where(F.col("level") == ("flow" if keys == FLOW_KEY else "topic"))
+        df = _null_safe_join(w, level.drop("level", *[k for k in TOPIC_KEY if k not in keys]), keys)
     members = F.col("partitions") if keys != PARTITION_KEY else F.lit(1)
     seconds = {
         "covered_seconds": "covered_ms", "out_of_sync_seconds": "out_of_sync_ms", "at_risk_seconds": "at_risk_ms",
@@ -104,8 +104,8 @@ def level_table(parts: DataFrame, hists: DataFrame, keys: list[str], day: date) 
     )
 
 
-def tables(parts: DataFrame, hists: DataFrame, day: date) -> dict[str, DataFrame]:
+def tables(parts: DataFrame, figures: DataFrame, day: date) -> dict[str, DataFrame]:
     return {
-        level: level_table(parts, hists, keys, day)
+        level: level_table(parts, figures, keys, day)
         for level, keys in (("partition", PARTITION_KEY), ("topic", TOPIC_KEY), ("flow", FLOW_KEY))
     }

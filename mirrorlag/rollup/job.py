@@ -31,7 +31,7 @@ from mirrorlag.rollup.paths import (
     DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
 )
 from mirrorlag.rollup.partition_day import PER_PARTITION
-from mirrorlag.rollup.samples import DaySource, DayWindow, partition_days, segment_groups
+from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
@@ -71,9 +71,12 @@ class DayResult:
 def write_table(df: DataFrame, path: str, sort_keys: Sequence[str]) -> None:
     """Replace the day's partition of the table and nothing else (dynamic partition overwrite).
 
-    One sorted file per day: the tables are small, and a reader gets them in key order.
+    One sorted file per day: the tables are small, and a reader gets them in key order. Sorted
+    by date first: the writer needs its rows by the partition column, and a frame read from the
+    cache no longer shows that `date` is one value, so it would sort them again by date alone
+    (Spark's sort is not stable: the key order was lost).
     """
-    (df.repartition(1).sortWithinPartitions(*sort_keys)
+    (df.repartition(1).sortWithinPartitions("date", *sort_keys)
        .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
        .partitionBy("date").parquet(path))
 
@@ -152,11 +155,12 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             empty = pool.submit(per.isEmpty)  # the pass
             # Planned meanwhile: building the tables' and trends' plans takes the driver ~1.5 s.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
-            hists = per.select(*PARTITION_KEY, "record_lag", "time_lag")
-            frames = {level: hold(df) for level, df in daily.tables(parts, hists, day).items()}
+            figures = hold(level_figures(per.select(*PARTITION_KEY, "record_lag", "time_lag")))
+            frames = {level: hold(df) for level, df in daily.tables(parts, figures, day).items()}
             trend_df = hold(trends.compute_trends(spark, opts.out, day, frames))
             if empty.result():
                 return DayResult(day, DayStatus.EMPTY)
+            figures.count()  # the topic and flow tables both read it
             for filled in [pool.submit(df.count) for df in frames.values()]:
                 filled.result()
             writes = [pool.submit(write_table, df, table_path(opts.out, level), sort_keys[level])

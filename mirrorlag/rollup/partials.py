@@ -548,3 +548,19 @@ def level_figures(per: pa.Table, keys: Sequence[str]) -> Iterator[pa.RecordBatch
     for m in MEASURES:
         out.update(stats(*_level_entries(per.column(m).chunk(0), groups), m))
     yield from pa.Table.from_pydict(out, schema=level_schema(keys)).to_batches(BATCH_GROUPS)
+
+
+# Topic and flow figures in one table: `level` says which; a flow's row has a null topic.
+LEVELS = pa.schema([pa.field("level", pa.string()), *level_schema(["source", "target", "topic"])])
+
+
+def levels_figures(per: pa.Table) -> Iterator[pa.RecordBatch]:
+    """The topic and flow figures of `per` (MERGED_HISTS rows, all of each flow's partitions) as LEVELS rows."""
+    for level, keys in (("topic", ["source", "target", "topic"]), ("flow", ["source", "target"])):
+        for batch in level_figures(per, keys):
+            n = batch.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([level] * n, pa.string()),
+                 *[batch.column(f.name) if f.name in keys or f.name not in ("source", "target", "topic")
+                   else pa.nulls(n, f.type) for f in LEVELS if f.name != "level"]],
+                schema=LEVELS)

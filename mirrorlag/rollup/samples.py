@@ -140,13 +140,12 @@ def partition_days(spark: SparkSession, source: DaySource, window: DayWindow, ma
     return per.select(*[hours.get(c, F.col(c)) for c in per.columns])
 
 
-def level_figures(hists: DataFrame, keys: list[str]) -> DataFrame:
-    """Each topic's or flow's (`keys`) lag figures from its partitions' histograms: `hists` has
-    the partition key and partition_days' two histogram columns. All of a key's partitions go
-    to one task (partials.level_figures)."""
-    schema = partials.level_schema(keys)
-
+def level_figures(hists: DataFrame) -> DataFrame:
+    """Every topic's and flow's lag figures from their partitions' histograms (`hists`: the
+    partition key and partition_days' two histogram columns), in one shuffle: all of a flow's
+    partitions go to one task, which gives its topics' figures and its own (partials.LEVELS:
+    `level` says which)."""
     def figures(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from partials.level_figures(pa.Table.from_batches(list(batches), schema=partials.MERGED_HISTS), keys)
+        yield from partials.levels_figures(pa.Table.from_batches(list(batches), schema=partials.MERGED_HISTS))
 
-    return hists.repartition(*keys).mapInArrow(figures, spark_schema(schema))
+    return hists.repartition("source", "target").mapInArrow(figures, spark_schema(partials.LEVELS))

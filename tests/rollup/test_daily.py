@@ -102,6 +102,19 @@ def test_one_row_per_partition_topic_and_flow(rolled):
     assert all(str(r["date"]) == DAY.isoformat() for rows in rolled.tables.values() for r in rows)
 
 
+def test_each_days_file_is_in_key_order(rolled):
+    # One file a day, its rows sorted by the level's key (job.write_table), read as written.
+    import pyarrow.parquet as pq
+
+    for table, keys in (("partition_daily", ["source", "target", "topic", "partition"]),
+                        ("topic_daily", ["source", "target", "topic"]), ("flow_daily", ["source", "target"]),
+                        ("trends", ["level", "source", "target", "topic", "partition"])):
+        [path] = (rolled.out / table / f"date={DAY}").glob("*.parquet")
+        rows = pq.read_table(path).select(keys).to_pylist()
+        assert len(rows) > 1
+        assert rows == sorted(rows, key=lambda r: [(r[k] is not None, r[k]) for k in keys]), table
+
+
 def test_in_sync_partition(rolled):
     p = _part(rolled, "orders", 0)
     assert (p["samples"], p["coverage"], p["out_of_sync_seconds"], p["stall_episodes"]) == (5760, 1.0, 0.0, 0)
