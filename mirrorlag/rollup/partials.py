@@ -129,6 +129,9 @@ def group_ids(columns: Sequence[pa.Array]) -> tuple[np.ndarray, int]:
 
 
 def _recode(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    period = _period(ids)
+    if period:  # polls of the same keys in one order (Groups): no hashing of every row
+        return np.tile(np.arange(period), ids.size // period), period
     combined = pc.dictionary_encode(pa.array(ids))
     return combined.indices.to_numpy().astype(np.int64), len(combined.dictionary)
 
@@ -156,6 +159,18 @@ class Groups:
     def of_sorted(self) -> np.ndarray:
         """The group of each row in `order`."""
         return np.repeat(np.arange(self.n), self.sizes)
+
+
+def _period(ids: np.ndarray) -> int:
+    """p if `ids` are repeats of their first p values, all distinct (p > 1 repeats); else 0."""
+    again = np.flatnonzero(ids == ids[0]) if ids.size else ids
+    if again.size < 2 or ids.size % again[1]:
+        return 0
+    p = int(again[1])
+    first = ids[:p]
+    if not (ids.reshape(-1, p) == first).all() or np.unique(first).size != p:
+        return 0
+    return p
 
 
 def _polls(ids: np.ndarray, n: int) -> int:
@@ -228,6 +243,9 @@ def _merged_codes(parts: pa.Table, groups: Groups, start_ms: int) -> tuple[np.nd
 
 def _maxima(col: pa.Array, groups: Groups) -> pa.Array:
     v, valid = _values(col)
+    if groups.polls:  # a group's rows are a column of (polls, groups)
+        rows = np.where(valid, v, np.iinfo(np.int64).min).reshape(groups.polls, groups.n)
+        return pa.array(rows.max(axis=0), pa.int64(), mask=~valid.reshape(groups.polls, groups.n).any(axis=0))
     v = np.where(valid, v, np.iinfo(np.int64).min)[groups.order]
     has = np.add.reduceat(valid[groups.order], groups.starts) > 0
     return pa.array(np.maximum.reduceat(v, groups.starts), pa.int64(), mask=~has)

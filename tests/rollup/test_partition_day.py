@@ -182,8 +182,20 @@ def test_polls_of_the_same_partitions_take_the_transpose_and_give_the_same_parts
 
     fast = parts()
     monkeypatch.setattr(partials, "_polls", lambda ids, n: 0)
+    monkeypatch.setattr(partials, "_period", lambda ids: 0)
     assert fast.equals(parts())
     assert partials.Groups(ids, n).polls == 0
+    hashed = partials.group_ids([table.column(c).combine_chunks() for c in partials.KEY])
+    assert hashed[1] == n and (hashed[0] == ids).all()
+
+
+def test_a_period_is_found_only_where_the_keys_repeat_in_one_order():
+    period = partials._period
+    assert period(np.array([3, 1, 2, 3, 1, 2])) == 3
+    assert period(np.array([3, 1, 3, 2])) == 0  # the first key again, but not the same order
+    assert period(np.array([3, 1, 1, 3, 1, 1])) == 0  # a key twice within the period
+    assert period(np.array([3, 1, 2, 3, 1])) == 0  # a poll cut short
+    assert period(np.array([3, 1, 2])) == 0 and period(np.array([], np.int64)) == 0
 
 
 def test_samples_without_a_time_of_the_day_stay_with_their_partition():
