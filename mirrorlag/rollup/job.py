@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
 
-from mirrorlag.rollup import daily, report_data, trends
+from mirrorlag.rollup import daily, report, report_data, trends
+from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.histograms import exact_edges
 from mirrorlag.rollup.paths import (
@@ -134,6 +135,7 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, edges: Calla
 
 def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None, edges: np.ndarray) -> DayResult:
     window = DayWindow(day)
+    drawer: Drawer | None = None
     held: list[DataFrame] = []  # frames read more than once, released at the end
 
     def hold(df: DataFrame) -> DataFrame:
@@ -143,6 +145,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
     try:
         source = day_source(spark, opts.history, day)
         local_workers_use_this_python(spark)
+        drawer = Drawer() if opts.report else None  # imports matplotlib while the pass runs
         per = hold(partition_days(spark, source, window, opts.max_gap_seconds, edges, tasks))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         # Every query after the pass is small: run one after the other, they wait on Spark's
@@ -170,13 +173,11 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             # also fills the held trends for their write.
             trend_f = pool.submit(lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
             if opts.report:
-                from mirrorlag.rollup import report  # matplotlib: only when there is a report to draw
-
                 views_f = pool.submit(report_data.day_views, per, frames, opts.worst)
-                # matplotlib in a thread of its own while Spark writes the tables and works out
-                # the trends (the charts need neither; the main thread only waits on Spark).
+                # Drawn while Spark writes the tables and works out the trends (the charts need neither).
                 day_only = report_data.gather(views_f.result(), report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
-                charts_f = pool.submit(report.draw, day_only)
+                assert drawer is not None
+                charts_f = pool.submit(drawer.charts, day_only)
             trend = trend_f.result()
             writes.append(pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY]))
             flows = flows_f.result()
@@ -190,6 +191,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
     finally:
         for df in held:
             df.unpersist()
+        if drawer is not None:
+            drawer.close()
     result.tables = {level: table_path(opts.out, level) for level in ("partition", "topic", "flow")}
     return result
 

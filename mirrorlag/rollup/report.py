@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Sequence
 
-from mirrorlag.rollup import charts
 from mirrorlag.rollup.report_data import ReportData, out_of_sync_share, partition_label
 
 SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]
@@ -265,8 +264,10 @@ class Charts:
 
 
 def draw(d: ReportData) -> Charts:
-    """The charts need the day's own rows, not its trends: the job draws them while Spark works
-    the trends out (matplotlib takes ~1.4 s for a day's three charts)."""
+    """The charts need the day's own rows, not its trends: the job draws them (drawer.py) while
+    Spark works the trends out."""
+    from mirrorlag.rollup import charts  # matplotlib: imported where the charts are drawn
+
     return Charts(charts.flows_chart(d.flows), charts.series_chart(d.series) if d.series else None,
                   charts.heatmap_chart(d.heat_labels, d.heat_share) if d.heat_labels else None)
 

@@ -62,3 +62,36 @@ def test_worst_trends_rank_each_measure_and_keep_a_row_once():
     ]
     assert views.growing == {"partition": 1, "topic": 1, "flow": 1}
     assert list(views.flows) == ["A->B"]
+
+
+def _report_data():
+    from datetime import date
+
+    from mirrorlag.rollup.report_data import ReportData
+
+    flows = [{"flow": "A->B", "out_of_sync_seconds": 60.0, "covered_seconds": 600.0,
+              "record_lag_p50": 1, "record_lag_p95": 50, "record_lag_p99": 900}]
+    return ReportData(day=date(2024, 5, 6), history="h", out="o", max_gap_seconds=60.0, worst_n=10, flows=flows,
+                      worst_partitions=[], series=[_series(0.0, 5 / 60, 10 / 60)], heat_labels=["t"],
+                      heat_share=[[0.5] * 24], heat_topics_total=1, trend_rows=[], flow_trends={}, growing={})
+
+
+def test_the_drawing_process_draws_what_the_driver_would():
+    from mirrorlag.rollup.drawer import Drawer
+    from mirrorlag.rollup.report import draw
+
+    data = _report_data()
+    drawer = Drawer()
+    try:
+        got = drawer.charts(data)
+    finally:
+        drawer.close()
+    assert got == draw(data)
+
+
+def test_a_drawing_process_that_died_leaves_the_charts_to_the_driver():
+    from mirrorlag.rollup.drawer import Drawer
+
+    drawer = Drawer()
+    drawer.close()  # killed
+    assert drawer.charts(_report_data()) is None
