@@ -4,14 +4,14 @@ Per day the history is read once, by the pass (samples.partition_days): a map si
 summarises its segments per partition key and a merge per partition, the day's only shuffle (of
 partial rows, not samples). Its output is small (a row per partition, with its histograms) and
 is what is cached, with each partition's curves for the report's line charts (slots.py), so the
-day is read once. Trends read the daily tables back (dates <= the day), so a backfill, which
-runs days in order, sees every day it wrote before.
+day is read once. Trends take the day's tables as computed and the days before from the tables
+written (trends.py), so a backfill, which runs days in order, sees every day it wrote before.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
@@ -21,7 +21,6 @@ import numpy as np
 from pyspark import StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
 
 from mirrorlag.rollup import daily, report, report_data, trends
@@ -154,7 +153,17 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         # on a frame not yet cached would each run its shuffles (the topic figures, 17 MB, four
         # times). The trends are made before the writes start, which lists the days before this
         # one now (trends.py).
-        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="mirrorlag-rollup") as pool:
+        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="mirrorlag-rollup") as pool:
+
+            def after(first: list[Future], work: Callable, *args: object) -> Future:
+                """`work` once `first` are done. They were submitted before it and the pool has a
+                thread for every query of the day, so they are running, not queued behind it."""
+                def run() -> object:
+                    for f in first:
+                        f.result()
+                    return work(*args)
+                return pool.submit(run)
+
             empty = pool.submit(per.isEmpty)  # the pass
             # Planned meanwhile: building the tables' and trends' plans takes the driver ~1.5 s.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
@@ -163,19 +172,21 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             trend_df = hold(trends.compute_trends(spark, opts.out, day, frames))
             if empty.result():
                 return DayResult(day, DayStatus.EMPTY)
-            figures.count()  # the topic and flow tables both read it
-            for filled in [pool.submit(df.count) for df in frames.values()]:
-                filled.result()
-            writes = [pool.submit(write_table, df, table_path(opts.out, level), sort_keys[level])
+            # Each query starts once what it reads is filled.
+            figures_f = pool.submit(figures.count)  # the topic and flow tables both read it
+            filled = {level: after([figures_f] if level != "partition" else [], df.count) for level, df in frames.items()}
+            writes = [after([filled[level]], write_table, df, table_path(opts.out, level), sort_keys[level])
                       for level, df in frames.items()]
-            flows_f = pool.submit(lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
+            flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.
-            trend_f = pool.submit(lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
+            trend_f = after(list(filled.values()), lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
             if opts.report:
-                views_f = pool.submit(report_data.day_views, per, frames, opts.worst)
+                worst_f = after([filled["partition"]], report_data.worst_partitions, per, frames["partition"], opts.worst)
+                heat_f = after([filled["topic"]], report_data.heat_rows, frames["topic"])
+                views = report_data.DayViews(*worst_f.result(), heat_f.result())
                 # Drawn while Spark writes the tables and works out the trends (the charts need neither).
-                day_only = report_data.gather(views_f.result(), report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
+                day_only = report_data.gather(views, report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
                 assert drawer is not None
                 charts_f = pool.submit(drawer.charts, day_only)
             trend = trend_f.result()
@@ -183,7 +194,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
             if opts.report:
-                data = report_data.gather(views_f.result(), trend, flows, window, opts)
+                data = report_data.gather(views, trend, flows, window, opts)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
             for w in writes:

@@ -102,13 +102,18 @@ class DayViews:
     heat: list[dict[str, Any]]  # topic rows: most time out of sync
 
 
-def day_views(per: DataFrame, tables: dict[str, DataFrame], n: int) -> DayViews:
-    """`per`: the pass's rows (samples.partition_days); `tables`: the day's daily tables by level."""
-    worst = _rows(tables["partition"].orderBy(
+def worst_partitions(per: DataFrame, partition_table: DataFrame, n: int) -> tuple[list[dict[str, Any]], list[Series]]:
+    """The n partition rows with the most time out of sync (then highest p95 record lag), and their
+    curves from `per`, the pass's rows (samples.partition_days)."""
+    worst = _rows(partition_table.orderBy(
         F.desc("out_of_sync_seconds"), F.desc_nulls_last("record_lag_p95"), *PARTITION_KEY).limit(n))
-    heat = _rows(tables["topic"].orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
+    return worst, _series(per, worst)
+
+
+def heat_rows(topic_table: DataFrame) -> list[dict[str, Any]]:
+    """The topics with the most time out of sync, with their hours."""
+    return _rows(topic_table.orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
                  .select("flow", "topic", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour"))
-    return DayViews(worst, _series(per, worst), heat)
 
 
 @dataclass
