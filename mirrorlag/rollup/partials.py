@@ -2,10 +2,11 @@
 
 Map side (`partials`): the rows of some segments (read here with pyarrow, or handed over by
 Spark's scan) become one row per partition key seen in them: the maxima of freshness and byte
-lag, the partition's samples as (time, state) codes, and both lag histograms as partial
-(bucket, n, vmin, vmax, vsum) entries. Histograms add up across parts exactly, and the codes
-are one long per sample, so nothing that depends on the order of samples is computed here: a
-partition's samples may be spread over any segments in any order.
+lag, the partition's samples as (time, state) codes, both lag histograms as partial
+(bucket, n, vmin, vmax, vsum) entries, and the report's 5-minute curves (slots.py). Histograms
+and curves add up across parts exactly, and every sample's code travels (4 bytes for a time of
+the day), so nothing that depends on the order of samples is computed here: a partition's
+samples may be spread over any segments in any order.
 
 Merge side (`merge`): the parts of each partition (Spark brings them together by key) give
 its day: the codes are sorted once (a few time-ordered runs, which a stable sort merges) and
@@ -288,11 +289,14 @@ class Entries:
     def of_sorted(cls, group: np.ndarray, values: np.ndarray, table: np.ndarray) -> "Entries":
         """Entries of values ordered by (group, value): a bucket's values are a run (buckets grow
         with the value), so its min and max are the run's ends, and nothing is sorted here."""
+        if not values.size:
+            empty = np.zeros(0, np.int64)
+            return cls(empty, empty, empty, empty, empty, np.zeros(0))
         bucket = buckets.bucket(values, table)
-        first = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])]) if group.size else group
+        first = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (bucket[1:] != bucket[:-1])])
         ends = np.r_[first[1:], values.size]
         return cls(group[first], bucket[first], ends - first, values[first], values[ends - 1],
-                   np.add.reduceat(values.astype(np.float64), first) if first.size else np.zeros(0))
+                   np.add.reduceat(values.astype(np.float64), first))
 
     def counts(self, groups: int) -> np.ndarray:
         return np.bincount(self.group, minlength=groups)

@@ -1,4 +1,5 @@
-"""Trends per partition, topic and flow, from the daily tables written so far (dates <= the day).
+"""Trends per partition, topic and flow, from the daily tables (dates <= the day: the day's own as
+the job computed them, the days before as written).
 
 - day-over-day and week-over-week change of p95 record lag and of out-of-sync seconds (null when
   the earlier day has no row);
@@ -109,6 +110,9 @@ def _slope(n: int) -> list[Column]:
     return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
 
 
+_READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key
+
+
 def compute_trends(spark: SparkSession, out: str, day: date, today: Mapping[str, DataFrame] | None = None) -> DataFrame:
     """Trend rows of the day from the daily tables under `out`. `today`: the day's own tables by
     level as computed, not yet written; the days before are then read from `out`, listed now,
@@ -129,8 +133,6 @@ def compute_trends(spark: SparkSession, out: str, day: date, today: Mapping[str,
         result = result.unionByName(f)
     return result
 
-
-_READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key
 
 
 def _earlier_days(spark: SparkSession, path: str, day: date) -> DataFrame | None:

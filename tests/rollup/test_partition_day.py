@@ -189,6 +189,16 @@ def test_polls_of_the_same_partitions_take_the_transpose_and_give_the_same_parts
     assert hashed[1] == n and (hashed[0] == ids).all()
 
 
+def test_polls_without_any_lag_have_null_figures():
+    # Every sample of a task without a lag (no LRO known anywhere yet): the transpose path too.
+    table = pa.concat_tables([rows([(START + i * 15_000, UNRECOGNIZED, None)], partition=p) for i in range(3) for p in range(2)])
+    ids, n = partials.group_ids([table.column(c).combine_chunks() for c in partials.KEY])
+    assert partials.Groups(ids, n).polls == 3
+    days = pa.Table.from_batches(list(partials.merge(pa.Table.from_batches(list(partials.partials(table, EDGES, START)),
+                                                                           schema=partials.PARTIAL), START, END, CAP))).to_pylist()
+    assert [(d["samples"], d["record_lag_p99"], d["null_record_lag_samples"]) for d in days] == [(3, None, 3)] * 2
+
+
 def test_a_period_is_found_only_where_the_keys_repeat_in_one_order():
     period = partials._period
     assert period(np.array([3, 1, 2, 3, 1, 2])) == 3
