@@ -63,7 +63,8 @@ class ConnectOffsetsFeed:
     bad_records: int = 0
     _latest: dict[PartitionKey, int] = field(default_factory=dict)
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
-    # The poller's key of a (flow, topic, partition), as OffsetSyncsFeed.key_of.
+    # The poller's key of a (flow, topic, partition) (Poller._key_of), so the offsets are keyed by
+    # the poller's own key objects; None (or a partition it does not list yet): a key of its own.
     key_of: Callable[[FlowId, str, int], PartitionKey | None] | None = None
 
     def use_keys(self, key_of: Callable[[FlowId, str, int], PartitionKey | None]) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -91,6 +91,12 @@ def local_day_input(directory: Path) -> DayInput:
     return DayInput(DayStatus.PRESENT if rows else DayStatus.EMPTY, size)
 
 
+def _hadoop(spark: "SparkSession", url: str) -> tuple[Any, Any]:
+    """Hadoop's FileSystem for a URL (with the session's configuration), and the URL as its Path."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(url)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
 def day_input(history: str, day: date, spark: "SparkSession | None" = None) -> DayInput | None:
     """The day's status and size; None when it cannot be told without Spark (a remote URL and no
     session yet). For a remote URL only the listing is checked; a day whose segments hold no row
@@ -100,9 +106,7 @@ def day_input(history: str, day: date, spark: "SparkSession | None" = None) -> D
         return local_day_input(local / f"date={day.isoformat()}")
     if spark is None:
         return None
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(day_dir(history, day))
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = _hadoop(spark, day_dir(history, day))
     if not fs.exists(path):
         return DayInput(DayStatus.MISSING)
     size = sum(st.getLen() for st in fs.listStatus(path) if st.isFile() and _visible(st.getPath().getName()))
@@ -114,8 +118,8 @@ def exists(url: str, spark: "SparkSession") -> bool:
     local = local_path(url)
     if local is not None:
         return local.exists()
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(url)
-    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+    fs, path = _hadoop(spark, url)
+    return bool(fs.exists(path))
 
 
 def write_text(url: str, text: str, spark: "SparkSession | None" = None) -> None:
@@ -129,9 +133,7 @@ def write_text(url: str, text: str, spark: "SparkSession | None" = None) -> None
         os.replace(tmp, local)  # a reader never sees half a report
         return
     assert spark is not None, "a remote report needs the SparkSession's FileSystem"
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(url)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = _hadoop(spark, url)
     stream = fs.create(path, True)
     try:
         stream.write(bytearray(data))
