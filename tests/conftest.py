@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlag.embedded import EmbeddedBroker, free_port
@@ -43,6 +43,16 @@ class Clusters:
             for i in range(n):
                 producer.produce(topic, value=b"v" * 100, key=str(i).encode(), partition=partition)
         assert producer.flush(15) == 0
+
+    def end_offset(self, topic: str, partition: int = 0, which: str = "source") -> int:
+        """The partition's high watermark; 0 while the topic does not exist yet."""
+        consumer = Consumer({"bootstrap.servers": getattr(self, which), "group.id": "mirrorlag-tests"})
+        try:
+            if consumer.list_topics(topic, timeout=5).topics[topic].error is not None:
+                return 0
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=False)[1]
+        finally:
+            consumer.close()
 
     def write_offset_syncs(self, sync_topic: str, syncs: list[OffsetSync], which: str = "source") -> None:
         producer = Producer({"bootstrap.servers": getattr(self, which), "batch.num.messages": 1, "linger.ms": 0})
