@@ -26,7 +26,7 @@ from py4j.protocol import Py4JJavaError
 from mirrorlag.rollup import daily, report, report_data, trends
 from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError
-from mirrorlag.rollup.histograms import exact_edges
+from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.rollup.paths import (
     DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
 )
@@ -116,8 +116,7 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[int 
             spark.conf.set(key, value)
 
 
-def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, edges: Callable[[], np.ndarray] | None = None) -> DayResult:
-    """`edges`: histograms.exact_edges of this session, when the caller holds them for several days."""
+def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
     t0 = time.perf_counter()
     try:
         found = day_input(opts.history, day, spark)
@@ -125,7 +124,7 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, edges: Calla
         if found.status is not DayStatus.PRESENT:
             return DayResult(day, found.status, seconds=time.perf_counter() - t0)
         with tuned(spark, found.bytes, opts.tune_spark) as tasks:
-            result = _rollup(spark, opts, day, tasks, edges() if edges else exact_edges(spark))
+            result = _rollup(spark, opts, day, tasks, exact_edges())
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.seconds = time.perf_counter() - t0
@@ -256,17 +255,10 @@ def run_days(
     """Roll up each day in order; a day without history is reported, not fatal, so a backfill
     writes every day it can (the caller turns missing days into exit status 3)."""
     results = []
-    held: list[np.ndarray] = []  # the bucket edges, worked out with Spark once for all the days
-
-    def edges() -> np.ndarray:
-        if not held:
-            held.append(exact_edges(spark))
-        return held[0]
-
     for day in sorted(set(opts.days)):
         if on_start:
             on_start(day)
-        result = rollup_day(spark, opts, day, edges)
+        result = rollup_day(spark, opts, day)
         results.append(result)
         if on_done:
             on_done(result)

@@ -80,7 +80,7 @@ def test_spark_scan_gives_the_same_tables_as_pyarrow(spark, whole, tmp_path, mon
 
 
 def test_numpy_buckets_are_sparks(spark):
-    table = histograms.exact_edges(spark)
+    table = buckets.exact_edges()
     rng = np.random.default_rng(2)
     values = np.unique(np.r_[np.arange(-5, 1000), table - 1, table, table + 1,
                              rng.integers(0, np.iinfo(np.int64).max, 20_000, dtype=np.int64),
@@ -88,18 +88,24 @@ def test_numpy_buckets_are_sparks(spark):
     expected = spark.createDataFrame(pa.table({"v": values})).select(
         "v", histograms.bucket(F.col("v")).alias("b")).toArrow().sort_by("v").column("b").to_numpy()
     assert (buckets.bucket(values, table) == expected).all()
+    assert (buckets.strict_buckets(values[values >= 100]) == expected[values >= 100]).all()
 
 
-def test_a_step_spark_places_further_away_is_searched_in_the_wide_window(spark, monkeypatch):
-    # The first search (16 ulps) finds nothing: the wide one must give the same table.
-    real = histograms._search
-    widths = []
-
-    def narrow_first(spark, table, crossing, want, bad, width):
-        widths.append(width)
-        return real(spark, table, crossing, want, bad, 0 if width == 16 else width)
-
-    expected = histograms.exact_edges(spark)
-    monkeypatch.setattr(histograms, "_search", narrow_first)
-    assert (histograms.exact_edges(spark) == expected).all()
-    assert widths == [16, buckets.WINDOW]
+def test_strict_log_is_sparks_log_bit_for_bit(spark):
+    # Spark's `log` is StrictMath.log (fdlibm); every branch of e_log.c: |f| < 2**-20 with k = 0
+    # and not, f == 0 (powers of two), the two polynomial forms either side of sqrt(2), and the
+    # doubles where numpy's log and fdlibm's part (large quotients).
+    rng = np.random.default_rng(5)
+    ulps = rng.integers(-2_000, 2_000, 5_000)
+    x = np.unique(np.r_[
+        np.exp(rng.uniform(-700, 700, 100_000)),
+        (np.float64(1.0).view(np.int64) + ulps).view(np.float64),
+        (np.float64(8.0).view(np.int64) + ulps).view(np.float64),
+        2.0 ** np.arange(-1000, 1000, 7), np.sqrt(2) * 2.0 ** np.arange(-20, 20),
+        (np.sqrt(np.float64(2)).view(np.int64) + ulps).view(np.float64),
+        rng.integers(10**14, np.iinfo(np.int64).max, 50_000).astype(np.float64) / 100,
+    ])
+    got = spark.createDataFrame(pa.table({"x": x})).select("x", F.log("x").alias("l")).toArrow().sort_by("x")
+    assert (got.column("x").to_numpy() == x).all()
+    assert (buckets.strict_log(x).view(np.int64) == got.column("l").to_numpy().view(np.int64)).all()
+    assert (buckets.strict_log(x) != np.log(x)).any()  # the test can tell the two apart

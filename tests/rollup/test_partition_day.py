@@ -17,7 +17,7 @@ END = START + 24 * H
 CAP = 60_000
 LAGGING = STATE_CODES["LAGGING"]
 NAMES = {code: name for name, code in STATE_CODES.items()}
-EDGES = buckets.edges(buckets.crossings())  # numpy's own steps: the tests' values are far from any doubt
+EDGES = buckets.exact_edges()
 
 
 def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", partition: int = 0) -> pa.Table:
