@@ -528,7 +528,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
         out.update(stats(entries, nulls, m))
         out[m] = histogram_column(entries, nulls)
     records, lengths = _flat(parts.column("series"), groups.order, slots.SLOT)
-    curves = slots.Slots.reduce(np.repeat(groups.of_sorted(), lengths), records)
+    curves = slots.Slots.of_records(np.repeat(groups.of_sorted(), lengths), records)
     out["series"] = _blobs(curves.records, curves.counts(groups.n))
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 

@@ -56,19 +56,28 @@ class Slots:
     records: np.ndarray  # SLOT
 
     @classmethod
-    def reduce(cls, group: np.ndarray, records: np.ndarray) -> "Slots":
-        """One record per (group, slot): the maxima of those given (records of samples, or of
-        parts). Rows in group order are usually in time order already: sorted only if not."""
-        key = group * SLOTS + records["slot"]
+    def reduce(cls, group: np.ndarray, slot: np.ndarray, record_lag: np.ndarray, time_lag_ms: np.ndarray,
+               rank: np.ndarray) -> "Slots":
+        """One record per (group, slot): the maxima of the values given (of samples, or of
+        parts' records), as plain columns: a structured array per sample would be written and
+        reduced field by field with a stride. Rows in group order are usually in time order
+        already: sorted only if not."""
+        key = group * SLOTS + slot
+        columns = (slot, record_lag, time_lag_ms, rank)
         if key.size > 1 and (key[1:] < key[:-1]).any():
             order = np.argsort(key, kind="stable")
-            key, group, records = key[order], group[order], records[order]
+            key, group, columns = key[order], group[order], tuple(c[order] for c in columns)
         first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
         out = np.empty(first.size, SLOT)
-        out["slot"] = records["slot"][first]
-        for f in ("record_lag", "time_lag_ms", "rank"):
-            out[f] = np.maximum.reduceat(records[f], first) if first.size else records[f]
+        out["slot"] = columns[0][first]
+        for f, values in zip(("record_lag", "time_lag_ms", "rank"), columns[1:]):
+            out[f] = np.maximum.reduceat(values, first) if first.size else values
         return cls(group[first], out)
+
+    @classmethod
+    def of_records(cls, group: np.ndarray, records: np.ndarray) -> "Slots":
+        """`reduce` of SLOT records (the merge: the parts' slots)."""
+        return cls.reduce(group, records["slot"], records["record_lag"], records["time_lag_ms"], records["rank"])
 
     def counts(self, groups: int) -> np.ndarray:
         return np.bincount(self.group, minlength=groups)
@@ -80,13 +89,13 @@ def of_samples(group: np.ndarray, ts_ms: np.ndarray, timed: np.ndarray, state: n
     """Samples (group, ms, has a time, state code, (lag, valid) per measure) to slots of the day
     starting at start_ms; samples without a time are in no slot, times outside the day are
     clamped to its first or last slot (as the hours are)."""
-    keep = np.flatnonzero(timed)
-    records = np.empty(keep.size, SLOT)
-    records["slot"] = np.clip((ts_ms[keep] - start_ms) // SLOT_MS, 0, SLOTS - 1)
-    records["rank"] = rank(state[keep])
-    for f, (v, valid) in (("record_lag", record_lag), ("time_lag_ms", time_lag)):
-        records[f] = np.where(valid[keep], v[keep], NULL)
-    return Slots.reduce(group[keep], records)
+    if not timed.all():
+        keep = np.flatnonzero(timed)
+        group, ts_ms, state = group[keep], ts_ms[keep], state[keep]
+        record_lag, time_lag = ((v[keep], valid[keep]) for v, valid in (record_lag, time_lag))
+    slot = np.clip((ts_ms - start_ms) // SLOT_MS, 0, SLOTS - 1)
+    lags = [np.where(valid, v, NULL) for v, valid in (record_lag, time_lag)]
+    return Slots.reduce(group, slot, *lags, rank(state))
 
 
 @dataclass
