@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mirrorlag.rollup.charts import hour_span
@@ -76,17 +78,19 @@ def _report_data():
                       heat_share=[[0.5] * 24], heat_topics_total=1, trend_rows=[], flow_trends={}, growing={})
 
 
-def test_the_drawing_process_draws_what_the_driver_would():
+@pytest.mark.parametrize("empty", [(), ("series",), ("heat_labels", "heat_share"), ("series", "heat_labels", "heat_share")])
+def test_the_drawing_process_draws_what_the_driver_would(empty):
     from mirrorlag.rollup.drawer import Drawer
     from mirrorlag.rollup.report import draw
 
-    data = _report_data()
+    data = dataclasses.replace(_report_data(), **{name: [] for name in empty})
     drawer = Drawer()
     try:
         got = drawer.charts(data)
     finally:
         drawer.close()
     assert got == draw(data)
+    assert (got.series is None, got.heat is None) == ("series" in empty, "heat_labels" in empty)
 
 
 def test_a_drawing_process_that_died_leaves_the_charts_to_the_driver():
