@@ -152,7 +152,9 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         # on a frame not yet cached would each run its shuffles (the topic figures, 17 MB, four
         # times). The trends are made before the writes start, which lists the days before this
         # one now (trends.py).
-        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="mirrorlag-rollup") as pool:
+        # More threads than the 15 tasks a day submits: an `after` task holds its thread while it
+        # waits, so each must find one free.
+        with ThreadPoolExecutor(max_workers=24, thread_name_prefix="mirrorlag-rollup") as pool:
 
             def after(first: list[Future], work: Callable, *args: object) -> Future:
                 """`work` once `first` are done. They were submitted before it and the pool has a
@@ -181,13 +183,17 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             # also fills the held trends for their write.
             trend_f = after(list(filled.values()), lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
             if opts.report:
+                assert drawer is not None
                 worst_f = after([filled["partition"]], report_data.worst_partitions, per, frames["partition"], opts.worst)
                 heat_f = after([filled["topic"]], report_data.heat_rows, frames["topic"])
+                # Drawn while Spark writes the tables and works out the trends (the charts need
+                # neither), each chart as soon as its data is there: the curves first.
+                series_sent = after([worst_f], lambda: drawer.send_series(worst_f.result()[1]))
                 views = report_data.DayViews(*worst_f.result(), heat_f.result())
-                # Drawn while Spark writes the tables and works out the trends (the charts need neither).
                 day_only = report_data.gather(views, report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
-                assert drawer is not None
-                charts_f = pool.submit(drawer.charts, day_only)
+                series_sent.result()  # the flows go to the same process, after the curves
+                drawer.send_rest(day_only)
+                charts_f = pool.submit(drawer.charts)
             trend = trend_f.result()
             writes.append(pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY]))
             flows = flows_f.result()

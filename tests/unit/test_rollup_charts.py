@@ -86,7 +86,9 @@ def test_the_drawing_process_draws_what_the_driver_would(empty):
     data = dataclasses.replace(_report_data(), **{name: [] for name in empty})
     drawer = Drawer()
     try:
-        got = drawer.charts(data)
+        drawer.send_series(data.series)
+        drawer.send_rest(data)
+        got = drawer.charts()
     finally:
         drawer.close()
     assert got == draw(data)
@@ -96,6 +98,23 @@ def test_the_drawing_process_draws_what_the_driver_would(empty):
 def test_a_drawing_process_that_died_leaves_the_charts_to_the_driver():
     from mirrorlag.rollup.drawer import Drawer
 
+    data = _report_data()
     drawer = Drawer()
     drawer.close()  # killed
-    assert drawer.charts(_report_data()) is None
+    drawer.send_series(data.series)
+    drawer.send_rest(data)
+    assert drawer.charts() is None
+
+
+def test_a_drawing_process_that_dies_while_drawing_leaves_the_charts_to_the_driver():
+    from mirrorlag.rollup.drawer import Drawer
+
+    data = _report_data()
+    drawer = Drawer()
+    try:
+        drawer.send_series(data.series)
+        drawer._curves.proc.kill()  # dies with the curves sent, before the flows
+        drawer.send_rest(data)
+        assert drawer.charts() is None
+    finally:
+        drawer.close()
