@@ -56,10 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("--offset-flush-interval-ms", type=int, default=None, metavar="MS",
                         help="commit offsets every MS ms (default: <target>.offset.flush.interval.ms, as MM2's worker reads it, else 60000)")
 
-    rollup = sub.add_parser("rollup", help="nightly Spark rollup of the lag history: daily tables, trends, an HTML report (exit 3: a day without history)")
-    from mirrorlag.rollup.cli import add_arguments as add_rollup_arguments
+    from mirrorlag.rollup import cli as rollup_cli
 
-    add_rollup_arguments(rollup)
+    rollup_cli.add_arguments(sub.add_parser("rollup", help=rollup_cli.HELP))
     return parser
 
 

@@ -1,16 +1,24 @@
 """`mirrorlag rollup` and `spark-submit mirrorlag/rollup/__main__.py`: the same arguments.
 
-Light at import (argparse only): `mirrorlag --help` must not load Spark.
+Light at import (argparse only): `mirrorlag --help` must not load Spark. The top-level CLI
+(mirrorlag/cli.py) adds these arguments to its `rollup` subcommand; spark-submit's entry builds
+the same parser here, without the top-level CLI (which would pull in the sidecar's commands).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from datetime import date, datetime, timedelta, timezone
 from typing import Sequence
 
+from mirrorlag.errors import MirrorlagError
 from mirrorlag.rollup.errors import RollupError
+
+PROG = "mirrorlag rollup"
+HELP = ("nightly Spark rollup of the lag history: daily tables, trends, an HTML report "
+        "(exit 3: a day without history)")
 
 
 def _day(text: str) -> date:
@@ -65,7 +73,7 @@ def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[
 
 def cmd_rollup(args: argparse.Namespace) -> int:
     try:
-        from mirrorlag.rollup.job import RollupOptions
+        from mirrorlag.rollup.options import RollupOptions
         from mirrorlag.rollup.runner import run
     except ImportError as exc:  # the demo's venv has no Spark
         raise RollupError(f"the rollup needs the spark extra ({exc.name} is not installed): "
@@ -84,8 +92,22 @@ def cmd_rollup(args: argparse.Namespace) -> int:
     return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`mirrorlag rollup` on its own: the same usage line, arguments and errors as the subcommand."""
+    parser = argparse.ArgumentParser(prog=PROG)
+    add_arguments(parser)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The spark-submit entry point: exactly `mirrorlag rollup ARGS` (same errors, exit statuses)."""
-    from mirrorlag.cli import main as mirrorlag_main
-
-    return mirrorlag_main(["rollup", *(sys.argv[1:] if argv is None else argv)])
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return cmd_rollup(args)
+    except MirrorlagError as exc:
+        print(f"mirrorlag: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130

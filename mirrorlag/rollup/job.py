@@ -26,6 +26,7 @@ from py4j.protocol import Py4JJavaError
 from mirrorlag.rollup import daily, report, report_data, trends
 from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError
+from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.rollup.paths import (
     DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
@@ -34,19 +35,6 @@ from mirrorlag.rollup.partition_day import PER_PARTITION
 from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
-
-
-@dataclass(frozen=True)
-class RollupOptions:
-    history: str  # directory or URL holding date=YYYY-MM-DD/*.parquet
-    out: str  # directory or URL for the tables and reports
-    days: Sequence[date]
-    max_gap_seconds: float = 60.0  # longest interval one sample may account for
-    worst: int = 10  # rows per measure in the report's tables
-    report: bool = True
-    # Size the shuffles to each day's input and switch adaptive execution off for the job
-    # (off when the user set either): see `tuned`.
-    tune_spark: bool = True
 
 
 @dataclass

@@ -137,7 +137,8 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
-    from mirrorlag.rollup.job import RollupOptions, run_days
+    from mirrorlag.rollup.job import run_days
+    from mirrorlag.rollup.options import RollupOptions
     from mirrorlag.rollup.session import build_session
 
     day = date.fromisoformat(args.day)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mirrorlag.rollup.errors import RollupError
-from mirrorlag.rollup.job import RollupOptions, run_days
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.paths import DayStatus
 from mirrorlag.rollup.trends import compute_trends
 from tests.rollup.history import H, day_ms, every, series, write

@@ -114,3 +114,20 @@ def test_the_pass_workers_keep_their_heap():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[('0', '12345')]"
+
+
+def test_the_spark_submit_entry_is_the_subcommand_without_the_top_level_cli(tmp_path):
+    """spark-submit's file builds `mirrorlag rollup`'s own parser: the same errors and exit
+    statuses, and mirrorlag/cli.py (the sidecar's commands) is never imported."""
+    for args in (["--history", str(tmp_path), "--out", str(tmp_path), "--date", "2024-01-01", "--from", "2024-01-01"],
+                 ["--history", str(tmp_path)], ["--history", str(tmp_path), "--out", str(tmp_path), "--worst", "0"]):
+        entry = subprocess.run([sys.executable, "mirrorlag/rollup/__main__.py", *args], cwd=REPO,
+                               capture_output=True, text=True, timeout=60)
+        sub = _mirrorlag(*args)
+        assert (entry.returncode, entry.stderr) == (sub.returncode, sub.stderr)
+        assert entry.returncode == 2
+    code = ("import sys; from mirrorlag.rollup.cli import main\n"
+            f"status = main(['--history', {str(tmp_path)!r}, '--out', {str(tmp_path)!r}, '--worst', '0'])\n"
+            "assert status == 2 and 'mirrorlag.cli' not in sys.modules, (status, sorted(sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mirrorlag.rollup.job import RollupOptions, run_days
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.paths import DayStatus
 from mirrorlag.rollup.report import SECTIONS
 from tests.tools import require_tool

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mirrorlag.rollup import job, samples
-from mirrorlag.rollup.job import RollupOptions, run_days
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
 from tests.rollup.history import H, M, day_ms, every, series, write
 
 DAY = date(2024, 5, 6)

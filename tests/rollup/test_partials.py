@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import buckets, histograms, job
-from mirrorlag.rollup.job import RollupOptions, run_days
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.samples import DaySource
 from tests.rollup.history import H, day_ms, every, series, write
 
