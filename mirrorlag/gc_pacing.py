@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 class GcPacing:
     full_every_s: float = FULL_EVERY_S
     last_full_at: float | None = None  # monotonic seconds; None: not yet (the first call collects)
-    full_collections: int = 0
     # Called after each freeze, to hand the poll's freed heap pages back to the system
     # (mirrorlag.malloc.heap_trimmer in `mirrorlag run`).
     release_memory: Callable[[], object] | None = None
@@ -67,7 +66,6 @@ class GcPacing:
             gc.unfreeze()
             gc.collect()
             self.last_full_at = now
-            self.full_collections += 1
         gc.freeze()
         if self.release_memory is not None:
             try:

@@ -45,7 +45,6 @@ class Expirer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._expired = 0
-        self._errors = 0
 
     @property
     def expired_segments_total(self) -> int:
@@ -78,7 +77,6 @@ class Expirer:
         error = self._tidy(now) or error
         with self._lock:
             self._expired += deleted
-            self._errors += error is not None
         if error is None:
             self._health.succeeded()
         else:

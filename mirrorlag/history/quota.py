@@ -86,14 +86,6 @@ class CopyQuota:
         """Measured bytes per second at `now` (Rate.measure)."""
         return self.total(now) / self.window(now)
 
-    def throttle_time(self, now: float) -> float:
-        """QuotaUtils.throttleTime in seconds: 0 unless the rate is over the quota."""
-        window = self.window(now)
-        rate = self.total(now) / window
-        if rate <= self.bytes_per_second:
-            return 0.0
-        return (rate - self.bytes_per_second) / self.bytes_per_second * window
-
     # --- what the uploader asks ---------------------------------------------------------------
 
     @property

@@ -107,10 +107,6 @@ class Uploader:
             self._add(segment, size)
             self._wake.notify()
 
-    def is_pending(self, segment: Path) -> bool:
-        with self._lock:
-            return segment in self._pending
-
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="mirrorlag-history-upload", daemon=True)

@@ -200,11 +200,6 @@ class SegmentWriter:
                 last_error=self._health.last_error,
             )
 
-    def poke(self) -> None:
-        """Re-check the wall-clock roll now (for an injected clock that just moved)."""
-        with self._lock:
-            self._encoder_wake.notify_all()
-
     # --- buffer bookkeeping (lock held) ----------------------------------------------------------
 
     def _buffered(self) -> int:
@@ -288,7 +283,7 @@ class SegmentWriter:
                     due = self._roll_due_in()
                     if due is not None and due <= 0:
                         break
-                    # Capped so an injected clock that jumps is noticed without a poke.
+                    # Capped so that a wall clock that jumps (or an injected one) is noticed within a second.
                     self._encoder_wake.wait(1.0 if due is None else min(due, 1.0))
                 # One snapshot at a time: rows being encoded cannot be dropped, so keep them few.
                 chunk = self._pending.popleft() if self._pending else None

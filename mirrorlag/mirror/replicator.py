@@ -287,10 +287,6 @@ class Mirror:
         self._paused.clear()
 
     @property
-    def paused(self) -> bool:
-        return self._paused.is_set()
-
-    @property
     def copied(self) -> int:
         """Records acknowledged by the targets since start."""
         return sum(task.copied for task in self._tasks)
