@@ -204,8 +204,9 @@ def test_rolls_by_wall_clock_when_no_rows_arrive(tmp_path: Path) -> None:
     time.sleep(0.2)
     assert list_segments(tmp_path / "h") == []  # open, not due
     clock.now += 300  # noticed within a second: the encoder's wait is capped
-    eventually(lambda: _assert(len(list_segments(tmp_path / "h")) == 1), timeout=5, interval=0.02)
-    assert w.stats().rows_written_total == 3
+    # The count follows the rename: wait for it, then the segment is surely listed.
+    eventually(lambda: _assert(w.stats().rows_written_total == 3), timeout=5, interval=0.02)
+    assert len(list_segments(tmp_path / "h")) == 1
     assert w.close(timeout_s=5)
 
 
