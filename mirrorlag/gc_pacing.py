@@ -1,18 +1,17 @@
 """When the cyclic garbage collector walks the sidecar's long-lived state.
 
-A poll at 100k partitions leaves ~750k tracked objects alive (engine slots, snapshot rows, label
-strings) and allocates hundreds of thousands more. Left to itself, CPython's collector ran inside
-the poll: a few hundred young collections and one or two full ones per poll, each holding the GIL
-while it walks (young ones up to 35 ms, as a young 100k-row list is walked whole each time; full
-ones 30-210 ms). Those holds were what a scrape waited behind (tests/bench/RESULTS.md). Almost all
-of that state is freed by reference counting; a poll leaves no cyclic garbage (0 found in polls
-at 100k), the collector only ever finds the odd cycle (an exception's traceback, a logging record).
+A poll leaves several tracked objects per partition alive (engine slots, snapshot rows, label
+strings) and allocates as many again. Left to itself, CPython's collector runs inside the poll:
+many young collections and full ones, each holding the GIL while it walks (a young list with a
+row per partition is walked whole each time), and a scrape waits behind every such hold. Almost
+all of that state is freed by reference counting; a poll leaves no cyclic garbage, the collector
+only ever finds the odd cycle (an exception's traceback, a logging record).
 
 So the automatic collector is off while a poll runs, and when it ends everything alive is frozen
 out of the collector's sight (`gc.freeze`: a list splice, no walk); reference counting still frees
 frozen objects. Between polls the collector runs as usual for the other threads' objects. A
 cycle that became frozen would never be found, so once per `full_every_s` the state is unfrozen
-and collected in full: one long pause an hour (~170 ms at 100k) instead of several per poll, and
+and collected in full: one long pause an hour instead of several per poll, and
 cyclic garbage is bounded by an hour's worth. Then, optionally, the heap's free pages go back to
 the system (mirrorlag.malloc).
 """
@@ -46,7 +45,7 @@ class GcPacing:
     def around_poll(self, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
         """Run a poll (on the poll thread) with the automatic collector off, then `after_poll`,
         even when the poll failed. The collector comes back on only after the freeze: the poll
-        left ~750k objects counted as young, and the first allocation after re-enabling would
+        left all its objects counted as young, and the first allocation after re-enabling would
         otherwise walk them all."""
         enabled = gc.isenabled()
         gc.disable()

@@ -1,10 +1,10 @@
 """Long C-level loops cut into pieces, so that other threads get the GIL between them.
 
 CPython hands the GIL to a waiting thread only between bytecodes, so one call such as
-`list(map(f, rows))`, `Counter(pairs)` or `d.update(zip(keys, values))` over 100k partitions holds
-it from start to end: 20-45 ms each on the poll thread, and a scrape that arrives meanwhile waits
-that long (tests/bench/RESULTS.md, bench_poll --holds-ms). Cut into pieces of `STEP` items the
-longest such hold is a few milliseconds, for about the same total time.
+`list(map(f, rows))`, `Counter(pairs)` or `d.update(zip(keys, values))` over every partition holds
+it from start to end, and a scrape that arrives meanwhile waits that long (bench_poll --holds-ms
+finds such holds). Cut into pieces of `STEP` items each hold stays short, for about the same
+total time.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Giving the heap's free pages back to the system after each poll (glibc).
 
-Each poll at 100k partitions allocates and frees blocks of megabytes (100k-entry dicts and
-lists, Arrow's buffers for /metrics). glibc serves a block of 128 KiB or more from mmap and
+Each poll allocates and frees blocks of megabytes (dicts and lists with an entry per partition,
+Arrow's buffers for /metrics). glibc serves a block of 128 KiB or more from mmap and
 returns it when freed, but after the first such block is freed it raises that threshold (up to
 32 MiB), so later ones come from the heap, whose freed pages stay resident. `malloc_trim(0)` once
-after each poll hands them back (~0.4 ms, with the GIL released by ctypes): at 100k partitions
-RSS while serving 420 -> 383 MiB. Fixing the thresholds instead did as much for memory but made
-every render fault its buffers in afresh, 25 % slower (tests/bench/RESULTS.md).
+after each poll hands them back (cheap, and ctypes releases the GIL around it). Fixing the
+thresholds instead saves as much memory but makes every render fault its buffers in afresh,
+which is slower.
 """
 
 from __future__ import annotations

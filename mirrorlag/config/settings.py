@@ -127,7 +127,7 @@ class Settings:
     metrics_detail: str = "full"  # mirrorlag.metrics.detail: full | lag (fewer series per partition)
     retention_poll_interval_s: float = 60.0  # mirrorlag.retention.poll.interval.ms: log starts move slowly
     # mirrorlag.metadata.max.age.ms: how old the topic metadata may be before a poll reads it again
-    # (0: every poll). At 100k partitions one read costs ~0.5 s of the client's CPU.
+    # (0: every poll). A read costs client CPU in proportion to the cluster's partitions.
     metadata_max_age_s: float = 0.0
     history: HistorySettings | None = None  # mirrorlag.history.*; None when mirrorlag.history.dir is unset
 

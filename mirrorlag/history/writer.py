@@ -4,10 +4,10 @@ Three stages, each with its own owner:
 
 - `append` (poll thread) queues a reference to the snapshot's columns: O(1), no copy, no lock
   held for long. A Snapshot is immutable, so holding its columns is safe.
-- the encoder thread turns queued snapshots, one at a time, into Arrow record batches (~115
-  bytes a row, the snapshot's columns ~160) and decides segment
-  boundaries: a new UTC date, rows `segment_s` newer than the segment's first, `max_rows`, or
-  `segment_s` of wall clock since the segment opened (so an idle sidecar still closes it).
+- the encoder thread turns queued snapshots, one at a time, into Arrow record batches (fewer
+  bytes a row than the snapshot's columns) and decides segment boundaries: a new UTC date, rows
+  `segment_s` newer than the segment's first, `max_rows`, or `segment_s` of wall clock since the
+  segment opened (so an idle sidecar still closes it).
 - the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name, fsync
   the file, rename, fsync the directory. A failing write (disk full, read-only) keeps the segment
   buffered and retries with backoff; a hung disk stalls only this thread.

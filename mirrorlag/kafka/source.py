@@ -22,8 +22,8 @@ LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlag.librdkafka")
 
 TopicPart = tuple[str, int]
 # A flow's partitions as metadata lists them: per topic (sorted by name), its partition numbers
-# (sorted), as `range(n)` for the usual 0..n-1. A few objects per topic, not a tuple per partition:
-# at 100k partitions a list of (topic, partition) tuples is ~7 MiB, made again at every discovery.
+# (sorted), as `range(n)` for the usual 0..n-1. A few objects per topic, not a tuple per partition
+# that every discovery would build again.
 Topology = tuple[tuple[str, Sequence[int]], ...]
 
 
@@ -86,7 +86,8 @@ def refused_config(cluster: ClusterSettings) -> Iterator[None]:
     """Turns librdkafka refusing a client it is asked to build into a one-line config error.
 
     librdkafka reads TLS material when a client is built: a truststore that is not there, or a
-    key its password does not open, fail then with _INVALID_ARG (a traceback and exit 1 before)."""
+    key its password does not open, fail then with _INVALID_ARG, which must not end the command
+    in a traceback."""
     try:
         yield
     except KafkaException as exc:
@@ -104,9 +105,9 @@ def submit_list_offsets(admin: AdminClient, request: list[TopicPartition], isola
     future's result maps each partition to a ListOffsetsResultInfo, or to its KafkaError.
 
     This is the C call behind `AdminClient.list_offsets`, made directly: the public wrapper adds a
-    TopicPartition, an OffsetSpec, a Future and a callback per partition, which at 100k partitions
-    was 2/3 of a poll's ListOffsets time (3.2 s against 1.0 s, all of it the client's CPU; the
-    broker's was 0.7 s). tests/integration checks it answers exactly as the public wrapper does."""
+    TopicPartition, an OffsetSpec, a Future and a callback per partition, client CPU that would
+    outweigh the request itself on a large poll. tests/integration checks it answers exactly as
+    the public wrapper does."""
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_running_or_notify_cancel()  # as the wrapper's futures: running, never cancelled
     _AdminClientImpl.list_offsets(admin, request, future, isolation_level_value=isolation.value,
@@ -129,9 +130,9 @@ class PendingOffsets:
 
     def collect(self) -> tuple[dict[PartitionRef, int | None], BaseException | KafkaError | None]:
         """Every partition asked, its offset or None, and the first error seen (if any). Each
-        chunk's answer is dropped as soon as it is read, so the 100k result objects of a poll are
-        freed a chunk at a time, not in one ~60 ms cascade that holds the GIL; the outcome is
-        kept for a second call."""
+        chunk's answer is dropped as soon as it is read, so a poll's result objects (one per
+        partition) are freed a chunk at a time, not in one long cascade that holds the GIL; the
+        outcome is kept for a second call."""
         if self.collected is not None:
             return self.collected
         done, _ = concurrent.futures.wait([future for _, _, future in self.chunks],
@@ -216,8 +217,7 @@ class SourceCluster:
 
     def _request(self, partitions: Sequence[PartitionRef], spec: int) -> PendingOffsets:
         """ListOffsets in concurrent chunks. Many small requests in flight beat a few big ones:
-        librdkafka's CPU per request grows with the square of its partitions (100k partitions in
-        chunks of 250: 0.8 s of client CPU; of 1,000: 1.2 s; of 20,000: 12 s)."""
+        librdkafka's CPU per request grows with the square of its partitions."""
         chunks = []
         for i in range(0, len(partitions), self.chunk_size):
             asked = partitions[i:i + self.chunk_size]

@@ -97,7 +97,7 @@ def assign_only_consumer(cluster: ClusterSettings) -> Consumer:
         "metadata.max.age.ms": 1,
         # When more than queued.min.messages (100k) wait for the application, the next fetch is
         # put off by this much (default 1 s), however soon the queue drains: a restart's drain of
-        # a large sync topic slept 1 s per ~135k records (one tansu fetch). Against Kafka (1 MB per
+        # a large sync topic would sleep a second after every big fetch. Against Kafka (1 MB per
         # partition per fetch) the same happens whenever the reader is slower than its fetches,
         # as a Python reader is. 10 ms only checks the local queue more often; no extra requests.
         "fetch.queue.backoff.ms": 10,
