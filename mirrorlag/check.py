@@ -25,6 +25,7 @@ from mirrorlag.exporters.status import row_to_dict
 from mirrorlag.feeds.external import build_feeds
 from mirrorlag.model import PartitionKey, PartitionRow, State
 from mirrorlag.poller import Poller
+from mirrorlag.wiring import lag_engine
 
 RECHECK_INTERVAL_S = 1.0
 NOT_OK = {State.LAGGING, State.STALLED, State.RESET, State.UNKNOWN, State.AT_RISK}
@@ -40,10 +41,10 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float) -> i
     settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
     feeds = build_feeds(settings)
     try:
-        rows = _observe(Poller(settings, feeds), timeout_s)
+        rows = _observe(Poller(settings, lag_engine(settings), feeds), timeout_s)
     finally:
         for feed in feeds:
-            getattr(feed, "close", lambda: None)()
+            feed.close()
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")

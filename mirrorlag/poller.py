@@ -8,112 +8,24 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Callable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
-from mirrorlag.engine import ColumnarLagEngine
+from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.gil import pieces
-from mirrorlag.feeds.callback import FEED_NAME as CALLBACK_FEED, ReplicationTracker
+from mirrorlag.interfaces import FeedHealth, HeartbeatSource, LroFeed, PollStats
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
-from mirrorlag.kafka.topic_reader import TopicReader
 from mirrorlag.lro_cache import LroCache
 from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snapshot, State
 
+if TYPE_CHECKING:
+    from mirrorlag.engine import ColumnarLagEngine
+
 log = logging.getLogger(__name__)
-
-
-class LroFeed(Protocol):
-    """A source of last replicated offsets, read once per poll."""
-
-    name: str
-    bad_records: int
-    reader: TopicReader | None  # the MM2 topics it reads, if any
-
-    def offsets(self) -> Mapping[PartitionKey, int]: ...
-
-
-class HeartbeatSource(Protocol):
-    name: str
-    bad_records: int
-    reader: TopicReader | None
-
-    def newest(self) -> Mapping[FlowId, int]: ...
-
-
-@dataclass
-class TrackerFeed:
-    """Adapts an in-process ReplicationTracker (keyed by topic, then partition) to partition keys."""
-
-    tracker: ReplicationTracker
-    # The flow's partitions as the source's metadata names them: per topic, its keys by partition
-    # number (None where metadata lists none), the key objects the poller uses (one per partition,
-    # shared with the engine, not a copy per feed). A partition metadata does not know yet has no
-    # key, and no LRO until it does.
-    keys: Callable[[], Mapping[str, Sequence[PartitionKey | None]]]
-    name: str = CALLBACK_FEED
-    bad_records: int = 0
-    reader: TopicReader | None = None
-
-    def offsets(self) -> dict[PartitionKey, int]:
-        keys = self.keys()
-        out: dict[PartitionKey | None, int] = {}
-        for topic, offsets in self.tracker.by_topic().items():
-            by_partition = keys.get(topic)
-            if by_partition is None or not offsets:
-                continue
-            n = len(by_partition)
-            try:
-                every_one_known = 0 <= min(offsets) and max(offsets) < n
-            except TypeError:  # a partition that is not a number: skipped below
-                every_one_known = False
-            if every_one_known:  # the common case, in C
-                out.update(zip(map(by_partition.__getitem__, offsets), offsets.values()))
-            else:
-                out.update((by_partition[p], o) for p, o in offsets.items() if type(p) is int and 0 <= p < n)
-        out.pop(None, None)  # partitions metadata does not list
-        return out  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class FeedHealth:
-    """What an operator needs to tell "no data" from "no feed": which topics exist, what was junk."""
-
-    feed: str
-    cluster: str
-    topics: tuple[str, ...]
-    missing: tuple[str, ...]  # topics not found yet (the feed retries every poll)
-    bad_records: int
-    up: bool = True  # False from a consumer error (cluster unreachable, ...) until it answers again
-    errors_total: int = 0
-    last_error: str | None = None  # the newest error's short text (secret values masked)
-
-    @classmethod
-    def of(cls, feed: str, reader: TopicReader, bad_records: int) -> "FeedHealth":
-        errors = reader.errors
-        return cls(feed, reader.cluster_alias, tuple(reader.topics), tuple(reader.missing), bad_records,
-                   errors.up, errors.total, errors.last)
-
-
-@dataclass
-class PollStats:
-    """The sidecar's own health, exported next to the lag figures."""
-
-    polls_total: int = 0
-    poll_errors_total: dict[str, int] = field(default_factory=dict)  # by source cluster alias
-    last_poll_duration_s: float = 0.0
-    last_poll_at: float | None = None
-    last_success_at: float | None = None
-    lro_cache_size: int = 0
-    lro_evictions_total: int = 0
-    mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
-    heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
-    rewinds_total: dict[FlowId, int] = field(default_factory=dict)
-    records_lost_total: dict[FlowId, int] = field(default_factory=dict)
-    feeds: list[FeedHealth] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -203,6 +115,7 @@ class Poller:
     def __init__(
         self,
         settings: Settings,
+        engine: ColumnarLagEngine,
         feeds: Sequence[LroFeed] = (),
         trackers: Sequence[ReplicationTracker] = (),
         heartbeats: Sequence[HeartbeatSource] = (),
@@ -220,12 +133,10 @@ class Poller:
         for feed in feeds:
             # Feeds that decode keys from MM2's records take the poller's key objects rather than
             # keeping a second one per partition (~70 bytes each): one at a time, or per topic.
-            if use_keys := getattr(feed, "use_keys", None):
-                use_keys(self._key_of)
-            if use_topic_keys := getattr(feed, "use_topic_keys", None):
-                use_topic_keys(self._topic_keys)
+            feed.use_keys(self._key_of)
+            feed.use_topic_keys(self._topic_keys)
         self.heartbeats = list(heartbeats)
-        self.engine = ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
+        self.engine = engine
         self.cache = LroCache(settings.lro_ttl_s)
         self.stats = PollStats()
         self.sources = {
@@ -296,8 +207,7 @@ class Poller:
     def close(self) -> None:
         """Close the feeds' consumers; only once no poll runs."""
         for feed in (*self.feeds, *self.heartbeats):
-            if feed.reader is not None:
-                feed.reader.close()
+            feed.close()
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:
         """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
@@ -377,12 +287,8 @@ class Poller:
         the old log's LRO (a false lag, or a false IN_SYNC)."""
         if not keys:
             return
-        for feed in self.feeds:
-            if forget := getattr(feed, "forget", None):
-                forget(keys)
-        for key in keys:
-            if tracker := self.trackers.get(key.flow):
-                tracker.forget(key.topic, key.partition)
+        for feed in self.feeds:  # the trackers' feeds among them
+            feed.forget(keys)
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""

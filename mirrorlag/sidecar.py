@@ -22,7 +22,9 @@ from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.history import History
 from mirrorlag.model import Snapshot
-from mirrorlag.poller import HeartbeatSource, LroFeed, Poller
+from mirrorlag.interfaces import HeartbeatSource, LroFeed
+from mirrorlag.poller import Poller
+from mirrorlag.wiring import lag_engine
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class Sidecar:
         # The long-running process (`mirrorlag run`) owns the interpreter's collector; a Sidecar
         # embedded in someone else's process (tests, the demo) leaves it alone.
         self.gc_pacing = gc_pacing
-        self.poller = Poller(settings, feeds, trackers, heartbeats)
+        self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
         self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full")
         self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
         self.latest: Snapshot | None = None

@@ -34,8 +34,8 @@ from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
 from mirrorlag.history import HistoryStats
+from mirrorlag.interfaces import PollStats
 from mirrorlag.model import STATES, FlowId, PartitionKey, RowColumns, Snapshot, State
-from mirrorlag.poller import PollStats
 
 RECORD_LAG_HELP = (
     "Records the mirror still has to copy: source log-end offset - (last replicated offset + 1), "

@@ -6,9 +6,14 @@ TTL bookkeeping, change detection and everything else happen once per poll (DESI
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from mirrorlag.model import FlowId
+from mirrorlag.interfaces import LroFeed
+from mirrorlag.model import FlowId, PartitionKey
+
+if TYPE_CHECKING:
+    from mirrorlag.kafka.topic_reader import TopicReader
 
 FEED_NAME = "callback"
 
@@ -85,3 +90,43 @@ class ReplicationTracker:
         offsets = self._topics.get(source_topic)
         if offsets is not None:
             offsets.pop(partition, None)
+
+
+@dataclass
+class TrackerFeed(LroFeed):
+    """Adapts an in-process ReplicationTracker (keyed by topic, then partition) to partition keys."""
+
+    tracker: ReplicationTracker
+    # The flow's partitions as the source's metadata names them: per topic, its keys by partition
+    # number (None where metadata lists none), the key objects the poller uses (one per partition,
+    # shared with the engine, not a copy per feed). A partition metadata does not know yet has no
+    # key, and no LRO until it does.
+    keys: Callable[[], Mapping[str, Sequence[PartitionKey | None]]]
+    name: str = FEED_NAME
+    bad_records: int = 0
+    reader: TopicReader | None = None
+
+    def offsets(self) -> dict[PartitionKey, int]:
+        keys = self.keys()
+        out: dict[PartitionKey | None, int] = {}
+        for topic, offsets in self.tracker.by_topic().items():
+            by_partition = keys.get(topic)
+            if by_partition is None or not offsets:
+                continue
+            n = len(by_partition)
+            try:
+                every_one_known = 0 <= min(offsets) and max(offsets) < n
+            except TypeError:  # a partition that is not a number: skipped below
+                every_one_known = False
+            if every_one_known:  # the common case, in C
+                out.update(zip(map(by_partition.__getitem__, offsets), offsets.values()))
+            else:
+                out.update((by_partition[p], o) for p, o in offsets.items() if type(p) is int and 0 <= p < n)
+        out.pop(None, None)  # partitions metadata does not list
+        return out  # type: ignore[return-value]
+
+    def forget(self, keys: Iterable[PartitionKey]) -> None:
+        flow, tracker = self.tracker.flow, self.tracker
+        for key in keys:
+            if key.flow == flow:
+                tracker.forget(key.topic, key.partition)

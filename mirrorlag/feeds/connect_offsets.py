@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import BadRecord, decode_connect_offset_key, decode_connect_offset_value
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
+from mirrorlag.interfaces import KeyOf, LroFeed
 from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def connect_offsets_topic(flow: FlowSettings | FlowId, topics: Mapping[FlowId, s
 
 
 @dataclass
-class ConnectOffsetsFeed:
+class ConnectOffsetsFeed(LroFeed):
     """Reads one target cluster's Connect offset topics (one per flow) from the beginning, then
     keeps up. `consumer` may be None to drive `_apply` directly (unit tests)."""
 
@@ -65,9 +66,9 @@ class ConnectOffsetsFeed:
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
     # The poller's key of a (flow, topic, partition) (Poller._key_of), so the offsets are keyed by
     # the poller's own key objects; None (or a partition it does not list yet): a key of its own.
-    key_of: Callable[[FlowId, str, int], PartitionKey | None] | None = None
+    key_of: KeyOf | None = None
 
-    def use_keys(self, key_of: Callable[[FlowId, str, int], PartitionKey | None]) -> None:
+    def use_keys(self, key_of: KeyOf) -> None:
         self.key_of = key_of
 
     def __post_init__(self) -> None:
@@ -119,10 +120,6 @@ class ConnectOffsetsFeed:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
         for key in keys:
             self._latest.pop(key, None)
-
-    def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
 
 
 def connect_offsets_feeds(settings: Settings, topics: Mapping[FlowId, str] | None = None) -> list[ConnectOffsetsFeed]:

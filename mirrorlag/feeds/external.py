@@ -6,7 +6,7 @@ from mirrorlag.config.settings import Settings
 from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS, connect_offsets_feeds
 from mirrorlag.feeds.heartbeats import heartbeat_feeds
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS, offset_syncs_feeds
-from mirrorlag.poller import HeartbeatSource, LroFeed
+from mirrorlag.interfaces import HeartbeatSource, LroFeed
 
 __all__ = ["build_feeds", "heartbeat_feeds", "HeartbeatSource"]
 

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import BadRecord, decode_heartbeat
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer, tail
+from mirrorlag.interfaces import HeartbeatSource
 from mirrorlag.model import FlowId
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def heartbeats_topic(flow: FlowSettings) -> str:
 
 
 @dataclass
-class HeartbeatFeed:
+class HeartbeatFeed(HeartbeatSource):
     """Tails one target cluster's replicated heartbeat topics. `consumer` may be None to drive
     `_apply` directly (unit tests)."""
 
@@ -81,10 +82,6 @@ class HeartbeatFeed:
             if heartbeat.target_alias == flow.source:  # emitted into the source: it crossed the mirror
                 if heartbeat.timestamp_ms > self._newest.get(flow, -1):
                     self._newest[flow] = heartbeat.timestamp_ms
-
-    def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
 
 
 def heartbeat_feeds(settings: Settings) -> list[HeartbeatFeed]:

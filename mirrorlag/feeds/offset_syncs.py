@@ -10,7 +10,7 @@ import logging
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -19,7 +19,8 @@ from confluent_kafka import Consumer
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
-from mirrorlag.model import FlowId, PartitionKey
+from mirrorlag.interfaces import LroFeed, TopicKeysOf
+from mirrorlag.model import PartitionKey
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class _TopicSyncs:
 
 
 @dataclass
-class OffsetSyncsFeed:
+class OffsetSyncsFeed(LroFeed):
     """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
     `consumer` may be None to drive `_apply` directly (unit tests).
 
@@ -81,9 +82,9 @@ class OffsetSyncsFeed:
     # Per flow, the poller's keys of each topic by partition number (Poller's keys by topic): the
     # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
     # are (the others are kept until it does). None: every partition, under keys of the feed's own.
-    topic_keys: Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]] | None = None
+    topic_keys: TopicKeysOf | None = None
 
-    def use_topic_keys(self, topic_keys: Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]]) -> None:
+    def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         self.topic_keys = topic_keys
 
     def __post_init__(self) -> None:
@@ -162,10 +163,6 @@ class OffsetSyncsFeed:
                 syncs = self._topics.get((sync_topic, key.topic))
                 if flow.id == key.flow and syncs is not None and key.partition < len(syncs.offsets):
                     syncs.offsets[key.partition] = _NONE
-
-    def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
 
 
 def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:

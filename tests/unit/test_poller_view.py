@@ -5,9 +5,11 @@ from pathlib import Path
 
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
+from mirrorlag.interfaces import LroFeed
 from mirrorlag.kafka.source import partitions_of
 from mirrorlag.model import FlowId
 from mirrorlag.poller import Poller
+from mirrorlag.wiring import lag_engine
 
 
 class FreshSource:
@@ -39,7 +41,8 @@ def _poller(tmp_path: Path, more: str = "") -> tuple[Poller, FreshSource]:
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
                       "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n" + more)
-    poller = Poller(load_settings([config]), trackers=[ReplicationTracker("src", "dst")])
+    settings = load_settings([config])
+    poller = Poller(settings, lag_engine(settings), trackers=[ReplicationTracker("src", "dst")])
     source = FreshSource(poller.sources["src"].flows, {"a": 3, "b": 2})
     poller.sources = {"src": source}  # type: ignore[dict-item]
     return poller, source
@@ -76,7 +79,8 @@ def test_two_flows_from_one_source_ask_each_partition_once(tmp_path):
     config.write_text("clusters = src, dst, dr\nsrc.bootstrap.servers = 127.0.0.1:9\n"
                       "dst.bootstrap.servers = 127.0.0.1:9\ndr.bootstrap.servers = 127.0.0.1:9\n"
                       "src->dst.enabled = true\nsrc->dr.enabled = true\nsrc->dr.topics = b\n")
-    poller = Poller(load_settings([config]))
+    settings = load_settings([config])
+    poller = Poller(settings, lag_engine(settings))
     source = FreshSource(poller.sources["src"].flows, {"a": 2, "b": 2})
     asked = []
     answer = source.end_offsets
@@ -125,7 +129,7 @@ def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
     assert all(after[tp] is before[tp] for tp in after if tp in before)
 
 
-class KeyTakingFeed:
+class KeyTakingFeed(LroFeed):
     name = "offset-syncs"
     bad_records = 0
     reader = None
@@ -145,7 +149,8 @@ def test_feeds_that_decode_keys_are_given_the_pollers_key_objects(tmp_path):
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
                       "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
     feed = KeyTakingFeed()
-    poller = Poller(load_settings([config]), feeds=[feed])
+    settings = load_settings([config])
+    poller = Poller(settings, lag_engine(settings), feeds=[feed])
     poller.sources = {"src": FreshSource(poller.sources["src"].flows, {"a": 3})}  # type: ignore[dict-item]
     poller.poll_once()
     flow = FlowId("src", "dst")

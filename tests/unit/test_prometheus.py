@@ -8,8 +8,8 @@ import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorlag.exporters.prometheus import FAMILIES, MetricsRenderer, PartitionBlock, _joined, _number
+from mirrorlag.interfaces import PollStats
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, RowColumns, Snapshot, State
-from mirrorlag.poller import PollStats
 
 K0 = PartitionKey("A", "B", "orders", 0)
 K1 = PartitionKey("A", "B", "orders", 1)

@@ -1,0 +1,103 @@
+"""The interfaces between the stages of DESIGN §2: what a feed gives the poller, and what the
+poller gives the exporters about itself.
+
+They live here, not in any stage, so that feeds, poller, exporters and sidecar depend on this
+module rather than on one another. It imports nothing of mirrorlag but the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
+
+from mirrorlag.model import FlowId, PartitionKey
+
+if TYPE_CHECKING:
+    from mirrorlag.kafka.topic_reader import TopicReader
+
+# The poller's key object of a (flow, topic, partition), or None while metadata does not list it.
+KeyOf = Callable[[FlowId, str, int], PartitionKey | None]
+# Per flow, its topics' keys by partition number (None where metadata lists none).
+TopicKeysOf = Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]]
+
+
+class LroFeed(Protocol):
+    """A source of last replicated offsets, read once per poll.
+
+    The hooks below the first method are every call the poller makes on a feed besides
+    `offsets()`. A feed subclasses this class to inherit the ones it has no use for as no-ops.
+    """
+
+    name: str
+    bad_records: int
+    reader: TopicReader | None  # the MM2 topics it reads, if any (its health is exported)
+
+    def offsets(self) -> Mapping[PartitionKey, int]: ...
+
+    def use_keys(self, key_of: KeyOf) -> None:
+        """Called once, at the poller's construction: a feed that decodes partitions from MM2's
+        records keys its offsets by the poller's own key objects rather than a copy per partition."""
+
+    def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
+        """As `use_keys`, for a feed that looks partitions up a topic at a time."""
+
+    def forget(self, keys: Iterable[PartitionKey]) -> None:
+        """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
+
+    def close(self) -> None:
+        """Release the feed's consumer; called once no poll runs."""
+        if self.reader is not None:
+            self.reader.close()
+
+
+class HeartbeatSource(Protocol):
+    """The newest replicated MM2 heartbeat per flow, read once per poll."""
+
+    name: str
+    bad_records: int
+    reader: TopicReader | None
+
+    def newest(self) -> Mapping[FlowId, int]: ...
+
+    def close(self) -> None:
+        """Release the source's consumer; called once no poll runs."""
+        if self.reader is not None:
+            self.reader.close()
+
+
+@dataclass(frozen=True)
+class FeedHealth:
+    """What an operator needs to tell "no data" from "no feed": which topics exist, what was junk."""
+
+    feed: str
+    cluster: str
+    topics: tuple[str, ...]
+    missing: tuple[str, ...]  # topics not found yet (the feed retries every poll)
+    bad_records: int
+    up: bool = True  # False from a consumer error (cluster unreachable, ...) until it answers again
+    errors_total: int = 0
+    last_error: str | None = None  # the newest error's short text (secret values masked)
+
+    @classmethod
+    def of(cls, feed: str, reader: TopicReader, bad_records: int) -> FeedHealth:
+        errors = reader.errors
+        return cls(feed, reader.cluster_alias, tuple(reader.topics), tuple(reader.missing), bad_records,
+                   errors.up, errors.total, errors.last)
+
+
+@dataclass
+class PollStats:
+    """The sidecar's own health, exported next to the lag figures."""
+
+    polls_total: int = 0
+    poll_errors_total: dict[str, int] = field(default_factory=dict)  # by source cluster alias
+    last_poll_duration_s: float = 0.0
+    last_poll_at: float | None = None
+    last_success_at: float | None = None
+    lro_cache_size: int = 0
+    lro_evictions_total: int = 0
+    mean_record_bytes: dict[FlowId, float] = field(default_factory=dict)
+    heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
+    rewinds_total: dict[FlowId, int] = field(default_factory=dict)
+    records_lost_total: dict[FlowId, int] = field(default_factory=dict)
+    feeds: list[FeedHealth] = field(default_factory=list)

@@ -1,0 +1,12 @@
+"""The one place that picks the lag engine the poller is handed (DESIGN §2: the engine is a stage
+of its own, not built inside the poller). The sidecar and `mirrorlag check` both build theirs here."""
+
+from __future__ import annotations
+
+from mirrorlag.config.settings import Settings
+from mirrorlag.engine import ColumnarLagEngine
+
+
+def lag_engine(settings: Settings) -> ColumnarLagEngine:
+    """A fresh engine whose per-flow parameters are the settings' (read at each update)."""
+    return ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
