@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 
-from mirrorlag.rollup.report_data import Series, out_of_sync_share  # noqa: E402
+from mirrorlag.rollup.report_model import Series, out_of_sync_share  # noqa: E402
 from mirrorlag.rollup.slots import SLOT_MS  # noqa: E402
 
 DPI = 100

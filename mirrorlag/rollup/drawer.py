@@ -22,7 +22,7 @@ from typing import Any
 
 import mirrorlag
 from mirrorlag.rollup.report import Charts
-from mirrorlag.rollup.report_data import ReportData, Series
+from mirrorlag.rollup.report_model import ReportData, Series
 
 Call = tuple[str, tuple[Any, ...]]  # (a function of charts.py, its arguments)
 

@@ -23,7 +23,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from py4j.protocol import Py4JJavaError
 
-from mirrorlag.rollup import daily, report, report_data, trends
+from mirrorlag.rollup import daily, report, report_data, report_model, trends
 from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.options import RollupOptions
@@ -177,8 +177,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 # Drawn while Spark writes the tables and works out the trends (the charts need
                 # neither), each chart as soon as its data is there: the curves first.
                 series_sent = after([worst_f], lambda: drawer.send_series(worst_f.result()[1]))
-                views = report_data.DayViews(*worst_f.result(), heat_f.result())
-                day_only = report_data.gather(views, report_data.TrendViews([], {}, {}), flows_f.result(), window, opts)
+                views = report_model.DayViews(*worst_f.result(), heat_f.result())
+                day_only = report_model.gather(views, report_model.NO_TRENDS, flows_f.result(), day, opts)
                 series_sent.result()  # the flows go to the same process, after the curves
                 drawer.send_rest(day_only)
                 charts_f = pool.submit(drawer.charts)
@@ -187,7 +187,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
             if opts.report:
-                data = report_data.gather(views, trend, flows, window, opts)
+                data = report_model.gather(views, trend, flows, day, opts)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
             for w in writes:

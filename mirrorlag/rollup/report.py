@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Sequence
 
-from mirrorlag.rollup.report_data import ReportData, out_of_sync_share, partition_label
+from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
 
 SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]
 

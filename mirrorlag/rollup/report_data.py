@@ -1,4 +1,4 @@
-"""What the report shows, fetched from Spark as small Python values.
+"""The Spark queries that fill the report's model (report_model.py) with small Python values.
 
 Nothing large reaches the driver: the day's tables are cut to the worst N rows in Spark, and
 the line charts take the worst partitions' curves from the pass's rows (slots.py: 288 five-minute
@@ -7,62 +7,17 @@ slots a partition; no second scan of the day).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import slots, trends
-from mirrorlag.rollup.samples import DayWindow
-from mirrorlag.rollup.schema import HISTORY_SCHEMA, PARTITION_KEY
-
-if TYPE_CHECKING:
-    from mirrorlag.rollup.job import RollupOptions
+from mirrorlag.rollup.report_model import Series, TrendViews, partition_label
+from mirrorlag.rollup.samples import HISTORY_SCHEMA
+from mirrorlag.rollup.schema import PARTITION_KEY
 
 HEAT_TOPICS = 25  # rows of the heat map: the topics with the most out-of-sync time
-
-
-@dataclass
-class Series:
-    """One partition's day in time order: per 5-minute slot (slots.py) its largest lags and worst state."""
-
-    label: str
-    hours: list[float]  # since the start of the day (UTC)
-    record_lag: list[float | None]
-    time_lag_s: list[float | None]
-    states: list[str | None]
-
-
-@dataclass
-class ReportData:
-    day: date
-    history: str
-    out: str
-    max_gap_seconds: float
-    worst_n: int
-    flows: list[dict[str, Any]]
-    worst_partitions: list[dict[str, Any]]
-    series: list[Series]
-    heat_labels: list[str]
-    heat_share: list[list[float | None]]  # per topic and hour: share of the covered time out of sync
-    heat_topics_total: int
-    trend_rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
-    flow_trends: dict[str, dict[str, Any]]  # flow name -> its trend row
-    growing: dict[str, int]  # level -> how many are flagged growing
-    generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-
-
-def out_of_sync_share(out_of_sync_s: float, covered_s: float) -> float | None:
-    """The share of the watched partition-time that was out of sync (None: nothing watched).
-    Of the covered time, not of the day: a sidecar started at noon watched half a day."""
-    return min(1.0, out_of_sync_s / covered_s) if covered_s > 0 else None
-
-
-def partition_label(row: dict[str, Any], with_flow: bool = True) -> str:
-    name = f"{row['topic']}[{row['partition']}]" if row.get("partition") is not None else str(row["topic"])
-    return f"{row['flow']} {name}" if with_flow else name
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -93,15 +48,6 @@ def _series(per: DataFrame, rows: list[dict[str, Any]]) -> list[Series]:
     return out
 
 
-@dataclass
-class DayViews:
-    """What the report shows of the day's own rows."""
-
-    worst: list[dict[str, Any]]  # partition rows: most time out of sync, then highest p95 record lag
-    series: list[Series]  # their curves
-    heat: list[dict[str, Any]]  # topic rows: most time out of sync
-
-
 def worst_partitions(per: DataFrame, partition_table: DataFrame, n: int) -> tuple[list[dict[str, Any]], list[Series]]:
     """The n partition rows with the most time out of sync (then highest p95 record lag), and their
     curves from `per`, the pass's rows (samples.partition_days)."""
@@ -114,13 +60,6 @@ def heat_rows(topic_table: DataFrame) -> list[dict[str, Any]]:
     """The topics with the most time out of sync, with their hours."""
     return _rows(topic_table.orderBy(F.desc("out_of_sync_seconds"), "source", "target", "topic").limit(HEAT_TOPICS)
                  .select("flow", "topic", "out_of_sync_seconds_by_hour", "covered_seconds_by_hour"))
-
-
-@dataclass
-class TrendViews:
-    rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
-    flows: dict[str, dict[str, Any]]  # flow name -> its trend row
-    growing: dict[str, int]  # level -> how many are flagged growing
 
 
 def trend_views(trend_rows: list[dict[str, Any]], n: int) -> TrendViews:
@@ -153,21 +92,3 @@ def _worst_trends(trend_rows: list[dict[str, Any]], n: int) -> list[dict[str, An
             r["worst_by"].append(m)
     worst = [r for r in rows if r["worst_by"]]
     return sorted(worst, key=lambda r: (_desc(r["slope_28d"]), _desc(r["record_lag_p95_dod"]), _key(r)))
-
-
-def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], window: DayWindow,
-           opts: "RollupOptions") -> ReportData:
-    several_flows = len(flows) > 1
-    return ReportData(
-        day=window.day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=opts.worst,
-        flows=flows,
-        worst_partitions=views.worst,
-        series=views.series,
-        heat_labels=[f"{h['topic']} ({h['flow']})" if several_flows else str(h["topic"]) for h in views.heat],
-        heat_share=[[out_of_sync_share(s, c) for s, c in zip(h["out_of_sync_seconds_by_hour"], h["covered_seconds_by_hour"])]
-                    for h in views.heat],
-        heat_topics_total=sum(f["topics"] for f in flows),
-        trend_rows=trend.rows,
-        flow_trends=trend.flows,
-        growing=trend.growing,
-    )

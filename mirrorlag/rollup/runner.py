@@ -15,7 +15,7 @@ from rich.table import Table
 from mirrorlag.rollup.errors import MissingHistoryError
 from mirrorlag.rollup.job import DayResult, run_days
 from mirrorlag.rollup.options import RollupOptions
-from mirrorlag.rollup.report_data import out_of_sync_share
+from mirrorlag.rollup.report_model import out_of_sync_share
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, table_path, trends_path
 from mirrorlag.rollup.session import build_session
 

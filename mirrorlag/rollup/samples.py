@@ -22,10 +22,11 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BinaryType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from mirrorlag.rollup import partials, partition_day
-from mirrorlag.rollup.schema import HISTORY_SCHEMA, PARTITION_KEY
+from mirrorlag.history.schema import SCHEMA as WRITER_SCHEMA
+from mirrorlag.rollup.schema import PARTITION_KEY
 
 DAY_MS = 86_400_000
 SCAN_ROWS = 4_000_000  # rows of Spark's scan summarised at a time (a few hundred MB in numpy)
@@ -52,6 +53,8 @@ def read_day(spark: SparkSession, day_path: str) -> DataFrame:
 
 
 def _spark_type(arrow_type: pa.DataType) -> DataType:
+    if pa.types.is_timestamp(arrow_type):
+        return TimestampType()
     if pa.types.is_list(arrow_type):
         return ArrayType(_spark_type(arrow_type.value_type))
     if pa.types.is_struct(arrow_type):
@@ -61,8 +64,14 @@ def _spark_type(arrow_type: pa.DataType) -> DataType:
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
-    """partials.PARTIAL or MERGED as Spark declares them (every field nullable, as before)."""
+    """An Arrow schema in Spark's types, every field nullable."""
     return StructType([StructField(f.name, _spark_type(f.type)) for f in schema])
+
+
+# The reader is given this schema instead of inferring one: an extra column in some segments is
+# ignored, a column missing from an old segment reads as null, and no file is opened to plan. It
+# is the writer's own (mirrorlag.history.schema): a column the writer adds is read without an edit.
+HISTORY_SCHEMA = spark_schema(WRITER_SCHEMA)
 
 
 @dataclass(frozen=True)

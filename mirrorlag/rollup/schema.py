@@ -1,27 +1,11 @@
-"""The history columns the rollup reads, and the state codes it works with.
-
-The reader is given this schema instead of inferring one: an extra column in some segments is
-ignored, a column missing from an old segment reads as null, and no file is opened to plan.
+"""The state codes and keys the rollup works with. Free of Spark: the report's charts (drawn in
+processes that never import PySpark) and the executors' numpy code use them too. The history's
+columns in Spark's types are samples.HISTORY_SCHEMA.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
-
-from mirrorlag.history.schema import SCHEMA as WRITER_SCHEMA
 from mirrorlag.model import State
-
-_SPARK_TYPES = {pa.string(): StringType(), pa.int32(): IntegerType(), pa.int64(): LongType()}
-
-
-def _spark_type(arrow_type: pa.DataType) -> DataType:
-    return TimestampType() if pa.types.is_timestamp(arrow_type) else _SPARK_TYPES[arrow_type]
-
-
-# The writer's own schema (mirrorlag.history.schema) in Spark's types, every column nullable: a
-# column the writer adds is read without an edit here, and one missing from an old segment is null.
-HISTORY_SCHEMA = StructType([StructField(f.name, _spark_type(f.type)) for f in WRITER_SCHEMA])
 
 # States become small ints once, before the shuffle: narrower rows and integer comparisons.
 # Derived from the enum, so a state added to model.py is known here without an edit.

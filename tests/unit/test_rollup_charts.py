@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from mirrorlag.rollup.charts import hour_span
-from mirrorlag.rollup.report_data import Series, out_of_sync_share
+from mirrorlag.rollup.report_model import Series, out_of_sync_share
 
 
 def _series(*hours: float) -> Series:
@@ -69,7 +72,7 @@ def test_worst_trends_rank_each_measure_and_keep_a_row_once():
 def _report_data():
     from datetime import date
 
-    from mirrorlag.rollup.report_data import ReportData
+    from mirrorlag.rollup.report_model import ReportData
 
     flows = [{"flow": "A->B", "out_of_sync_seconds": 60.0, "covered_seconds": 600.0,
               "record_lag_p50": 1, "record_lag_p95": 50, "record_lag_p99": 900}]
@@ -118,3 +121,16 @@ def test_a_drawing_process_that_dies_while_drawing_leaves_the_charts_to_the_driv
         assert drawer.charts() is None
     finally:
         drawer.close()
+
+
+def test_the_drawing_processes_never_import_spark():
+    """What the drawing processes import (drawer.py's child runs charts.py; both read the report's
+    model) loads neither PySpark nor py4j: a chart costs no Spark import, and a process without
+    Spark could draw it."""
+    code = ("import sys\n"
+            "import mirrorlag.rollup.charts, mirrorlag.rollup.drawer, mirrorlag.rollup.report, mirrorlag.rollup.report_model\n"
+            "spark = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+            "assert not spark, spark")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
