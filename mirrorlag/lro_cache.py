@@ -11,12 +11,10 @@ the engine reports); across feeds the highest wins (DESIGN §6). Only the poller
 
 It holds 100k partitions, so a partition is a row of typed columns (offset, feed, changed_at,
 stale), not an object, and the rows follow the poll's own list of partitions (the poller hands it
-in): no key -> slot dict is kept (~85 bytes a partition by RSS, with its int objects), and each
-poll's changes are a few numpy operations over one C-level lookup per partition and feed. (It was
-such a dict over columns; before that an immutable LroReading per partition, replaced at every
-poll where the offset moved; before that a cachetools.TTLCache beside a dict of mutable entries.
-The issue 7 memory benchmark.) A partition that leaves the poll's list leaves the cache, so a
-topic deleted and created again starts without the old log's LRO.
+in): no key -> slot dict is kept (it would cost more memory a partition than the columns), and
+each poll's changes are a few numpy operations over one C-level lookup per partition and feed.
+A partition that leaves the poll's list leaves the cache, so a topic deleted and created again
+starts without the old log's LRO.
 `update` hands out an LroTable: the Mapping of LroReadings the engines read, frozen at that poll,
 with a column-wise path for the columnar engine. The TTL rule is TTLCache's: a value set at `t` is
 stale from `t + ttl` on, and each expiry is counted once.

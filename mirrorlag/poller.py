@@ -46,7 +46,7 @@ class _SourceView:
               previous: _SourceView | None = None) -> _SourceView:
         # A partition already known keeps its key object: the feeds hold the keys they were given,
         # and new ones at each topology change (a topic created anywhere) would leave them a second
-        # set of 100k keys (and 100k objects made and dropped fragment the allocator's arenas).
+        # set of keys (and a key per partition made and dropped fragments the allocator's arenas).
         old: dict[tuple[FlowId, str], dict[int, PartitionKey]] = {}
         for key in previous.keys if previous is not None else ():
             old.setdefault((key.flow, key.topic), {})[key.partition] = key
@@ -132,7 +132,7 @@ class Poller:
         ]
         for feed in feeds:
             # Feeds that decode keys from MM2's records take the poller's key objects rather than
-            # keeping a second one per partition (~70 bytes each): one at a time, or per topic.
+            # keeping a second one per partition: one at a time, or per topic.
             feed.use_keys(self._key_of)
             feed.use_topic_keys(self._topic_keys)
         self.heartbeats = list(heartbeats)
@@ -212,7 +212,7 @@ class Poller:
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:
         """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
         # The LEOs of the partitions known so far are asked before the metadata, so the two round
-        # trips overlap (at 100k partitions each is ~1 s); only partitions it adds are asked after.
+        # trips overlap (each is long at 100k partitions); only partitions it adds are asked after.
         alias = source.alias
         known = self._views.get(alias)
         pending = source.request_end_offsets(known.partitions) if known is not None else None
@@ -235,14 +235,14 @@ class Poller:
             self._set_available(source.alias, False, str(exc))
             view = self._view(source)
             offsets = {}
-        # In pieces: one C-level update of 100k entries held the GIL ~45 ms (see mirrorlag.gil).
+        # In pieces, so that a scrape is not kept waiting for the GIL (mirrorlag.gil).
         for keys, key_parts in zip(pieces(view.keys), pieces(view.key_parts)):
             leos.update(zip(keys, map(offsets.get, key_parts)))
         return bool(self._available[source.alias])
 
     def _view(self, source: SourceCluster) -> _SourceView:
         """The source's partitions as keys and as a sorted request list, made again only when
-        metadata changed (100k keys and a sort of 100k partitions per poll cost ~0.3 s)."""
+        metadata changed (a key per partition and a sort of them all are too dear for every poll)."""
         topology = tuple(self._topology.get(flow.id, ()) for flow in source.flows)
         view = self._views.get(source.alias)
         if view is None or view.topology != topology:

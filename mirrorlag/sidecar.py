@@ -99,8 +99,8 @@ class Sidecar:
             "history": dataclasses.asdict(history) if history is not None else None,
         }
         # Compressed here, after the poll, a family at a time on the render's threads: compressing
-        # on the first scrape made that scrape wait (1-3 s at 100k partitions), and the 170 MB
-        # text never exists whole.
+        # on the first scrape would make that scrape wait, and this way the whole text never
+        # exists at once.
         self.server.current = Exposition(
             metrics=GzipBody.join(self.renderer.render_encoded(snapshot, stats, history, Deflated.of)),
             ready=self.ready,

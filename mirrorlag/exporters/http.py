@@ -2,9 +2,8 @@
 
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
 partitions and can never slow a poll down. /metrics and /status are kept compressed only (gzip is
-what Prometheus asks for): at 100k partitions the /metrics text is ~170 MB and its gzip ~5 MB, the
-/status JSON ~50 MB and ~1.5 MB, so a client that wants them plain gets them inflated piece by piece
-as they are sent. Only GET and HEAD exist. Each request (and each idle wait between keep-alive
+what Prometheus asks for, and the plain texts of a large estate are tens of times bigger), so a
+client that wants them plain gets them inflated piece by piece as they are sent. Only GET and HEAD exist. Each request (and each idle wait between keep-alive
 requests) must arrive within one deadline in total, not per read: a client that trickles a byte at
 a time is cut off like a silent one, so a slow client holds one thread for a bounded time and never
 blocks others.
@@ -33,7 +32,7 @@ _GZIP_WBITS = 31  # window bits (zlib's convention) for a gzip header and traile
 _RAW_WBITS = -15  # raw deflate, no header or trailer
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, no mtime, OS unknown
 _FINAL_BLOCK = isal_zlib.compressobj(1, isal_zlib.DEFLATED, _RAW_WBITS).flush()  # an empty last block
-_INFLATE_STEP = 64 * 1024  # compressed bytes inflated per write (~2 MB of text at 32:1)
+_INFLATE_STEP = 64 * 1024  # compressed bytes inflated per write: a few MB of text at most alive per write
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,8 @@ class Deflated:
     @classmethod
     def of(cls, chunks: Iterable[bytes]) -> Deflated:
         """Compresses the text a chunk (any bytes-like object) at a time: the whole of it never
-        exists at once. ISA-L's deflate (isal), not zlib's: on exposition text its level 1 is ~4x
-        faster than zlib's level 1 and compresses better (tests/bench/RESULTS.md, eighth pass)."""
+        exists at once. ISA-L's deflate (isal), not zlib's: on exposition text its level 1 is
+        several times faster than zlib's level 1 and compresses better (tests/bench/RESULTS.md)."""
         deflate = isal_zlib.compressobj(1, isal_zlib.DEFLATED, _RAW_WBITS)
         parts, crc, size = [], 0, 0
         for chunk in chunks:
@@ -64,7 +63,7 @@ class Deflated:
 
 @dataclass(frozen=True)
 class GzipBody:
-    """A response body held only as gzip: what Prometheus asks for, ~30x smaller than the text."""
+    """A response body held only as gzip: what Prometheus asks for, a small fraction of the text."""
 
     gzipped: bytes
     size: int  # bytes of the text, for an uncompressed response's Content-Length
@@ -111,7 +110,7 @@ class Exposition:
     status: GzipBody = EMPTY_STATUS
     ready: bool = False
     # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
-    # 100k partitions takes ~1.2 s and most polls nobody asks (Prometheus reads /metrics).
+    # a large estate is costly to make and most polls nobody asks (Prometheus reads /metrics).
     render_status: Callable[[], Iterable[bytes]] | None = field(default=None, repr=False)
     _status_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -171,7 +170,7 @@ class ExpositionServer:
             default_request_version = "HTTP/1.0"  # errors on garbage still get a status line
             timeout = client_timeout_s  # socket timeout for writes; reads have the deadline below
             # TCP_NODELAY: a keep-alive scrape's last segment otherwise waits on Nagle and the
-            # client's delayed ACK, ~40 ms a scrape (tests/bench/RESULTS.md).
+            # client's delayed ACK.
             disable_nagle_algorithm = True
 
             def setup(self) -> None:

@@ -1,9 +1,9 @@
 """Prometheus exposition, rendered once per poll so a scrape only copies bytes.
 
-Per-partition series are written directly from the snapshot's columns: prometheus_client's
-per-sample objects cost ~13 µs each, which at 100k partitions and a dozen series each would
-outlast the poll interval. Even one f-string per line was ~1 s per poll at 100k (1.7M lines), so
-the lines are made column-wise in C with pyarrow, a family at a time: the family's numpy column
+Per-partition series are written directly from the snapshot's columns: at 100k partitions and a
+dozen series each, prometheus_client's per-sample objects would outlast the poll interval, and
+even a Python expression per line costs a large share of a poll, so the lines are made
+column-wise in C with pyarrow, a family at a time: the family's numpy column
 becomes an Arrow array without a copy, Arrow's cast writes the numbers (int64 exactly, floats as
 the shortest text that parses back to the same float: 1.0 as `1`, 1e21 as `1e+21`), they are
 joined with the label texts (an Arrow array per set of rows' keys, rebuilt only when the keys
@@ -47,7 +47,7 @@ RECORD_LAG_HELP = (
 RECORD_LAG_BUCKETS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 T = TypeVar("T")
 Pieces = tuple["bytes | pa.Buffer", ...]  # a family's text as bytes-like pieces
-_WRITERS = 2  # threads writing the per-partition families (the machines this runs on: 2+ cores)
+_WRITERS = 2  # threads writing the per-partition families: one writes while the other's family is compressed
 TIME_LAG_BUCKETS = (0, 1, 5, 15, 30, 60, 300, 900, 3_600)
 
 
@@ -118,8 +118,8 @@ class PartitionBlock:
 
     def _label_texts(self, keys: Sequence[PartitionKey]) -> pa.StringArray:
         """Each row's label text (source="..",target="..",topic="..",partition=".."), rebuilt only
-        when the rows' keys change (comparing the key lists takes ~0.1 ms at 100k: the engine
-        hands over the same key objects poll after poll)."""
+        when the rows' keys change (comparing the key lists is cheap: the engine hands over the same
+        key objects poll after poll)."""
         if keys != self._keys:
             source, target, topic = (_escaped(pa.array(list(map(itemgetter(i), keys)), pa.string()))
                                      for i in range(3))
@@ -132,7 +132,7 @@ class PartitionBlock:
     def render(self, cols: RowColumns) -> Iterator[bytes | pa.Buffer]:
         """The block a family at a time (its head, its lines as one Arrow buffer, its last
         newline: bytes-like pieces), made as it is consumed: at most three families' text exist
-        at once (the whole block is ~170 MB at 100k partitions), and a consumer that compresses
+        at once (the whole block is far bigger than any one family), and a consumer that compresses
         each piece never holds the whole text."""
         for pieces in self.families_encoded(cols, _as_is):
             yield from pieces
@@ -148,8 +148,8 @@ class PartitionBlock:
         live_labels = labels if everyone else labels.filter(pa.array(live))
         with_feed: Future[pa.StringArray] | None = None  # the label texts and feed="...", once per render
         if any(family.feed for family in self.families):
-            # On a writer thread, while the first families are written (~9 ms at 100k): queued
-            # before every family, so a family that waits for it never waits on a queued job.
+            # On a writer thread, while the first families are written: queued before every
+            # family, so a family that waits for it never waits on a queued job.
             index = cols.feed_index()
             with_feed = self._pool.submit(_feed_labels, live_labels, index if everyone else index[live], cols.feed_names)
 
@@ -190,7 +190,7 @@ def _then(job: Callable[[], Pieces], encode: Callable[[Pieces], T]) -> T:
 
 def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], T]], ahead: int) -> Iterator[T]:
     """The jobs' results in order, at most `ahead` of them made before they are consumed (each
-    is a family's whole text: ~10 MB at 100k partitions)."""
+    is a family's whole text)."""
     pending: deque[Future[T]] = deque(pool.submit(job) for job in jobs[:ahead])
     rest = iter(jobs[ahead:])
     while pending:
@@ -393,8 +393,7 @@ class MetricsRenderer:
         families encoded on the threads that write them: PartitionBlock.families_encoded)."""
         if snapshot is not None and len(snapshot):
             yield from self.partitions.families_encoded(snapshot.columns, encode)
-            # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise:
-            # ~55 MB at 100k partitions.
+            # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise.
             pa.default_memory_pool().release_unused()
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
         yield encode((generate_latest(self.registry),))

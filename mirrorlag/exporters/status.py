@@ -43,13 +43,13 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-STATUS_PIECE_ROWS = 2000  # rows per json.dumps call: a few ms with the GIL held, a few MB alive
+STATUS_PIECE_ROWS = 2000  # rows per json.dumps call: short enough a hold of the GIL, little alive at once
 
 
 def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any]) -> Iterator[bytes]:
     """The /status document, a piece at a time: its head, then the partitions `STATUS_PIECE_ROWS`
-    at a time. The same bytes as one json.dumps of the whole document, without its cost at 100k
-    partitions: 100k row dicts (~120 MB) and one C call that held the GIL for ~0.3 s."""
+    at a time. The same bytes as one json.dumps of the whole document, without its cost: a row
+    dict per partition alive at once, and one C call that holds the GIL for all of them."""
     head = json.dumps({"ready": ready, "taken_at": snapshot.taken_at if snapshot else None, **extra},
                       separators=(",", ":"))
     yield f'{head[:-1]},"partitions":['.encode()

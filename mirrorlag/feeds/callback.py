@@ -33,10 +33,9 @@ class ReplicationTracker:
     costs nothing that matters.
 
     The offsets are a dict per topic keyed by partition number, not one dict keyed by
-    (topic, partition): the same dict store per record, without a key tuple kept per partition
-    (at 100k partitions the store's RSS fell from 321 to 67-182 bytes a partition, and a record
-    costs ~25 % less: tests/bench/RESULTS.md, seventh pass). A topic's dict is never removed, so
-    a store taken from `store_for` never writes into an orphan.
+    (topic, partition): the same dict store per record, without a key tuple made per record or
+    kept per partition. A topic's dict is never removed, so a store taken from `store_for` never
+    writes into an orphan.
     """
 
     __slots__ = ("flow", "_topics", "_sized_records", "_sized_bytes")
@@ -58,9 +57,8 @@ class ReplicationTracker:
             self._sized_bytes += nbytes
 
     def store_for(self, source_topic: str) -> Callable[[int, int], None]:
-        """The leanest per-record form, for replicators where ~0.3 µs a record shows (issue 7's
-        end-to-end benchmark: a Python consume/produce loop costs ~3 µs a record): take
-        `store = tracker.store_for(topic)` once per topic, then `store(partition, offset)` per
+        """The leanest per-record form, for replicators where even `replicated()`'s Python call
+        shows beside their own per-record cost: take `store = tracker.store_for(topic)` once per topic, then `store(partition, offset)` per
         record is the topic's dict's own C-level store, no Python frame. Report sizes per batch
         with `sized(records, nbytes)`."""
         return self._topics.setdefault(source_topic, {}).__setitem__

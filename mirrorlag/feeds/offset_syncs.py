@@ -65,9 +65,8 @@ class OffsetSyncsFeed(LroFeed):
     Per partition it keeps 8 bytes: the newest upstream offset in its topic's array, indexed by
     partition number. A compacted topic repeats a few thousand keys millions of times: a record
     whose key's topic part (everything before its INT32 partition) was seen before is read
-    without decoding the key again, by that part's bytes and the key's last four. (It kept a
-    dict from each raw key to a PartitionKey and one from each key to its offset: ~290 bytes a
-    partition at 100k, tests/bench/RESULTS.md, ninth pass.)"""
+    without decoding the key again, by that part's bytes and the key's last four. No dict is kept
+    per partition: a key object and a dict entry each would cost many times the 8 bytes."""
 
     cluster_alias: str
     consumer: Consumer | None
