@@ -1,12 +1,11 @@
-"""Freshness lag (DESIGN §3): how long ago the oldest record not yet copied was appended.
+"""Freshness lag (DESIGN §3): how long ago the oldest record not yet copied (LRO + 1) was appended.
 
 Each poll adds one point (LEO, time) to a partition's table; the time record `o` was appended is
 interpolated from the two points bracketing it (the kafka-lag-exporter method, on the sidecar's
-own clock, so no skew between the clusters' clocks enters).
-
-A point (L_i, t_i) says: at t_i the next offset was L_i, so every record below L_i existed. Record
-`o` was therefore appended in (t_{i-1}, t_i] for the first i with L_i > o, and with appends spread
-evenly over that interval it was appended when the LEO passed o + 1:
+own clock, so no skew between the clusters' clocks enters). A point (L_i, t_i) says: at t_i the
+next offset was L_i, so every record below L_i existed. Record `o` was therefore appended in
+(t_{i-1}, t_i] for the first i with L_i > o, and with appends spread evenly over that interval it
+was appended when the LEO passed o + 1:
 
     t_{i-1} + (o + 1 - L_{i-1}) * (t_i - t_{i-1}) / (L_i - L_{i-1})
 
@@ -17,83 +16,43 @@ the first time the LEO had that value and the last time it was seen with it. The
 idle but uncopied partition age correctly (not "now - last sample"); the last puts the records
 that end the idle stretch after it, not spread back over it.
 
-The table is bounded: it answers from its newest `cap` points only. A record older than the
-oldest of them was appended at or before that point's time, so the answer is then that point's
-age, flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
+The table is bounded: it answers from its newest `points` only. A record older than the oldest
+of them was appended at or before that point's time, so the answer is then that point's age,
+flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
+It holds at most points + 1: when full, the oldest two are dropped, so a busy table moves every
+other poll, not every poll.
 
-Compact, because 100k partitions each keep up to 60 (+ 1) points:
-
+Compact, because every partition keeps one:
 - Times are whole ticks of 1/1024 s, rounded *up* (`to_ticks`): a point's time never moves
-  earlier, so "appended at or before the oldest point" stays a true lower bound, and an
-  interpolated time moves by less than 1 ms. That is finer than what is measured: the poll's LEO
-  snapshot time is only known to a ListOffsets round trip (milliseconds), and the history stores
-  freshness in whole ms (`freshness_lag_ms`). A power of two, not 1000: scaling by it is exact
-  in floating point, so a time that is a whole number of ticks (any poll schedule on a 1/1024 s
-  grid, such as the tests' quarter seconds) is kept exactly and the answers do not change.
-- A table is one typed array: the LEOs as offsets from a per-table base LEO in its first half,
-  the times as offsets from a per-table base time (ticks) in its second half, 4 bytes each while
-  they fit in 32 bits (`FITS`): 8 bytes a point instead of 16. Within one table the LEOs never
-  decrease and the times are polls of one clock, so the offsets span one table's life:
-  4.29e9 offsets or 48.5 days. When a new point does not fit, the bases move up to the oldest
-  point (`_refit`); a table that spans more than that even so (an idle partition holding its
-  flat segment's start for 49 days) widens to 8-byte items, exact for any LEO and time, until
-  the table restarts (a new log).
-- The array is allocated exactly: it grows by doubling up to `cap + slack(cap)` = `cap + 1`
-  points, never over-allocates, and when it is full the oldest two are dropped (so a busy table
-  moves every other poll, not every poll); the count of points in use is kept beside it. One
-  point of slack, not more: a table then holds the same points as the columnar engine's
-  (ColumnarLagEngine), so the two answer alike even after the configured size grows (a bigger
-  slack would keep older points that the columns never had).
-- Arrays are not objects the garbage collector traverses, and the engine keeps a table's four
-  fields in its own per-partition slots (`Table`'s slot names) rather than in a table object.
+  earlier, so "appended at or before the oldest point" stays a true lower bound. Finer than what
+  is measured (a ListOffsets round trip; the history stores whole ms), and a power of two, so
+  scaling is exact and a time on a 1/1024 s grid is kept exactly.
+- A table's LEOs and times are 32-bit offsets from a per-table base LEO and base time (`FITS`).
+  Within one table LEOs never decrease and times are polls of one clock, so the offsets span one
+  table's life: 4.29e9 offsets or 48.5 days. When a new point does not fit, the bases move up to
+  the oldest point; a table that spans more even so (an idle partition holding its flat segment's
+  start for 49 days) moves to the few wide tables (64-bit, exact for any LEO and time) until the
+  table restarts on a new log.
 
-The functions take anything with `Table`'s four attributes.
+The functions work on a `TableBlock` (rows of tables, 32- or 64-bit) and rows of it; `Tables`
+holds every partition's table (rows of the engine's columns, plus the wide ones) and runs them on
+both kinds.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
-from bisect import bisect_right
-from typing import Protocol
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Sequence
 
-_NARROW = "I"  # unsigned 32-bit: an offset from the base LEO or the base time (ticks)
-_WIDE = "q"  # signed 64-bit: a table whose span does not fit in 32 bits
-FITS = 1 << 32  # an offset in [0, FITS) fits a narrow item (the engine inlines the test)
-assert array(_NARROW).itemsize == 4 and array(_WIDE).itemsize == 8
-_EMPTY = array(_NARROW)  # shared by every empty table: a table only ever replaces it, never writes it
-_MIN_CAPACITY = 4
+import numpy as np
 
+from mirrorlag.engine.columns import PartitionColumns
+from mirrorlag.model import PartitionKey
 
-class TableFields(Protocol):
-    """A table's state: what the functions below read and write."""
-
-    f_table: array  # [LEO - f_leo0 for each point] + [time (ticks) - f_tick0 for each point] + unused
-    f_count: int  # points in use, oldest first
-    f_leo0: int  # base LEO
-    f_tick0: int  # base time, ticks
-
-
-class Table:
-    """A standalone table (the engine keeps the same four fields in its partition's slots)."""
-
-    __slots__ = ("f_table", "f_count", "f_leo0", "f_tick0")
-
-    def __init__(self) -> None:
-        clear(self)
-
-
-def new_table() -> Table:
-    """An empty table. LEOs never decrease within a table."""
-    return Table()
-
-
-def slack(cap: int) -> int:
-    """How many points beyond `cap` a table may hold before the oldest are dropped (see the module doc)."""
-    return 1
-
-
-TICKS_PER_S = 1024  # a table's time unit, 1/1024 s: see the module doc
+FITS = 1 << 32  # an offset in [0, FITS) fits a narrow table's item
+TICKS_PER_S = 1024  # a table's time unit, 1/1024 s
 
 
 def to_ticks(t: float) -> int:
@@ -102,150 +61,227 @@ def to_ticks(t: float) -> int:
     return math.ceil(t * TICKS_PER_S)
 
 
-def _capacity(tab: TableFields) -> int:
-    return len(tab.f_table) >> 1
+@dataclass
+class TableBlock:
+    """Rows of tables: the LEOs as offsets from `leo0` and the times (ticks) as offsets from
+    `tick0`, `count` points in use per row, oldest first."""
+
+    leo: np.ndarray  # (rows, width)
+    tick: np.ndarray  # (rows, width)
+    count: np.ndarray
+    leo0: np.ndarray  # int64
+    tick0: np.ndarray  # int64
+    narrow: bool  # 32-bit items: every offset must fit in [0, FITS)
 
 
-def _time(tab: TableFields, i: int) -> float:
-    """The time of point `i`, seconds."""
-    return (tab.f_tick0 + tab.f_table[_capacity(tab) + i]) / TICKS_PER_S
+@dataclass
+class _Widened:
+    """Rows whose new point does not fit 32 bits even after their bases moved up."""
+
+    rows: np.ndarray  # rows of the narrow block, bases already moved
+    n: np.ndarray  # points kept
+    dl: np.ndarray  # the new point's offsets from the moved bases
+    dt: np.ndarray
 
 
-def points(tab: TableFields, cap: int) -> list[tuple[int, float]]:
-    """The points the table answers from, oldest first."""
-    n = tab.f_count
-    return [(tab.f_leo0 + tab.f_table[i], _time(tab, i)) for i in range(max(0, n - cap), n)]
+def _cut(b: TableBlock, r: np.ndarray, n: np.ndarray, keep: np.ndarray) -> None:
+    """Keep each row's newest `keep` of its `n` points, moved to the front."""
+    for k in np.unique(keep).tolist():
+        sel = keep == k
+        rs = r[sel]
+        cols = (n[sel] - k)[:, None] + np.arange(k)[None, :]
+        b.leo[rs, :k] = np.take_along_axis(b.leo[rs], cols, 1)
+        b.tick[rs, :k] = np.take_along_axis(b.tick[rs], cols, 1)
 
 
-def clear(tab: TableFields) -> None:
-    tab.f_table = _EMPTY
-    tab.f_count = 0
-    tab.f_leo0 = 0
-    tab.f_tick0 = 0
-
-
-def _rebuild(tab: TableFields, capacity: int, typecode: str, leo_shift: int = 0, tick_shift: int = 0) -> None:
-    """The points into a new array of `capacity` points and `typecode` items, their offsets
-    lowered by the shifts (the bases rise by them)."""
-    old, n, c = tab.f_table, tab.f_count, _capacity(tab)
-    new = array(typecode, [0]) * (2 * capacity)  # repetition allocates exactly; append would not
-    new[0:n] = array(typecode, [x - leo_shift for x in old[0:n]])
-    new[capacity:capacity + n] = array(typecode, [x - tick_shift for x in old[c:c + n]])
-    tab.f_table = new
-    # Only when they move: a large int plus 0 is a new object, and the base time is one int
-    # shared by every table that started at the same poll.
-    if leo_shift:
-        tab.f_leo0 += leo_shift
-    if tick_shift:
-        tab.f_tick0 += tick_shift
-
-
-def _refit(tab: TableFields, leo: int, tick: int) -> None:
-    """Make room for a point (leo, tick) whose offsets do not fit narrow items: move the bases up
-    to the oldest LEO and the earliest time held (the new point's included), and keep narrow
-    items if every offset then fits, else widen."""
-    t, n, c = tab.f_table, tab.f_count, _capacity(tab)
-    new_leo = leo - tab.f_leo0
-    new_tick = tick - tab.f_tick0
-    times = t[c:c + n]
-    leo_shift = t[0] if n else new_leo  # LEOs never decrease: the oldest is the smallest
-    tick_shift = min(min(times, default=new_tick), new_tick)  # a clock may step back: the smallest
-    top_tick = max(max(times, default=new_tick), new_tick)
-    fits = new_leo - leo_shift < FITS and top_tick - tick_shift < FITS
-    _rebuild(tab, c, _NARROW if fits else _WIDE, leo_shift, tick_shift)
-
-
-def trim(tab: TableFields, cap: int) -> None:
-    """Drop the points beyond the newest `cap`."""
-    n = tab.f_count
-    drop = n - cap
-    if drop > 0:
-        t, c = tab.f_table, _capacity(tab)
-        # Equal-length slice assignments move the points in place, no new array.
-        t[0:cap] = t[drop:n]
-        t[c:c + cap] = t[c + drop:c + n]
-        tab.f_count = cap
-
-
-def add_ticks(tab: TableFields, leo: int, tick: int, cap: int) -> None:
-    """Record that the LEO was `leo` at `tick` (`to_ticks` of the time). A LEO below the newest one is
-    a new log: the old log's history says nothing about it, so the table restarts."""
-    n = tab.f_count
-    t = tab.f_table
-    if n:
-        last = t[n - 1]
-        if leo == tab.f_leo0 + last:
-            if n >= 2 and t[n - 2] == last:
-                # Still idle: move the end of the flat segment, keep its start.
-                d = tick - tab.f_tick0
-                if 0 <= d < FITS or t.typecode == _WIDE:
-                    t[_capacity(tab) + n - 1] = d
-                    return
-                # The new end does not fit: drop the old one and append the new one below.
-                n = tab.f_count = n - 1
-        elif leo < tab.f_leo0 + last:
-            clear(tab)
-            n = 0
-    if not n:
-        # The first point is the base: offsets 0.
-        tab.f_leo0 = leo
-        tab.f_tick0 = tick
-    limit = cap + slack(cap)
-    if n >= limit:
-        # Full: keep the newest cap - 1, so that with this point the newest cap remain.
-        trim(tab, cap - 1)
-        n = tab.f_count
-    c = _capacity(tab)
-    if n == c or c > limit:
-        # Grow by doubling up to the limit, exactly allocated (or shrink to a smaller cap's).
-        c = min(limit, max(_MIN_CAPACITY, 2 * c))
-        _rebuild(tab, c, tab.f_table.typecode)
-    dl = leo - tab.f_leo0
-    dt = tick - tab.f_tick0
-    if not (dl < FITS and 0 <= dt < FITS) and tab.f_table.typecode == _NARROW:
-        _refit(tab, leo, tick)
-        dl = leo - tab.f_leo0
-        dt = tick - tab.f_tick0
-    t = tab.f_table
-    t[n] = dl
-    t[c + n] = dt
-    tab.f_count = n + 1
-
-
-def add(tab: TableFields, leo: int, t: float, cap: int) -> None:
-    """`add_ticks` with the time in seconds."""
-    add_ticks(tab, leo, to_ticks(t), cap)
-
-
-def appended_at(tab: TableFields, offset: int, cap: int) -> tuple[float, bool] | None:
-    """When record `offset` was appended: (time, is_lower_bound).
-
-    `is_lower_bound` means the record is older than the table: it was appended at or before the
-    returned time (the oldest point's). None when it had not been appended as of the newest
-    point, or the table is empty.
-    """
-    n = tab.f_count
-    lo = n - cap if n > cap else 0
-    t = tab.f_table
-    i = bisect_right(t, offset - tab.f_leo0, lo, n)  # the first point with LEO > offset
-    if i == n:
+def add(b: TableBlock, rows: np.ndarray, leo: np.ndarray, tick: int, points: np.ndarray,
+        limit: np.ndarray) -> _Widened | None:
+    """Record that each row's LEO was `leo` at `tick`. A LEO below the table's newest is a new
+    log: its table restarts. Returns the narrow rows that need 64-bit items (not yet written)."""
+    if not rows.size:
         return None
-    if i == lo:
-        return (_time(tab, lo), True)
-    l0 = t[i - 1]
-    t0 = _time(tab, i - 1)
-    # l0 <= offset < the next LEO: never a division by zero, a flat segment is never chosen.
-    return (t0 + (offset + 1 - tab.f_leo0 - l0) * (_time(tab, i) - t0) / (t[i] - l0), False)
+    n = b.count[rows].astype(np.int64)
+    has = n > 0
+    last_i = np.maximum(n - 1, 0)
+    last_off = b.leo[rows, last_i].astype(np.int64)
+    last = b.leo0[rows] + last_off
+    idle = has & (n >= 2) & (leo == last) & (b.leo[rows, np.maximum(n - 2, 0)].astype(np.int64) == last_off)
+    d = tick - b.tick0[rows]
+    end_fits = ((d >= 0) & (d < FITS)) if b.narrow else np.ones(rows.size, bool)
+    # Still idle: move the end of the flat segment, keep its start.
+    moving = idle & end_fits
+    b.tick[rows[moving], last_i[moving]] = d[moving]
+    # An end that does not fit is dropped and the point appended below.
+    n = np.where(idle & ~end_fits, n - 1, n)
+    go = ~moving
+    r, lv, n, points, limit = rows[go], leo[go], n[go], points[go], limit[go]
+    n[has[go] & (lv < last[go])] = 0  # a new log
+    empty = n == 0
+    b.leo0[r[empty]] = lv[empty]  # the first point is the base: offsets 0
+    b.tick0[r[empty]] = tick
+    full = n >= limit
+    if full.any():
+        # Keep the newest points - 1, so that with this point the newest `points` remain.
+        _cut(b, r[full], n[full], points[full] - 1)
+        n[full] = points[full] - 1
+    dl = lv - b.leo0[r]
+    dt = tick - b.tick0[r]
+    widened = None
+    if b.narrow:
+        out = np.flatnonzero(~((dl < FITS) & (dt >= 0) & (dt < FITS)))
+        if out.size:
+            dl[out], dt[out], wide = _refit(b, r[out], n[out], dl[out], dt[out])
+            if wide.any():
+                w = out[wide]
+                widened = _Widened(r[w], n[w], dl[w], dt[w])
+                stay = np.ones(r.size, bool)
+                stay[w] = False
+                r, n, dl, dt = r[stay], n[stay], dl[stay], dt[stay]
+    b.leo[r, n] = dl
+    b.tick[r, n] = dt
+    b.count[r] = n + 1
+    return widened
 
 
-def lag(tab: TableFields, next_offset: int, now: float, cap: int) -> tuple[float, bool]:
-    """Freshness lag at `now` of a mirror whose next record to copy is `next_offset` (LRO + 1):
+def _refit(b: TableBlock, r: np.ndarray, n: np.ndarray, dl: np.ndarray, dt: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Make room for new points whose offsets do not fit 32 bits: move each row's bases up to its
+    oldest LEO and earliest time held (the new point's included). Returns the new points' offsets
+    from the moved bases, and which rows still do not fit."""
+    held = np.arange(b.leo.shape[1])[None, :] < n[:, None]
+    leos = b.leo[r].astype(np.int64)
+    ticks = b.tick[r].astype(np.int64)
+    leo_shift = np.where(n > 0, leos[:, 0], dl)  # LEOs never decrease: the oldest is the smallest
+    # A clock may step back: the smallest time, not the oldest point's.
+    tick_shift = np.minimum(np.where(held, ticks, np.iinfo(np.int64).max).min(axis=1), dt)
+    top = np.maximum(np.where(held, ticks, np.iinfo(np.int64).min).max(axis=1), dt)
+    b.leo[r] = np.where(held, leos - leo_shift[:, None], 0)
+    b.tick[r] = np.where(held, ticks - tick_shift[:, None], 0)
+    b.leo0[r] += leo_shift
+    b.tick0[r] += tick_shift
+    dl = dl - leo_shift
+    return dl, dt - tick_shift, ~((dl < FITS) & (top - tick_shift < FITS))
+
+
+def between_polls(prev_leo: np.ndarray, prev_t: np.ndarray, leo: np.ndarray, next_offset: np.ndarray, t: float,
+                  now: float) -> np.ndarray:
+    """Freshness lag of rows whose next record to copy was appended since the previous poll (the
+    LEO went from `prev_leo` at `prev_t` to `leo` at `t`): the interpolation between the table's
+    two newest points, without a search."""
+    seconds = now - (prev_t + (next_offset + 1 - prev_leo) * (t - prev_t) / (leo - prev_leo))
+    return np.where(seconds < 0.0, 0.0, seconds)
+
+
+def lag(b: TableBlock, rows: np.ndarray, next_offset: np.ndarray, now: float,
+        points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Freshness lag at `now` of rows whose next record to copy is `next_offset` (LRO + 1):
     (seconds, is_lower_bound). 0 when that record had not been appended as of the newest point
-    (caught up)."""
-    found = appended_at(tab, next_offset, cap)
-    if found is None:
-        return (0.0, False)
-    at, lower = found
-    lag_s = now - at
-    # A clock that stepped back could make it negative; a lag is never below 0.
-    return (lag_s if lag_s > 0.0 else 0.0, lower)
+    (caught up); a clock that stepped back never makes it negative."""
+    n = b.count[rows].astype(np.int64)
+    lo = np.maximum(n - points, 0)
+    width = b.leo.shape[1]
+    cols = np.arange(width)
+    target = next_offset - b.leo0[rows]
+    leos = b.leo[rows].astype(np.int64)
+    inside = (cols >= lo[:, None]) & (cols < n[:, None])
+    i = lo + ((leos <= target[:, None]) & inside).sum(axis=1)  # the first point with LEO > offset
+    tick0 = b.tick0[rows]
+    ticks = b.tick[rows].astype(np.int64)
+
+    def at(j: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(ticks, np.minimum(j, width - 1)[:, None], 1)[:, 0]
+
+    prev = np.maximum(i - 1, 0)
+    t_i = (tick0 + at(i)) / TICKS_PER_S
+    t0 = (tick0 + at(prev)) / TICKS_PER_S
+    l0 = np.take_along_axis(leos, prev[:, None], 1)[:, 0]
+    li = np.take_along_axis(leos, np.minimum(i, width - 1)[:, None], 1)[:, 0]
+    lower = i == lo  # older than the table: appended at or before its oldest point
+    with np.errstate(divide="ignore", invalid="ignore"):
+        appended = np.where(lower, (tick0 + at(lo)) / TICKS_PER_S,
+                            t0 + (next_offset + 1 - b.leo0[rows] - l0) * (t_i - t0) / (li - l0))
+    seconds = now - appended
+    seconds = np.where(seconds > 0.0, seconds, 0.0)
+    done = i == n  # not appended as of the newest point: caught up
+    return np.where(done, 0.0, seconds), lower & ~done
+
+
+class Tables:
+    """Every partition's table: in the engine's columns (32-bit), or among the few wide ones
+    (64-bit, kept by partition key) once its span outgrows 32 bits."""
+
+    def __init__(self) -> None:
+        self.wide: dict[PartitionKey, tuple[np.ndarray, np.ndarray, int, int, int]] = {}
+
+    def _split(self, keys: Sequence[PartitionKey], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions in `rows` of the narrow tables and of the wide ones."""
+        if not self.wide:
+            return np.arange(rows.size), np.zeros(0, np.int64)
+        wide_rows = np.array(sorted(bisect_left(keys, k) for k in self.wide), np.int64)  # keys are sorted
+        is_wide = np.isin(rows, wide_rows)
+        return np.flatnonzero(~is_wide), np.flatnonzero(is_wide)
+
+    @staticmethod
+    def _narrow(c: PartitionColumns) -> TableBlock:
+        return TableBlock(c.t_leo, c.t_tick, c.f_count, c.f_leo0, c.f_tick0, True)
+
+    def _wide_block(self, keys: list[PartitionKey], width: int) -> TableBlock:
+        k = len(keys)
+        b = TableBlock(np.zeros((k, width), np.int64), np.zeros((k, width), np.int64), np.zeros(k, np.int64),
+                       np.zeros(k, np.int64), np.zeros(k, np.int64), False)
+        for i, key in enumerate(keys):
+            leo, tick, b.count[i], b.leo0[i], b.tick0[i] = self.wide[key]
+            b.leo[i, :leo.size] = leo
+            b.tick[i, :tick.size] = tick
+        return b
+
+    def _keep_wide(self, keys: list[PartitionKey], b: TableBlock) -> None:
+        for i, key in enumerate(keys):
+            self.wide[key] = (b.leo[i].copy(), b.tick[i].copy(), int(b.count[i]), int(b.leo0[i]), int(b.tick0[i]))
+
+    def clear(self, c: PartitionColumns, keys: Sequence[PartitionKey], rows: np.ndarray) -> None:
+        """Restart the tables of `rows` (a new log: the old one's history says nothing of it)."""
+        c.f_count[rows] = 0
+        c.f_leo0[rows] = 0
+        c.f_tick0[rows] = 0
+        if self.wide:
+            for i in rows.tolist():
+                self.wide.pop(keys[i], None)
+
+    def forget(self, keys: Sequence[PartitionKey]) -> None:
+        """Partitions that left."""
+        for key in keys:
+            self.wide.pop(key, None)
+
+    def add(self, c: PartitionColumns, keys: Sequence[PartitionKey], rows: np.ndarray, leo: np.ndarray, t: float,
+            points: np.ndarray, limit: np.ndarray) -> None:
+        """Add the point (leo, t) to the tables of `rows` (`leo`, `points`, `limit` per row)."""
+        tick = to_ticks(t)
+        narrow, wide = self._split(keys, rows)
+        grown = add(self._narrow(c), rows[narrow], leo[narrow], tick, points[narrow], limit[narrow])
+        if grown is not None:
+            # Into 64-bit items, with the point that did not fit.
+            gk = [keys[i] for i in grown.rows.tolist()]
+            b = TableBlock(c.t_leo[grown.rows].astype(np.int64), c.t_tick[grown.rows].astype(np.int64),
+                           grown.n + 1, c.f_leo0[grown.rows].copy(), c.f_tick0[grown.rows].copy(), False)
+            j = np.arange(grown.rows.size)
+            b.leo[j, grown.n] = grown.dl
+            b.tick[j, grown.n] = grown.dt
+            self._keep_wide(gk, b)
+        if wide.size:
+            wk = [keys[i] for i in rows[wide].tolist()]
+            b = self._wide_block(wk, c.points)
+            add(b, np.arange(wide.size), leo[wide], tick, points[wide], limit[wide])
+            self._keep_wide(wk, b)
+
+    def lag(self, c: PartitionColumns, keys: Sequence[PartitionKey], rows: np.ndarray, next_offset: np.ndarray,
+            now: float, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`lag` for `rows`, narrow or wide."""
+        seconds = np.zeros(rows.size)
+        lower = np.zeros(rows.size, bool)
+        narrow, wide = self._split(keys, rows)
+        seconds[narrow], lower[narrow] = lag(self._narrow(c), rows[narrow], next_offset[narrow], now, points[narrow])
+        if wide.size:
+            b = self._wide_block([keys[i] for i in rows[wide].tolist()], c.points)
+            seconds[wide], lower[wide] = lag(b, np.arange(wide.size), next_offset[wide], now, points[wide])
+        return seconds, lower

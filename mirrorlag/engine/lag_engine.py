@@ -1,487 +1,230 @@
 """The lag engine: one PollObservation in, one Snapshot out (DESIGN §3).
 
-Pure: no I/O, no clock, no threads. Every time comes from the observation, so the whole state
-machine is testable without a broker. It is not thread-safe; one poller calls `update`.
+Pure: no I/O, no clock, no threads; every time comes from the observation. One poller calls
+`update`. Each rule of DESIGN §3 is a function over columns in a module named for it (time_lag,
+freshness, rewinds, rates, record_lag, retention, states, window); `update` is the list of them
+applied in order, to every partition they concern at once. The per-partition memory lives in
+`columns.PartitionColumns`, a row per partition in key order.
 
-Per partition it remembers only what §3 needs across polls: the previous LEO snapshot
-(L_prev, t_prev), the last time it was seen caught up, the first poll that had both an LEO and
-an LRO (the lower bound for a partition never seen caught up), the last LRO reading (for the
-GONE row), the windowed record-lag stat, the (LEO, time) table behind freshness lag, two
-checkpoints of the LEO and the LRO for the append and copy rates, and the last known log start
-with two checkpoints for its rate and how far lost records were counted.
-
-It runs over 100k partitions per poll, so the hot loop is written for it: per-partition state
-lives in one slotted object (no per-partition sub-objects for the collector to traverse), the
-common cases of the freshness table and of the rate trackers are inlined (the modules keep the
-reference code, and property tests check the engine agrees with it), and rows are built as
-tuples directly (the Snapshot turns them into columns).
-
-The poller runs ColumnarLagEngine (columnar.py), which keeps the same state in flat columns and
-computes the common cases for all partitions at once; this class is its reference (a property
-test holds the two equal) and runs its rare rows.
+A partition's row in one poll is one of:
+- LEO unreadable: UNKNOWN; nothing is learnt from the gap (the window is measured, not recorded);
+- no LRO yet: UNKNOWN; the LEO history still grows, which freshness needs once an LRO arrives;
+- a new log (the LEO went backwards, or an LRO known before this LEO snapshot lies beyond it,
+  impossible on one log): RESET, and what the old log's state said is forgotten;
+- otherwise every rule runs;
+- gone from the poll's partitions: GONE, reported once with its last LRO, then dropped.
 """
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_
 from typing import Callable, Mapping
 
+import numpy as np
+
 from mirrorlag.config.settings import EngineParams
-from mirrorlag.engine import freshness
-from mirrorlag.engine.retention import log_start_window_s
-from mirrorlag.engine.sampled_stat import WindowedLagStat
-from mirrorlag.model import (
-    FlowId,
-    LroReading,
-    PartitionKey,
-    PartitionRow,
-    PollObservation,
-    Snapshot,
-    State,
-)
+from mirrorlag.engine import freshness, rates, retention, rewinds, time_lag, window
+from mirrorlag.engine.columns import PartitionColumns
+from mirrorlag.engine.flows import Flows
+from mirrorlag.engine.observation import by_row, leo_column, lro_columns
+from mirrorlag.engine.record_lag import byte_lag, record_lag
+from mirrorlag.engine.states import CODE, states
+from mirrorlag.model import FlowId, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot, State, rows_in
 
-
-class _Flow:
-    """One flow's engine parameters, fetched once per update that has partitions of it (so a
-    flow that left the config, with no partitions left, is never asked for). A handful exist."""
-
-    __slots__ = (
-        "flow", "gen", "max_s", "window_s", "num_samples", "shape", "rate_half_s", "points",
-        "points_limit", "warn_s", "log_start_half_s", "mean_bytes",
-    )
-
-    def __init__(self, flow: FlowId) -> None:
-        self.flow = flow
-        self.gen = -1  # the update that last fetched params; -1: never
-        self.max_s = 0.0
-        self.window_s = 0.0
-        self.num_samples = 0
-        # (window_s, num_samples), a new object only when they change: one identity test per
-        # partition tells whether its window must restart.
-        self.shape: tuple[float, int] = (0.0, 0)
-        self.rate_half_s = 0.0
-        self.points = 2
-        self.points_limit = 3
-        self.warn_s = 0.0
-        self.log_start_half_s = 0.0
-        self.mean_bytes: float | None = None
-
-    def refresh(
-        self, params: Callable[[FlowId], EngineParams], gen: int, sizes: Mapping[FlowId, float]
-    ) -> None:
-        p = params(self.flow)
-        self.max_s = p.lag_time_max_s
-        self.window_s = p.sample_window_s
-        self.num_samples = p.num_samples
-        if self.shape != (p.sample_window_s, p.num_samples):
-            self.shape = (p.sample_window_s, p.num_samples)
-        # Rates span about the window stats' metrics.num.samples x sample.window.ms; their base
-        # checkpoint moves every half of it (rates.WindowRate).
-        rate_window_s = p.sample_window_s * p.num_samples
-        self.rate_half_s = rate_window_s * 0.5
-        self.points = max(2, p.freshness_points)  # interpolation needs two points
-        self.points_limit = self.points + freshness.slack(self.points)
-        self.warn_s = p.retention_warn_s
-        self.log_start_half_s = log_start_window_s(rate_window_s, p.retention_warn_s) * 0.5
-        self.mean_bytes = sizes.get(self.flow)
-        self.gen = gen
-
-
-class _Partition(WindowedLagStat):
-    """What the engine remembers of one partition between polls: its record-lag window (it *is*
-    the WindowedLagStat, which saves an object and a pointer hop per partition) plus the state of
-    DESIGN §3: time lag, freshness table, rates and retention."""
-
-    __slots__ = (
-        "fl", "shape", "prev_leo", "prev_t", "last_caught_up", "first_seen_t", "last_lro",
-        "lro_seen", "rewind_mark", "f_table", "f_count", "f_leo0", "f_tick0",
-        "la_x", "la_t", "lb_x", "lb_t", "ca_x", "ca_t", "cb_x", "cb_t",
-        "log_start", "ls_rate", "sa_x", "sa_t", "sb_x", "sb_t", "lost_through",
-    )
-
-    def __init__(self, fl: _Flow) -> None:
-        WindowedLagStat.__init__(self, fl.window_s, fl.num_samples)
-        self.fl = fl  # shared by the flow's partitions: no per-row FlowId build or dict lookup
-        self.shape = fl.shape  # the window shape the stat was built with
-        self.prev_leo: int | None = None
-        self.prev_t: float = 0.0  # meaningful only while prev_leo is not None
-        self.last_caught_up: float | None = None
-        self.first_seen_t: float | None = None
-        self.last_lro: LroReading | None = None
-        self.lro_seen: int | None = None  # the last LRO seen on this log (a RESET starts a new log)
-        self.rewind_mark: int | None = None  # the LRO before a step back, until it is regained
-        # The freshness table: freshness.Table's fields, kept here rather than in a table object.
-        # Its newest point is always (prev_leo, prev_t), the time in whole ticks.
-        freshness.clear(self)
-        # The append and copy rates: rates.RatePair's checkpoints, the LEO's (at leo_at) and the
-        # LRO's (at now). lb_t None: no poll with both on this log yet.
-        self.la_x = self.lb_x = self.ca_x = self.cb_x = 0
-        self.la_t = self.ca_t = self.cb_t = 0.0
-        self.lb_t: float | None = None
-        # Retention: the last known log start (None until read on this log), its rate
-        # (rates.WindowRate's checkpoints sa/sb), and the end of the lost offsets counted so far.
-        self.log_start: int | None = None
-        self.ls_rate: float | None = None
-        self.sa_x = self.sb_x = 0
-        self.sa_t = self.sb_t = 0.0
-        self.lost_through = 0
-
-    def observe_log_start(self, value: int, t: float, half_s: float) -> None:
-        """A ListOffsets earliest reading taken at about `t` (rates.WindowRate.update, inlined)."""
-        known = self.log_start
-        self.log_start = value
-        if known is None or value < known:
-            # First reading on this log, or the log start went back: a new log, whose offsets
-            # restart, so neither the rate history nor the lost count carries over.
-            if known is not None:
-                self.lost_through = 0
-            self.sa_x = self.sb_x = value
-            self.sa_t = self.sb_t = t
-            self.ls_rate = None
-            return
-        if t - self.sb_t >= half_s:
-            self.sa_x = self.sb_x
-            self.sa_t = self.sb_t
-            self.sb_x = value
-            self.sb_t = t
-        span = t - self.sa_t
-        self.ls_rate = (value - self.sa_x) / span if span > 0.0 else None
-
-    def new_log(self, read_now: bool, t: float) -> None:
-        """The LEO went backwards or an old LRO lies beyond it: forget what belonged to the old
-        log (LEO history, rates, lost count, log start), keeping a log start read this poll."""
-        freshness.clear(self)
-        self.lb_t = None
-        self.lost_through = 0
-        self.ls_rate = None
-        if read_now:
-            self.sa_x = self.sb_x = self.log_start
-            self.sa_t = self.sb_t = t
-        else:
-            self.log_start = None
+_ABSENT = object()  # a key the poll's LEO map does not have (None there is an unreadable LEO)
 
 
 class LagEngine:
     """Turns each poll's LEOs and LROs into per-partition lag rows and states."""
 
-    __slots__ = (
-        "_params", "_parts", "_flows", "_order_keys", "_order_parts", "_gen", "rewinds_total",
-        "records_lost_total",
-    )
-
     def __init__(self, params: Callable[[FlowId], EngineParams]) -> None:
         # Asked once per flow per update, so a reloaded config takes effect at the next poll.
-        self._params = params
-        self._parts: dict[PartitionKey, _Partition] = {}
-        self._flows: dict[FlowId, _Flow] = {}
-        # The previous update's keys, sorted, and their partitions: reused while the partition set
-        # is unchanged, which is nearly every poll (sorting 100k keys costs ~0.1 s here, and
-        # walking the partitions alongside saves a dict lookup per row). Two flat lists rather
-        # than (key, partition) pairs: 100k fewer objects for the garbage collector to traverse.
-        self._order_keys: list[PartitionKey] = []
-        self._order_parts: list[_Partition] = []
+        self._flows = Flows(params)
+        # The rows' keys, sorted. No key -> row dict is kept: a poll finds its LEOs by these keys
+        # in the poll's own LEO map, which also tells whether the partition set changed.
+        self._keys: list[PartitionKey] = []
+        self._c = PartitionColumns(0, 2, 4)
+        self._tables = freshness.Tables()
+        self._feed_names: list[str | None] = []  # a row's last_lro_feed code indexes it
+        self._feed_codes: dict[str | None, int] = {}
         self._gen = 0
-        self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow (like Burrow's REWIND)
+        self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow
         # Offsets the source deleted before the mirror copied them, per flow, each counted once.
         self.records_lost_total: dict[FlowId, int] = {}
 
     def __len__(self) -> int:
         """Partitions currently tracked (those in the previous update's `leos`)."""
-        return len(self._parts)
+        return len(self._keys)
 
     def update(self, obs: PollObservation) -> Snapshot:
-        t = obs.leo_at
-        now = obs.now
-        leos = obs.leos
-        lros_get = obs.lros.get
-        log_starts = obs.log_starts
-        sizes = obs.mean_record_bytes
-        parts = self._parts
-        params = self._params
+        t, now = obs.leo_at, obs.now
         gen = self._gen = self._gen + 1
+        gone: list[PartitionRow] = []
+        leos = obs.leos
+        found = list(map(leos.get, self._keys, repeat(_ABSENT)))
+        if len(leos) != len(found) or any(map(is_, found, repeat(_ABSENT))):
+            gone = self._follow(list(leos), gen, obs)
+            found = list(map(leos.__getitem__, self._keys))
+        keys = self._keys
+        has_leo, leo = leo_column(found)
+        has_r, off, changed, stale, feed, feed_names = lro_columns(obs.lros, keys)
+        self._remember_lros(has_r, off, feed, feed_names)
+        log_rows, log_values = by_row(obs.log_starts, keys)  # a log start of a key not in the flows is ignored
 
-        UNKNOWN = State.UNKNOWN
-        IN_SYNC = State.IN_SYNC
-        LAGGING = State.LAGGING
-        STALLED = State.STALLED
-        AT_RISK = State.AT_RISK
-        RESET = State.RESET
-        REWIND = State.REWIND
-        rewinds = self.rewinds_total
-        lost_total = self.records_lost_total
-        Row = PartitionRow
-        # Rows are built with tuple.__new__, as PartitionRow(...) does, minus its Python-level
-        # argument handling, which costs as much as the rest of a row. Every row names all 21
-        # fields (a test checks the length).
-        new_row = tuple.__new__
-        table_add = freshness.add_ticks
-        t_ticks = freshness.to_ticks(t)  # the freshness tables' time for this poll: one int, shared
-        FITS = freshness.FITS
+        flows = self._flows
+        flows.refresh(np.unique(np.concatenate([self._c.flow[log_rows], self._c.flow[has_leo]])).tolist(),
+                      gen, obs.mean_record_bytes)
+        f = flows.columns()
+        c = self._c = self._c.grown(int(f.samples.max(initial=0)), int(f.limit.max(initial=0)))
+        c.widen("w_count", gen)  # a sample's count grows by at most one an update
+        c.widen("shape", len(flows.shapes) - 1)
+        flow = c.flow
+        nxt = off + 1
 
-        gone: list[tuple[PartitionKey, _Partition]] = []
-        if leos.keys() != parts.keys():
-            for key in sorted(k for k in parts if k not in leos):
-                gone.append((key, parts.pop(key)))
-            flows = self._flows
-            for key in leos:
-                if key not in parts:
-                    flow = key.flow
-                    fl = flows.get(flow)
-                    if fl is None:
-                        fl = flows[flow] = _Flow(flow)
-                    if fl.gen != gen:
-                        fl.refresh(params, gen, sizes)
-                    parts[key] = _Partition(fl)
-            order_keys = self._order_keys = sorted(parts)
-            self._order_parts = [parts[key] for key in order_keys]
+        went_back = has_leo & c.has_prev_leo & (leo < c.prev_leo)
+        reset = has_leo & has_r & (went_back | ((nxt > leo) & (changed < t)))
+        ordinary = has_leo & has_r & ~reset
 
-        # Log starts come for some partitions only (they are read less often): walk just those.
-        parts_get = parts.get
-        for key, value in log_starts.items():
-            part = parts_get(key)
-            if part is not None:  # else not in the flows
-                fl = part.fl
-                if fl.gen != gen:
-                    fl.refresh(params, gen, sizes)
-                part.observe_log_start(value, t, fl.log_start_half_s)
+        retention.observe_log_starts(c, log_rows, log_values, t, f.log_start_half_s[flow[log_rows]])
+        self._new_log(np.flatnonzero(reset), log_rows, t, first_seen=t)
+        self._new_log(np.flatnonzero(has_leo & ~has_r & went_back), log_rows, t, first_seen=np.nan)
+        with_leo = np.flatnonzero(has_leo)
+        self._tables.add(c, keys, with_leo, leo[with_leo], t, f.points[flow[with_leo]], f.limit[flow[with_leo]])
 
-        rows: list[PartitionRow] = []
-        append = rows.append
-        for key, part in zip(self._order_keys, self._order_parts):
-            leo = leos[key]
-            r = lros_get(key)
-            if r is not None:
-                part.last_lro = r
+        r = np.flatnonzero(ordinary)
+        fl, L, lro, N = flow[r], leo[r], off[r], nxt[r]
+        lag = record_lag(L, N)
+        t_lag, caught, since_prev = time_lag.time_lag(c, r, N, L, t, now)
+        fresh = np.zeros(r.size)
+        lower = np.zeros(r.size, bool)
+        fresh[since_prev] = freshness.between_polls(c.prev_leo[r[since_prev]], c.prev_t[r[since_prev]],
+                                                    L[since_prev], N[since_prev], t, now)
+        look = ~caught & ~since_prev
+        fresh[look], lower[look] = self._tables.lag(c, keys, r[look], N[look], now, f.points[fl[look]])
+        time_lag.remember(c, with_leo, leo[with_leo], t)
+        rewound, back = rewinds.rewinds(c, r, lro)
+        self._count(self.rewinds_total, fl[back], np.ones(int(back.sum()), np.int64))
+        rates.restart_copy(c, r[back], lro[back], now)
+        append, append_known, copy, copy_known = rates.rates(c, r, L, lro, t, now, f.rate_half_s[fl])
+        catch_up, catch_up_known = rates.catch_up_s(lag, append, append_known, copy, copy_known)
+        bytes_behind, sized = byte_lag(lag, f.mean_bytes[fl])
+        head = retention.headroom(c, r, N, copy, copy_known, f.warn_s[fl])
+        self._count(self.records_lost_total, fl, head.newly_lost)
+        state = states(head.at_risk, t_lag, f.max_s[fl], lag, stale[r], now - changed[r], rewound)
 
-            if leo is None:
-                # LEO unreadable: unknown, and the time-lag state must not learn from a gap.
-                mn, mx, av = part.measure(now)
-                if r is None:
-                    append(new_row(Row, (key, UNKNOWN, None, None, None, None, None, mn, mx, av, None,
-                                         None, False, None, None, None, None, part.log_start,
-                                         None, None, None)))
-                else:
-                    append(new_row(Row, (key, UNKNOWN, None, r.offset, r.feed, now - r.changed_at,
-                                         None, mn, mx, av, None, None, False, None, None, None,
-                                         None, part.log_start, None, None, None)))
-                continue
+        window.restart(c, r, f.shape[fl])
+        shape_window, shape_samples = flows.shape_columns()
+        window.record(c, r, lag, now, shape_window[c.shape[r]], shape_samples[c.shape[r]])
+        every = np.arange(len(keys))
+        w_min, w_max, w_avg, w_known = window.measure(c, every, now, shape_window[c.shape], shape_samples[c.shape])
 
-            fl = part.fl
-            if fl.gen != gen:
-                fl.refresh(params, gen, sizes)
-            prev_leo = part.prev_leo
-            went_back = prev_leo is not None and leo < prev_leo
+        n = len(keys)
+        codes = np.full(n, CODE[State.UNKNOWN], np.int8)
+        codes[reset] = CODE[State.RESET]
+        codes[r] = state
+        lags = np.where(reset, np.maximum(leo - nxt, 0), 0)
+        lags[r] = lag
 
-            if r is None:
-                if went_back:
-                    # A new log: catch-up times and LROs of the old one say nothing about it.
-                    part.last_caught_up = None
-                    part.first_seen_t = None
-                    part.lro_seen = part.rewind_mark = None
-                    part.new_log(key in log_starts, t)
-                part.prev_leo = leo
-                part.prev_t = t
-                # The LEO history still grows: freshness needs it once an LRO arrives.
-                table_add(part, leo, t_ticks, fl.points)
-                mn, mx, av = part.measure(now)
-                append(new_row(Row, (key, UNKNOWN, leo, None, None, None, None, mn, mx, av, None,
-                                     None, False, None, None, None, None, part.log_start,
-                                     None, None, None)))
-                continue
+        def at_r(values: np.ndarray, dtype: type = float) -> np.ndarray:
+            out = np.zeros(n, dtype)
+            out[r] = values
+            return out
 
-            off = r.offset
-            nxt = off + 1
-            age = now - r.changed_at
-            lag = leo - nxt
-            if lag < 0:
-                lag = 0
+        def known_at_r(values: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+            out = np.full(n, np.nan)
+            out[r] = values if known is None else np.where(known, values, np.nan)
+            return out
 
-            if went_back or (nxt > leo and r.changed_at < t):
-                # RESET: the log went backwards, or an LRO known before this LEO snapshot lies
-                # beyond it (impossible on one log). Time lag restarts from this poll.
-                part.last_caught_up = None
-                part.first_seen_t = t
-                part.prev_leo = leo
-                part.prev_t = t
-                part.lro_seen = part.rewind_mark = None  # stepping back onto a new log is no rewind
-                part.new_log(key in log_starts, t)
-                table_add(part, leo, t_ticks, fl.points)
-                mn, mx, av = part.measure(now)
-                append(new_row(Row, (key, RESET, leo, off, r.feed, age, lag, mn, mx, av, None,
-                                     None, False, None, None, None, None, part.log_start,
-                                     None, None, None)))
-                continue
+        cols = RowColumns(
+            keys, codes,
+            {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_r(bytes_behind, np.int64),
+             "log_start": c.log_start.copy(), "retention_headroom_records": at_r(head.room, np.int64),
+             "records_lost": at_r(head.lost, np.int64)},
+            {"leo": has_leo, "lro": has_r, "record_lag": ordinary | reset, "byte_lag_estimate": at_r(sized, bool),
+             "log_start": c.has_log_start.copy(), "retention_headroom_records": at_r(head.known, bool),
+             "records_lost": at_r(head.known, bool)},
+            {"lro_age_s": np.where(has_r, now - changed, np.nan),
+             "record_lag_min": np.where(w_known, w_min, np.nan), "record_lag_max": np.where(w_known, w_max, np.nan),
+             "record_lag_avg": np.where(w_known, w_avg, np.nan),
+             "time_lag_s": known_at_r(t_lag), "freshness_lag_s": known_at_r(fresh),
+             "append_rate": known_at_r(append, append_known), "copy_rate": known_at_r(copy, copy_known),
+             "catch_up_s": known_at_r(catch_up, catch_up_known),
+             "retention_headroom_s": known_at_r(head.room_s, head.room_s_known)},
+            feed, feed_names, at_r(lower, bool))
+        if gone:
+            cols = cols + RowColumns.from_rows(gone)
+        return Snapshot.of(now, cols)
 
-            max_s = fl.max_s
-            # The freshness table; until this point is added its newest is (prev_leo, prev_t).
-            tab = part.f_table
-            n = part.f_count
-            c = len(tab) >> 1
-            dl = leo - part.f_leo0
-            dt = t_ticks - part.f_tick0
-            if leo != prev_leo and n < c <= fl.points_limit and dl < FITS and 0 <= dt < FITS:
-                # freshness.add_ticks's common case, inlined: a new point where the array has room
-                # and its offsets fit (leo > prev_leo, the table's newest LEO, so dl > 0).
-                tab[n] = dl
-                tab[c + n] = dt
-                part.f_count = n + 1
-            else:
-                # Idle (the flat segment grows), full (old points are dropped in bulk), growing,
-                # or offsets that do not fit.
-                table_add(part, leo, t_ticks, fl.points)
+    def _new_log(self, r: np.ndarray, log_rows: np.ndarray, t: float, first_seen: float) -> None:
+        """Rows `r` are on a new log (recreated or truncated): what the old log's state says is
+        forgotten by every rule; a log start read this poll is the new log's."""
+        if not r.size:
+            return
+        time_lag.forget(self._c, r, first_seen)
+        rewinds.forget(self._c, r)
+        rates.forget(self._c, r)
+        retention.forget(self._c, r, np.isin(r, log_rows), t)
+        self._tables.clear(self._c, self._keys, r)
 
-            if nxt >= leo:
-                # Caught up with the LEO as of t. (nxt > leo with a fresh LRO: records were
-                # appended and copied between the LEO snapshot and the LRO read.)
-                part.last_caught_up = t
-                time_lag = 0.0
-                fresh = 0.0
-                lower = False
-            else:
-                lcu = part.last_caught_up
-                if prev_leo is not None and nxt >= prev_leo:
-                    # Everything that existed at t_prev has been copied by now.
-                    pt = part.prev_t
-                    if lcu is None or lcu < pt:
-                        lcu = part.last_caught_up = pt
-                    # Record nxt was appended in (pt, t], while the LEO went from prev_leo to
-                    # leo: freshness.lag between the table's two newest points, without a search.
-                    fresh = now - (pt + (nxt + 1 - prev_leo) * (t - pt) / (leo - prev_leo))
-                    if fresh < 0.0:
-                        fresh = 0.0
-                    lower = False
-                else:
-                    fresh, lower = freshness.lag(part, nxt, now, fl.points)
-                since = lcu
-                if since is None:
-                    # Never seen caught up: the time since the first poll that had both an LEO
-                    # and an LRO is a lower bound. Set lazily, which is the same poll: any
-                    # earlier one with both would have been caught up and set last_caught_up.
-                    since = part.first_seen_t
-                    if since is None:
-                        since = part.first_seen_t = t
-                time_lag = now - since
-            part.prev_leo = leo
-            part.prev_t = t
+    def _remember_lros(self, has_r: np.ndarray, off: np.ndarray, feed: np.ndarray, feed_names: tuple[str, ...]) -> None:
+        """The newest LRO of each row, which its GONE row reports."""
+        if not has_r.any():
+            return
+        c = self._c
+        c.last_lro_off[has_r] = off[has_r]
+        codes = np.array([self._feed_code(name) for name in feed_names], np.int64)
+        c.last_lro_feed[has_r] = codes[feed[has_r]]
 
-            seen = part.lro_seen
-            mark = part.rewind_mark
-            if seen is not None and off < seen:
-                # MM2 resumed from an older commit and copies those records again (Burrow's REWIND).
-                mark = part.rewind_mark = seen if mark is None or mark < seen else mark
-                rewinds[key.flow] = rewinds.get(key.flow, 0) + 1
-                # Its progress restarts from the older offset, and so does the copy rate
-                # (rates.RatePair.restart_copy); the source's append rate goes on.
-                part.ca_x = part.cb_x = off
-                part.ca_t = part.cb_t = now
-            elif mark is not None and off >= mark:
-                mark = part.rewind_mark = None  # everything copied before the rewind is copied again
-            part.lro_seen = off
+    def _feed_code(self, name: str | None) -> int:
+        code = self._feed_codes.get(name)
+        if code is None:
+            code = self._feed_codes[name] = len(self._feed_names)
+            self._feed_names.append(name)
+            self._c.widen("last_lro_feed", code)
+        return code
 
-            # rates.RatePair.update, inlined.
-            b_t = part.lb_t
-            if b_t is None:
-                part.la_x = part.lb_x = leo
-                part.la_t = part.lb_t = t
-                part.ca_x = part.cb_x = off
-                part.ca_t = part.cb_t = now
-                append_rate = copy_rate = None
-            else:
-                if t - b_t >= fl.rate_half_s:
-                    part.la_x = part.lb_x
-                    part.la_t = b_t
-                    part.lb_x = leo
-                    part.lb_t = t
-                    part.ca_x = part.cb_x
-                    part.ca_t = part.cb_t
-                    part.cb_x = off
-                    part.cb_t = now
-                span = t - part.la_t
-                append_rate = (leo - part.la_x) / span if span > 0.0 else None
-                span = now - part.ca_t
-                copy_rate = (off - part.ca_x) / span if span > 0.0 else None
+    def _count(self, totals: dict[FlowId, int], flow_rows: np.ndarray, amounts: np.ndarray) -> None:
+        """Add per-row `amounts` to per-flow `totals`."""
+        if not amounts.any():
+            return
+        sums = np.zeros(len(self._flows), np.int64)
+        np.add.at(sums, flow_rows, amounts)
+        for i in np.flatnonzero(sums).tolist():
+            flow = self._flows.flow_id(i)
+            totals[flow] = totals.get(flow, 0) + int(sums[i])
 
-            if lag == 0:
-                catch_up = 0.0
-                byte_lag = None if fl.mean_bytes is None else 0
-            else:
-                # rates.catch_up_s, inlined.
-                if copy_rate is not None and append_rate is not None and copy_rate > append_rate:
-                    catch_up = lag / (copy_rate - append_rate)
-                else:
-                    catch_up = None
-                mean_bytes = fl.mean_bytes
-                # An estimate: absent, never 0, when no feed knows record sizes.
-                byte_lag = None if mean_bytes is None else round(lag * mean_bytes)
-
-            log_start = part.log_start
-            if log_start is None:
-                room = room_s = lost = None
-                at_risk = False
-            else:
-                lost = log_start - nxt
-                if lost > 0:
-                    # Records already lost are counted, never hidden: [LRO + 1, log start) was
-                    # deleted and can no longer be copied.
-                    room = 0
-                    room_s = 0.0
-                    at_risk = True
-                    # retention.newly_lost, inlined: each lost offset counts once.
-                    counted = part.lost_through
-                    if log_start > counted:
-                        part.lost_through = log_start
-                        flow = fl.flow
-                        lost_total[flow] = (
-                            lost_total.get(flow, 0) + log_start - (nxt if nxt > counted else counted)
-                        )
-                else:
-                    room = -lost
-                    lost = 0
-                    # retention.headroom_s, inlined.
-                    ls_rate = part.ls_rate
-                    if ls_rate is not None and ls_rate > 0.0:
-                        closing = ls_rate if copy_rate is None else ls_rate - copy_rate
-                        if closing > 0.0:
-                            room_s = room / closing
-                            at_risk = room_s < fl.warn_s
-                        else:
-                            room_s = None
-                            at_risk = False
-                    else:
-                        room_s = None
-                        at_risk = False
-
-            if at_risk:
-                state = AT_RISK
-            elif time_lag > max_s:
-                # Out of sync. STALLED only when the LRO is not moving either: testing age alone
-                # would flap an idle, caught-up partition (stale LRO) on its next single record.
-                state = STALLED if lag > 0 and (r.stale or age > max_s) else LAGGING
-            elif mark is not None:
-                state = REWIND
-            else:
-                state = IN_SYNC
-
-            if part.shape is not fl.shape:
-                # The flow's window config changed: restart the window with the new shape.
-                WindowedLagStat.__init__(part, fl.window_s, fl.num_samples)
-                part.shape = fl.shape
-            mn, mx, av = part.record_and_measure(lag, now)
-            append(new_row(Row, (
-                key, state, leo, off, r.feed, age, lag, mn, mx, av, time_lag,
-                fresh, lower, byte_lag, append_rate, copy_rate, catch_up,
-                log_start, room, room_s, lost,
-            )))
-
-        GONE = State.GONE
-        for key, part in gone:
-            r = lros_get(key) or part.last_lro
-            if r is None:
-                append(new_row(Row, (key, GONE, None, None, None, None, None, None, None, None, None,
-                                     None, False, None, None, None, None, part.log_start,
-                                     None, None, None)))
-            else:
-                append(new_row(Row, (key, GONE, None, r.offset, r.feed, None, None, None, None, None,
-                                     None, None, False, None, None, None, None, part.log_start,
-                                     None, None, None)))
-
-        return Snapshot(now, tuple(rows))
+    def _follow(self, keys: list[PartitionKey], gen: int, obs: PollObservation) -> list[PartitionRow]:
+        """A changed partition set: kept rows move, new ones start empty. Returns the GONE rows of
+        the partitions that left (in key order), with their last LRO (this poll's if it has one)."""
+        order = sorted(keys)
+        # Array operations, not a tuple per kept row or a dict of every key: a topology change
+        # would otherwise make and drop several small objects per partition.
+        was = rows_in(self._keys, order)
+        kept = np.zeros(len(self._keys), bool)
+        kept[was[was >= 0]] = True
+        old = self._c
+        flows = self._flows
+        gone = []
+        for i in np.flatnonzero(~kept).tolist():  # in key order: the rows are sorted
+            key = self._keys[i]
+            r = obs.lros.get(key)
+            code = int(old.last_lro_feed[i])
+            offset, feed = (r.offset, r.feed) if r is not None else \
+                (int(old.last_lro_off[i]), self._feed_names[code]) if code >= 0 else (None, None)
+            gone.append(PartitionRow(key, State.GONE, None, offset, feed, None, None, None, None, None, None,
+                                     log_start=int(old.log_start[i]) if old.has_log_start[i] else None))
+        self._tables.forget([self._keys[i] for i in np.flatnonzero(~kept).tolist()])
+        new_rows = np.flatnonzero(was >= 0)
+        fresh = np.flatnonzero(was < 0)
+        flow = np.empty(len(order), np.int64)
+        flow[new_rows] = old.flow[was[new_rows]]
+        flow[fresh] = [flows.index(order[i].flow) for i in fresh.tolist()]
+        flows.refresh(np.unique(flow[fresh]).tolist(), gen, obs.mean_record_bytes)
+        c = self._c = old.moved(len(order), was[new_rows], new_rows, old.samples, old.points)
+        c.widen("flow", len(flows) - 1)
+        c.widen("shape", len(flows.shapes) - 1)
+        c.flow[:] = flow
+        c.shape[fresh] = flows.columns().shape[flow[fresh]]
+        self._keys = order
+        return gone

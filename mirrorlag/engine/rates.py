@@ -1,97 +1,67 @@
-"""Rates of rising counters sampled at polls: the source's append rate (LEO), the mirror's copy
-rate (LRO) and the source's log-start advance rate, with two remembered points each.
+"""Rates (DESIGN §3 beyond KIP-971): the source's append rate (LEO), the mirror's copy rate (LRO)
+and from them the time to catch up.
 
 Kafka's `Rate` over a SampledStat divides what its live samples counted by the time they span,
-which is between (num_samples - 1) and num_samples sample windows. This does the same with two
-checkpoints instead of per-sample counts: `a`, the base, and `b`, taken when the previous one was
+between (num_samples - 1) and num_samples windows. This does the same with two checkpoints per
+counter instead of per-sample counts: `a`, the base, and `b`, taken when the previous one was
 half a window W old (W = num_samples x sample window). The rate is (x - a.x) / (t - a.t), over a
-span from W/2 up to W plus one poll gap, "the oldest point within the window" without keeping
-every point of it: 100k partitions each keep three of these, so they must be a few slots and a
-handful of operations per poll.
+span from W/2 up to W plus one poll gap. The LEO and the LRO share one checkpoint schedule (set by
+the LEO's times), so both rates cover the same polls; a rewind restarts the copy rate alone.
 """
 
 from __future__ import annotations
 
+import numpy as np
 
-class WindowRate:
-    """Per-second rate of a counter over about the last `window_s` seconds (see the module doc)."""
-
-    __slots__ = ("a_x", "a_t", "b_x", "b_t")
-
-    def __init__(self, x: int, t: float) -> None:
-        self.a_x = self.b_x = x
-        self.a_t = self.b_t = t
-
-    def reset(self, x: int, t: float) -> None:
-        """Forget the history (the counter restarted: a rewind, a new log)."""
-        self.a_x = self.b_x = x
-        self.a_t = self.b_t = t
-
-    def update(self, x: int, t: float, window_s: float) -> float | None:
-        """Add the sample (x, t); the rate since the base checkpoint, None until two samples span
-        a positive time."""
-        if t - self.b_t >= window_s * 0.5:
-            # b is half a window old: it becomes the base, and this sample the next checkpoint.
-            self.a_x = self.b_x
-            self.a_t = self.b_t
-            self.b_x = x
-            self.b_t = t
-        span = t - self.a_t
-        return (x - self.a_x) / span if span > 0.0 else None
-
-    def __repr__(self) -> str:
-        return f"WindowRate(a=({self.a_x}, {self.a_t}), b=({self.b_x}, {self.b_t}))"
+from mirrorlag.engine.columns import PartitionColumns
 
 
-class RatePair:
-    """The source's append rate and the mirror's copy rate of one partition: two WindowRates
-    sampled at the same polls, the LEO at the LEO snapshot time and the LRO when it was read.
-
-    They share one checkpoint schedule (set by the LEO's times), so both rates cover the same
-    polls and the engine tests "is it time to move the base?" once per partition. A rewind
-    restarts the copy rate alone: the mirror's progress restarts from an older offset, the
-    source's does not. The engine inlines `update` (a property test checks they agree).
-    """
-
-    __slots__ = ("la_x", "la_t", "lb_x", "lb_t", "ca_x", "ca_t", "cb_x", "cb_t")
-
-    def __init__(self, leo: int, t: float, lro: int, now: float) -> None:
-        self.la_x = self.lb_x = leo
-        self.la_t = self.lb_t = t
-        self.ca_x = self.cb_x = lro
-        self.ca_t = self.cb_t = now
-
-    def restart_copy(self, lro: int, now: float) -> None:
-        """The LRO stepped back: its history says nothing about the copy rate from here on."""
-        self.ca_x = self.cb_x = lro
-        self.ca_t = self.cb_t = now
-
-    def update(
-        self, leo: int, t: float, lro: int, now: float, window_s: float
-    ) -> tuple[float | None, float | None]:
-        """Add one poll's samples; (append rate, copy rate), each None until its two samples
-        span a positive time."""
-        if t - self.lb_t >= window_s * 0.5:
-            self.la_x = self.lb_x
-            self.la_t = self.lb_t
-            self.lb_x = leo
-            self.lb_t = t
-            self.ca_x = self.cb_x
-            self.ca_t = self.cb_t
-            self.cb_x = lro
-            self.cb_t = now
-        span = t - self.la_t
-        append_rate = (leo - self.la_x) / span if span > 0.0 else None
-        span = now - self.ca_t
-        copy_rate = (lro - self.ca_x) / span if span > 0.0 else None
-        return (append_rate, copy_rate)
+def rates(c: PartitionColumns, r: np.ndarray, leo: np.ndarray, lro: np.ndarray, t: float, now: float,
+          half_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Add rows `r`'s samples, the LEO at the snapshot time `t` and the LRO as read at `now`:
+    (append rate, known, copy rate, known), each unknown until two samples span a positive time."""
+    b_t = c.lb_t[r]
+    new = np.isnan(b_t)
+    rn = r[new]
+    c.la_x[rn] = c.lb_x[rn] = leo[new]
+    c.la_t[rn] = c.lb_t[rn] = t
+    c.ca_x[rn] = c.cb_x[rn] = lro[new]
+    c.ca_t[rn] = c.cb_t[rn] = now
+    shift = ~new & ((t - b_t) >= half_s)  # b is half a window old: it becomes the base
+    rs = r[shift]
+    c.la_x[rs] = c.lb_x[rs]
+    c.la_t[rs] = b_t[shift]
+    c.lb_x[rs] = leo[shift]
+    c.lb_t[rs] = t
+    c.ca_x[rs] = c.cb_x[rs]
+    c.ca_t[rs] = c.cb_t[rs]
+    c.cb_x[rs] = lro[shift]
+    c.cb_t[rs] = now
+    span_a = t - c.la_t[r]
+    span_c = now - c.ca_t[r]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        append = (leo - c.la_x[r]) / span_a
+        copy = (lro - c.ca_x[r]) / span_c
+    return append, ~new & (span_a > 0.0), copy, ~new & (span_c > 0.0)
 
 
-def catch_up_s(record_lag: int, copy_rate: float | None, append_rate: float | None) -> float | None:
-    """Seconds until the mirror catches up at the current rates: 0 when caught up, None when it is
-    not gaining (or a rate is unknown)."""
-    if record_lag == 0:
-        return 0.0
-    if copy_rate is None or append_rate is None or not copy_rate > append_rate:
-        return None
-    return record_lag / (copy_rate - append_rate)
+def restart_copy(c: PartitionColumns, r: np.ndarray, lro: np.ndarray, now: float) -> None:
+    """The LRO stepped back: its history says nothing about the copy rate from here on."""
+    c.ca_x[r] = c.cb_x[r] = lro
+    c.ca_t[r] = c.cb_t[r] = now
+
+
+def forget(c: PartitionColumns, r: np.ndarray) -> None:
+    """A new log: both rates start again at the next poll."""
+    c.lb_t[r] = np.nan
+
+
+def catch_up_s(lag: np.ndarray, append: np.ndarray, append_known: np.ndarray, copy: np.ndarray,
+               copy_known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds until the mirror catches up at the current rates: (seconds, known). 0 when caught
+    up; unknown when it is not gaining or a rate is unknown."""
+    caught = lag == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gaining = ~caught & append_known & copy_known & (copy > append)
+        seconds = np.where(caught, 0.0, lag / (copy - append))
+    return seconds, caught | gaining

@@ -1,53 +1,88 @@
-"""Retention headroom (DESIGN §3, AT_RISK): how far the source's log start is from the records the
-mirror has not copied yet, and the records it already deleted before they were copied.
+"""Retention (DESIGN §3, AT_RISK): how far the source's log start is from the records the mirror
+has not copied yet, and the records it deleted before they were copied.
 
 The log start (ListOffsets earliest) is read less often than the LEO; a partition keeps its last
-known value between reads. Retention deletes whole segments, so the log start moves in jumps: the
-engine measures its rate (a `rates.WindowRate`) over `log_start_window_s`, at least as long as
-the horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
-
-Pure arithmetic; the engine keeps the per-partition state (and inlines the hot parts).
+known value between reads. Retention deletes whole segments, so the log start moves in jumps: its
+rate is measured with two checkpoints (as rates.py does) over a span at least as long as the
+horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-def log_start_window_s(rate_window_s: float, warn_s: float) -> float:
-    """The span the log-start rate is measured over."""
-    return rate_window_s if rate_window_s > warn_s else warn_s
+import numpy as np
 
-
-def records_lost(log_start: int, next_offset: int) -> int:
-    """Records the source deleted before the mirror copied them (LRO + 1 = next_offset)."""
-    lost = log_start - next_offset
-    return lost if lost > 0 else 0
+from mirrorlag.engine.columns import PartitionColumns
 
 
-def headroom_records(log_start: int, next_offset: int) -> int:
-    """Records retention may still delete before it deletes one the mirror has not copied."""
-    room = next_offset - log_start
-    return room if room > 0 else 0
+def observe_log_starts(c: PartitionColumns, r: np.ndarray, value: np.ndarray, t: float, half_s: np.ndarray) -> None:
+    """Log starts `value` of rows `r`, read at about `t`. A first reading, or a log start that
+    went back (a new log, whose offsets restart), carries no rate history or lost count over."""
+    if not r.size:
+        return
+    known = c.has_log_start[r]
+    old = c.log_start[r]
+    c.log_start[r] = value
+    c.has_log_start[r] = True
+    new_log = ~known | (value < old)
+    c.lost_through[r[known & (value < old)]] = 0
+    nl = r[new_log]
+    c.sa_x[nl] = c.sb_x[nl] = value[new_log]
+    c.sa_t[nl] = c.sb_t[nl] = t
+    c.ls_rate[nl] = np.nan
+    go = ~new_log
+    r, value, half_s = r[go], value[go], half_s[go]
+    shift = (t - c.sb_t[r]) >= half_s
+    s = r[shift]
+    c.sa_x[s] = c.sb_x[s]
+    c.sa_t[s] = c.sb_t[s]
+    c.sb_x[s] = value[shift]
+    c.sb_t[s] = t
+    span = t - c.sa_t[r]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c.ls_rate[r] = np.where(span > 0.0, (value - c.sa_x[r]) / span, np.nan)
 
 
-def headroom_s(
-    room: int, lost: int, log_start_rate: float | None, copy_rate: float | None
-) -> float | None:
-    """Seconds until retention deletes a record not yet copied: 0 when it already has; None when
-    not in sight (the log start is not known to advance, or the mirror copies at least as fast).
+def forget(c: PartitionColumns, r: np.ndarray, read_now: np.ndarray, t: float) -> None:
+    """A new log: its rate history and lost count start again, from a log start read this poll
+    (`read_now`), else from the next reading."""
+    c.lost_through[r] = 0
+    c.ls_rate[r] = np.nan
+    now = r[read_now]
+    c.sa_x[now] = c.sb_x[now] = c.log_start[now]
+    c.sa_t[now] = c.sb_t[now] = t
+    c.has_log_start[r[~read_now]] = False
+
+
+@dataclass(frozen=True)
+class Headroom:
+    room: np.ndarray  # records retention may still delete before an uncopied one (0 when it did)
+    known: np.ndarray  # the log start is known (room and lost are)
+    room_s: np.ndarray  # seconds until it deletes an uncopied record
+    room_s_known: np.ndarray  # in sight: the log start advances faster than the mirror copies
+    lost: np.ndarray  # records deleted before they were copied
+    newly_lost: np.ndarray  # of them, those not counted before (each lost offset counts once)
+    at_risk: np.ndarray
+
+
+def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, copy: np.ndarray, copy_known: np.ndarray,
+             warn_s: np.ndarray) -> Headroom:
+    """Rows `r` whose next record to copy is `next_offset` (LRO + 1), copying at `copy` records/s.
     An unknown copy rate counts as 0: warn rather than hide."""
-    if lost > 0:
-        return 0.0
-    if log_start_rate is None or not log_start_rate > 0.0:
-        return None
-    closing = log_start_rate if copy_rate is None else log_start_rate - copy_rate
-    if not closing > 0.0:
-        return None
-    return room / closing
-
-
-def newly_lost(counted_through: int, next_offset: int, through: int) -> int:
-    """Lost offsets [next_offset, through) not counted yet, when every offset below
-    `counted_through` that was ever lost has been counted: each lost offset counts once, however
-    many polls see it (the caller then moves counted_through up to `through`)."""
-    since = next_offset if next_offset > counted_through else counted_through
-    return through - since if through > since else 0
+    known = c.has_log_start[r]
+    start = c.log_start[r]
+    lost = start - next_offset
+    deleted = known & (lost > 0)
+    counted = c.lost_through[r]
+    newly = deleted & (start > counted)
+    newly_lost = np.where(newly, start - np.maximum(next_offset, counted), 0)
+    c.lost_through[r[newly]] = start[newly]
+    room = np.where(deleted, 0, -lost)
+    rate = c.ls_rate[r]
+    closing = np.where(copy_known, rate - copy, rate)
+    in_sight = known & ~deleted & ~np.isnan(rate) & (rate > 0.0) & (closing > 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room_s = np.where(deleted, 0.0, room / closing)
+    return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, lost, 0), newly_lost,
+                    deleted | (in_sight & (room_s < warn_s)))

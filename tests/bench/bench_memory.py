@@ -284,15 +284,14 @@ def floor_layout(partitions: int, freshness_points: int | None) -> dict[str, flo
     from array import array
 
     from mirrorlag.config.settings import EngineParams
-    from mirrorlag.engine.lag_engine import _Partition
+    from mirrorlag.engine.columns import FLOATS, INTS
     from mirrorlag.model import PartitionRow, State
 
     points = freshness_points or EngineParams.__dataclass_fields__["freshness_points"].default
     num_samples = EngineParams.__dataclass_fields__["num_samples"].default
-    per_flow = {"fl", "shape", "_window_s", "_num_samples"}  # held once per flow, not per partition
-    elsewhere = {"f_table", "last_lro", "_d"}  # the table, the LRO columns and the samples, below
-    engine_numbers = [name for cls in _Partition.__mro__ for name in getattr(cls, "__slots__", ())
-                      if name not in per_flow | elsewhere]
+    # The engine's per-partition numbers, the table's count and the window's current sample (the
+    # table, the LRO columns and the samples are counted below; flows and shapes are per flow).
+    engine_numbers = [*INTS, *FLOATS, "f_count", "w_cur"]
     one_byte = {"state", "lro_feed", "freshness_lower_bound"}  # codes and flags
     row_fields = [name for name in PartitionRow._fields if name != "key"]
     layout = {  # column name -> bytes per partition

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorlag.config.settings import EngineParams
-from mirrorlag.engine import LagEngine, freshness
-from mirrorlag.engine.rates import RatePair, WindowRate, catch_up_s
-from mirrorlag.engine.retention import (
+from mirrorlag.engine import LagEngine
+from tests.oracle import freshness
+from tests.oracle.rates import RatePair, WindowRate, catch_up_s
+from tests.oracle.retention import (
     headroom_records,
     headroom_s,
     log_start_window_s,
@@ -587,9 +588,10 @@ def test_the_table_stays_bounded_in_memory() -> None:
     eng = engine(freshness_points=4)
     for k in range(50):
         poll(eng, 15.0 * k, {K0: 100 * k, K1: 7}, {K0: lro(100 * k - 50, 15.0 * k), K1: lro(6, 0.0)})
-    tables = {key: part.f_count for key, part in eng._parts.items()}
+    tables = dict(zip(eng._keys, eng._c.f_count.tolist()))
     assert tables[K0] <= 4 + freshness.slack(4)
     assert tables[K1] == 2  # one flat segment
+    assert eng._c.t_leo.shape[1] == 4 + freshness.slack(4)  # every row's table is that wide, no wider
 
 
 # --- rates, catch-up and byte lag ---

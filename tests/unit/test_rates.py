@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlag.engine.rates import RatePair, WindowRate, catch_up_s
+from tests.oracle.rates import RatePair, WindowRate, catch_up_s
 
 W = 60.0  # metrics.num.samples (2) x metrics.sample.window.ms (30 s)
 

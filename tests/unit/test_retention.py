@@ -7,7 +7,7 @@ from typing import Mapping
 import pytest
 
 from mirrorlag.engine import LagEngine
-from mirrorlag.engine.retention import (
+from tests.oracle.retention import (
     headroom_records,
     headroom_s,
     log_start_window_s,

