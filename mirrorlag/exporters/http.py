@@ -120,10 +120,6 @@ class Exposition:
                 self.status, self.render_status = GzipBody.compress(self.render_status()), None
             return self.status
 
-    def status_json(self) -> bytes:
-        """The /status document as text (tests and benchmarks)."""
-        return b"".join(self.status_body().text())
-
 
 class _DeadlineReader(io.RawIOBase):
     """Reads a socket with one deadline over many reads (a socket timeout restarts per read)."""

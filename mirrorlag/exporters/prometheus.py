@@ -129,18 +129,13 @@ class PartitionBlock:
             self._keys = keys
         return self._labels
 
-    def render(self, cols: RowColumns) -> Iterator[bytes | pa.Buffer]:
-        """The block a family at a time (its head, its lines as one Arrow buffer, its last
-        newline: bytes-like pieces), made as it is consumed: at most three families' text exist
-        at once (the whole block is far bigger than any one family), and a consumer that compresses
-        each piece never holds the whole text."""
-        for pieces in self.families_encoded(cols, _as_is):
-            yield from pieces
-
     def families_encoded(self, cols: RowColumns, encode: Callable[[Pieces], T]) -> Iterator[T]:
-        """`encode` of each family's pieces, in order, called on the thread that wrote the family:
-        the sidecar compresses them there (Deflated.of), so two families are written and
-        compressed at once instead of one thread compressing them all."""
+        """`encode` of each family's pieces (its head, its lines as one Arrow buffer, its last
+        newline: bytes-like pieces), in order, made as they are consumed: at most three
+        families' text exist at once (the whole block is far bigger than any one family).
+        `encode` runs on the thread that wrote the family: the sidecar compresses there
+        (Deflated.of), so two families are written and compressed at once instead of one thread
+        compressing them all, and the whole text is never held."""
         labels = self._label_texts(cols.keys)
         states = cols.state
         live = states != _GONE  # GONE rows show in the state family only
@@ -178,10 +173,6 @@ def _feed_labels(labels: pa.StringArray, index: np.ndarray, names: tuple[str, ..
     indexes (*names, none): each feed's text is escaped once, then taken per row."""
     texts = _escaped(pa.array([*names, ""], pa.string()))
     return pc.binary_join_element_wise(labels, ',feed="', texts.take(pa.array(index)), '"', "")
-
-
-def _as_is(pieces: Pieces) -> Pieces:
-    return pieces
 
 
 def _then(job: Callable[[], Pieces], encode: Callable[[Pieces], T]) -> T:
@@ -381,12 +372,6 @@ class MetricsRenderer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
 
-    def render_chunks(self, snapshot: Snapshot | None, stats: PollStats,
-                      history: HistoryStats | None = None) -> Iterator[bytes | pa.Buffer]:
-        """The exposition a family at a time (see PartitionBlock.render)."""
-        for pieces in self.render_encoded(snapshot, stats, history, _as_is):
-            yield from pieces
-
     def render_encoded(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None,
                        encode: Callable[[Pieces], T]) -> Iterator[T]:
         """The exposition as `encode` of its pieces, a family at a time (the per-partition
@@ -397,8 +382,3 @@ class MetricsRenderer:
             pa.default_memory_pool().release_unused()
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
         yield encode((generate_latest(self.registry),))
-
-    def render(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None = None) -> bytes:
-        """The whole exposition text at once (tests and benchmarks; the sidecar compresses the
-        chunks as they come)."""
-        return b"".join(self.render_chunks(snapshot, stats, history))

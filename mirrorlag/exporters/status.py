@@ -60,8 +60,3 @@ def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any])
         yield (sep + json.dumps([row_to_dict(r) for r in rows], separators=(",", ":"))[1:-1]).encode()
         sep = ","
     yield b"]}"
-
-
-def status_document(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any]) -> bytes:
-    """The whole /status document at once."""
-    return b"".join(status_chunks(snapshot, ready, extra))

@@ -11,7 +11,7 @@ everything a poll adds to the ListOffsets round trips), the /metrics render, the
 and the publish of /metrics (render and gzip a family at a time, as the sidecar does). Medians of
 --runs. With --pyinstrument, one poll and publish run under pyinstrument (pip install
 pyinstrument; not a dependency) and its tree is printed. With --render-only, only the
-per-partition block of /metrics (`PartitionBlock.render`, its chunks consumed one by one) is timed,
+per-partition block of /metrics (`PartitionBlock.families_encoded`, its chunks consumed one by one) is timed,
 over one snapshot.
 """
 
@@ -22,8 +22,8 @@ import statistics
 import time
 
 from mirrorlag.cli import run_pacing, tune_process
-from mirrorlag.exporters.status import status_document
 from tests.bench.bench_memory import StandIn
+from tests.exposition import block_pieces, metrics_text, status_document
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
         block_times = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            for _chunk in sidecar.renderer.partitions.render(cols):
+            for _chunk in block_pieces(sidecar.renderer.partitions, cols):
                 pass
             block_times.append(time.perf_counter() - t0)
         bench.close()
@@ -67,7 +67,7 @@ def main() -> None:
             t0 = time.perf_counter()
             snapshot = bench.poll(n + 1 + run, publish=False)
             t1 = time.perf_counter()
-            sidecar.renderer.render(snapshot, stats)
+            metrics_text(sidecar.renderer, snapshot, stats)
             t2 = time.perf_counter()
             status_document(snapshot, True, {})
             t3 = time.perf_counter()

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mirrorlag.exporters.prometheus import FAMILIES, MetricsRenderer, PartitionBlock, _joined, _number
 from mirrorlag.interfaces import PollStats
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, RowColumns, Snapshot, State
+from tests.exposition import block_pieces, metrics_text
 
 K0 = PartitionKey("A", "B", "orders", 0)
 K1 = PartitionKey("A", "B", "orders", 1)
@@ -42,7 +43,7 @@ def test_values_and_unknown_is_absent_not_zero():
         row(K0, State.LAGGING, 7, freshness_lag_s=3.5, retention_headroom_s=600.0, records_lost=0),
         row(K1, State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
     ))
-    samples = parse(MetricsRenderer().render(snapshot, stats()))
+    samples = parse(metrics_text(MetricsRenderer(), snapshot, stats()))
     assert samples[("mirrorlag_replication_record_lag", labels(K0))] == 7
     assert samples[("mirrorlag_replication_time_lag_seconds", labels(K0))] == 12.5
     assert samples[("mirrorlag_replication_freshness_lag_seconds", labels(K0))] == 3.5
@@ -58,22 +59,22 @@ def test_values_and_unknown_is_absent_not_zero():
 
 def test_gone_shows_once_then_its_label_sets_disappear():
     renderer = MetricsRenderer()
-    first = parse(renderer.render(Snapshot(1.0, (row(K0, State.GONE, None),)), stats()))
+    first = parse(metrics_text(renderer, Snapshot(1.0, (row(K0, State.GONE, None),)), stats()))
     assert first[("mirrorlag_partition_state", labels(K0, state="GONE"))] == 1
     assert not [k for k in first if k[0] == "mirrorlag_replication_record_lag"]
-    second = parse(renderer.render(Snapshot(2.0, ()), stats()))
+    second = parse(metrics_text(renderer, Snapshot(2.0, ()), stats()))
     assert not [k for k in second if ("topic", "orders") in k[1]]
 
 
 def test_label_values_are_escaped():
-    samples = parse(MetricsRenderer().render(Snapshot(1.0, (row(ODD, State.IN_SYNC, 0),)), stats()))
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, (row(ODD, State.IN_SYNC, 0),)), stats()))
     assert samples[("mirrorlag_replication_record_lag", labels(ODD))] == 0
 
 
 def test_lag_detail_leaves_out_the_offsets_and_rates():
     snapshot = Snapshot(1.0, (row(K0, State.IN_SYNC, 0, append_rate=5.0),))
-    full = parse(MetricsRenderer(detail=True).render(snapshot, stats()))
-    lean = parse(MetricsRenderer(detail=False).render(snapshot, stats()))
+    full = parse(metrics_text(MetricsRenderer(detail=True), snapshot, stats()))
+    lean = parse(metrics_text(MetricsRenderer(detail=False), snapshot, stats()))
     assert ("mirrorlag_source_append_records_per_second", labels(K0)) in full
     assert ("mirrorlag_source_append_records_per_second", labels(K0)) not in lean
     assert ("mirrorlag_source_log_end_offset", labels(K0)) not in lean
@@ -82,7 +83,7 @@ def test_lag_detail_leaves_out_the_offsets_and_rates():
 
 def test_record_lag_distribution_per_flow_is_a_cumulative_gauge_histogram():
     rows = tuple(row(PartitionKey("A", "B", "t", p), State.IN_SYNC, lag) for p, lag in enumerate((0, 0, 5, 50, 5000)))
-    samples = parse(MetricsRenderer().render(Snapshot(1.0, rows), stats()))
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats()))
     flow = (("source", "A"), ("target", "B"))
     bucket = lambda le: samples[("mirrorlag_flow_record_lag_partitions_bucket", tuple(sorted(flow + (("le", le),))))]
     assert [bucket(le) for le in ("0.0", "1.0", "10.0", "100.0", "1000.0", "10000.0", "+Inf")] == [2, 2, 3, 4, 4, 5, 5]
@@ -98,7 +99,7 @@ def test_flow_figures_are_kept_apart_per_flow_and_state():
         row(PartitionKey(*ac, "t", 0), State.UNKNOWN, None, time_lag_s=None),
         row(PartitionKey(*ac, "t", 1), State.IN_SYNC, 0),
     )
-    samples = parse(MetricsRenderer().render(Snapshot(1.0, rows), stats()))
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats()))
     by_state = {(dict(k[1])["target"], dict(k[1])["state"]): v for k, v in samples.items() if k[0] == "mirrorlag_flow_partitions"}
     assert by_state == {("B", "IN_SYNC"): 1, ("B", "STALLED"): 1, ("B", "GONE"): 1, ("C", "UNKNOWN"): 1, ("C", "IN_SYNC"): 1}
     flow = lambda target: (("source", "A"), ("target", target))
@@ -111,7 +112,7 @@ def test_flow_figures_are_kept_apart_per_flow_and_state():
 
 def series_values(block: PartitionBlock, rows: tuple[PartitionRow, ...]) -> dict[tuple[str, int], str]:
     """(family, partition) -> the value exactly as written, from the rendered block."""
-    text = b"".join(block.render(RowColumns.from_rows(rows))).decode()
+    text = b"".join(block_pieces(block, RowColumns.from_rows(rows))).decode()
     return {(line.split("{")[0], int(line.split('partition="')[1].split('"')[0])): line.rsplit(" ", 1)[1]
             for line in text.splitlines() if not line.startswith("#")}
 
@@ -190,7 +191,7 @@ def test_block_means_what_a_line_by_line_writer_means_across_topology_changes():
     gone = (row(K0, State.IN_SYNC, 0, lro_feed=None), row(odd, State.GONE, None, lro_feed=None), first[0])
     block = PartitionBlock()
     for rows in (first, first, gone, first[:1], ()):  # keys kept, reordered, a GONE row, fewer, none
-        chunks = list(block.render(RowColumns.from_rows(rows)))
+        chunks = list(block_pieces(block, RowColumns.from_rows(rows)))
         # A family at a time, each as at most two bytes-like pieces (its head, its lines as
         # Arrow's buffer).
         assert len(FAMILIES) + 1 <= len(chunks) <= 2 * (len(FAMILIES) + 1)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from mirrorlag.exporters.status import STATUS_PIECE_ROWS, row_to_dict, status_chunks, status_document
+from mirrorlag.exporters.status import STATUS_PIECE_ROWS, row_to_dict, status_chunks
 from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
+from tests.exposition import status_document
 
 
 def _rows(n: int) -> tuple[PartitionRow, ...]:
