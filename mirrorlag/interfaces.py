@@ -1,5 +1,5 @@
-"""The interfaces between the stages of DESIGN §2: what a feed gives the poller, and what the
-poller gives the exporters about itself.
+"""The interfaces between the stages of DESIGN §2: what a feed gives the poller, what the poller
+asks of the lag engine it is handed, and what the poller gives the exporters about itself.
 
 They live here, not in any stage, so that feeds, poller, exporters and sidecar depend on this
 module rather than on one another. It imports nothing of mirrorlag but the model.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
 
-from mirrorlag.model import FlowId, PartitionKey
+from mirrorlag.model import FlowId, PartitionKey, PollObservation, Snapshot
 
 if TYPE_CHECKING:
     from mirrorlag.kafka.topic_reader import TopicReader
@@ -63,6 +63,16 @@ class HeartbeatSource(Protocol):
         """Release the source's consumer; called once no poll runs."""
         if self.reader is not None:
             self.reader.close()
+
+
+class Engine(Protocol):
+    """The pure lag engine as the poller uses it: one observation in, one snapshot out, and the
+    per-flow counters the poller exports. The poller is handed one (mirrorlag.wiring)."""
+
+    rewinds_total: Mapping[FlowId, int]
+    records_lost_total: Mapping[FlowId, int]
+
+    def update(self, obs: PollObservation) -> Snapshot: ...
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,17 @@ import logging
 import time
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.gil import pieces
-from mirrorlag.interfaces import FeedHealth, HeartbeatSource, LroFeed, PollStats
+from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollStats
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
 from mirrorlag.lro_cache import LroCache
 from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snapshot, State
-
-if TYPE_CHECKING:
-    from mirrorlag.engine import ColumnarLagEngine
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +112,7 @@ class Poller:
     def __init__(
         self,
         settings: Settings,
-        engine: ColumnarLagEngine,
+        engine: Engine,
         feeds: Sequence[LroFeed] = (),
         trackers: Sequence[ReplicationTracker] = (),
         heartbeats: Sequence[HeartbeatSource] = (),

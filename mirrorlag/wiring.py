@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from mirrorlag.config.settings import Settings
 from mirrorlag.engine import ColumnarLagEngine
+from mirrorlag.interfaces import Engine
 
 
-def lag_engine(settings: Settings) -> ColumnarLagEngine:
+def lag_engine(settings: Settings) -> Engine:
     """A fresh engine whose per-flow parameters are the settings' (read at each update)."""
     return ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
