@@ -10,8 +10,6 @@ from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
 
-SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]
-
 CSS = """
 body { font: 15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #222;
        margin: 0 auto; max-width: 1320px; padding: 24px 28px 60px; background: #fff; }

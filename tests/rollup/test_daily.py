@@ -16,11 +16,11 @@ import pytest
 from mirrorlag.rollup.job import run_days
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.paths import DayStatus
-from mirrorlag.rollup.report import SECTIONS
 from tests.tools import require_tool
 from tests.rollup.history import H, M, day_ms, every, series, write
 
 DAY = date(2024, 3, 10)
+SECTIONS = ["flows", "worst-partitions", "heatmap", "trends", "data-quality"]  # the report's section ids
 T0 = day_ms(DAY)
 S = 15_000
 
