@@ -98,9 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # The GIL switch interval of `mirrorlag run` (CPython's default is 5 ms). A scrape thread takes the
 # GIL several times per request (read, parse, write), each time waiting up to one interval for the
-# poll thread to let go; at 100k partitions polls run for seconds, so 5 ms a wait showed in the
-# scrape p99 (tests/bench/RESULTS.md). Switches happen only while a thread waits, so a poll alone
-# runs as fast as before.
+# poll thread to let go; large estates poll for seconds, so 5 ms a wait shows in the scrape's
+# tail latency (tests/bench/RESULTS.md). Switches happen only while a thread waits, so a poll
+# alone runs at full speed.
 SWITCH_INTERVAL_S = 0.001
 
 
@@ -110,8 +110,8 @@ def tune_process() -> None:
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # Arrow (the /metrics render, history's Parquet) allocates from glibc, as Python does: with
-    # Arrow's default, mimalloc, neither could reuse the other's freed pages and a 100k-partition
-    # render left ~25-34 MiB more resident, for a render ~6 % faster (tests/bench/RESULTS.md).
+    # Arrow's default, mimalloc, neither could reuse the other's freed pages: more memory resident
+    # for a render barely faster (tests/bench/RESULTS.md).
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 

@@ -8,8 +8,8 @@ each rounded on its own, so the same bits), and `strict_buckets` the whole formu
 The formula is monotone in v (int64 -> double, the division, fdlibm's log and floor all are), so
 it is fully described by its edges, the smallest v of each bucket: `exact_edges` finds them by
 a binary search on v, a pure function (no Spark job; the same table on every machine), and
-`bucket` looks values up in them (`strict_buckets`, the formula itself, costs ~25 numpy
-operations a value; the pass buckets ~115 M values a day).
+`bucket` looks values up in them (`strict_buckets`, the formula itself, costs some 25 numpy
+operations a value, too many for every value of a day).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def strict_buckets(values: np.ndarray) -> np.ndarray:
 
 def exact_edges() -> np.ndarray:
     """The smallest int64 of each bucket above 100 up to the bucket of 2**63 - 1, as Spark places
-    values: a binary search on v for all buckets at once (63 halvings; ~20 ms)."""
+    values: a binary search on v for all buckets at once (63 halvings)."""
     top = int(strict_buckets(np.array([np.iinfo(np.int64).max]))[0])
     want = np.arange(EXACT_BELOW + 1, top + 1)
     lo = np.full(want.size, EXACT_BELOW, np.int64)  # below every bucket's edge: in bucket 100

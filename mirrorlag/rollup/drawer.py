@@ -1,13 +1,14 @@
 """The report's charts, drawn in two processes of their own.
 
-matplotlib takes ~2 s a day for the three charts, holding the GIL, and their data is ready only
-near the end of the day's queries: drawn in the driver, they were the last ~2 s of the run (10k
-day). Two processes draw them side by side (the worst partitions' curves and the flows in one,
-the heat map in the other: about equal), started before the day's pass so that they import
-matplotlib while it runs, and each chart is sent as soon as its data is ready (the curves
-~2.5 s before the flows on the 10k day). Each reads its pickled calls on stdin and writes the
-pickled PNGs on stdout. Plain child processes, not multiprocessing's spawn, which would import
-the caller's main module again (a script without a main guard would run twice).
+matplotlib holds the GIL for seconds to draw the three charts, and their data is ready only near
+the end of the day's queries: drawn in the driver, they would add their whole time to the end of
+the run. Two processes draw them side by side (the worst partitions' curves and the flows in one,
+the heat map in the other: about equal work), started before the day's pass so that they import
+matplotlib while it runs, and each chart is sent as soon as its data is ready (the curves before
+the flows). Each reads its pickled calls on stdin and writes the pickled PNGs on stdout. Plain
+child processes, not multiprocessing's spawn, which would import the caller's main module again
+(a script without a main guard would run twice). They import the report's model, never PySpark
+(report_model.py).
 """
 
 from __future__ import annotations
@@ -70,10 +71,9 @@ class _Process:
 
 class Drawer:
     """One day's charts, each sent as soon as its data is there: the worst partitions' curves
-    (~1.9 s on the 2-core VM) once they are known, then the flows (~0.4 s) to the same process;
-    the heat map (~1.9 s: a label per cell) to the other. `charts` gives None when a process
-    failed: the caller draws in-process (report.render does), so a failure here never loses
-    the report."""
+    once they are known, then the flows (the quickest chart) to the same process; the heat map
+    (slow: a label per cell) to the other. `charts` gives None when a process failed: the
+    caller draws in-process (report.render does), so a failure here never loses the report."""
 
     def __init__(self) -> None:
         self._curves, self._heat = _Process(), _Process()

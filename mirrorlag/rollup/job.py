@@ -72,11 +72,13 @@ def write_table(df: DataFrame, path: str, sort_keys: Sequence[str]) -> None:
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 ADAPTIVE = "spark.sql.adaptive.enabled"
 TUNED = (SHUFFLE_PARTITIONS, ADAPTIVE)
-# Merge tasks per compressed byte of history: each task merges the partial rows of ~6 M samples
-# (~150 MB of codes and histogram entries). 10k day: 37 -> 9 merge tasks, the pass 29-31 -> 23-24
-# CPU s (each merge task pays a Python worker round trip and its own sort of a few runs).
+# Compressed history per merge task of the day's pass (each merges the partial rows of about 6 M
+# samples). Few large merge tasks rather than many small ones: each pays a Python worker round
+# trip and its own sort of a few time-ordered runs.
 BYTES_PER_PARTITION = 128 << 20
-SEGMENT_BYTES = 64 << 20  # of compressed history per map task read with pyarrow (~3 M rows; its Python worker peaked at 1.0 GiB on the 10k day)
+# Compressed history per map task read with pyarrow (about 3 M rows): enough to amortise a task,
+# little enough for a Python worker's memory.
+SEGMENT_BYTES = 64 << 20
 
 
 def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
@@ -89,10 +91,9 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[int 
     """The day's Spark settings, restored afterwards; yields the task count for the day's pass
     (None: the user's spark.sql.shuffle.partitions). Every other stage works on small frames
     (per partition and bucket, at most a few million rows) and runs one task per core: Spark's
-    default of 200, or the pass's count, costs more in task overhead than in work (measured on a
-    2,000-partition day: 8 -> 2 tasks, the whole job 102 -> 92 CPU s). With the shuffles sized,
-    adaptive execution has nothing left to fix, and its re-planning between the ~60 small stages
-    of a day doubled the run time of a small day (measured: 18 s -> 9 s; no change at 11 M rows)."""
+    default of 200, or the pass's count, costs more in task overhead than in work. With the
+    shuffles sized, adaptive execution has nothing left to fix, and its re-planning between the
+    many small stages of a day costs a small day more than the work itself."""
     saved = {key: spark.conf.get(key) for key in TUNED}
     if enabled:
         spark.conf.set(SHUFFLE_PARTITIONS, str(spark.sparkContext.defaultParallelism))
@@ -135,11 +136,10 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         per = hold(partition_days(spark, source, window, opts.max_gap_seconds, edges, tasks))
         sort_keys = {"partition": PARTITION_KEY, "topic": TOPIC_KEY, "flow": FLOW_KEY}
         # Every query after the pass is small: run one after the other, they wait on Spark's
-        # planning and scheduling more than on the cores (measured on the 10k day: ~18 jobs,
-        # 14 s). So they run side by side, each held frame filled first: jobs started together
-        # on a frame not yet cached would each run its shuffles (the topic figures, 17 MB, four
-        # times). The trends are made before the writes start, which lists the days before this
-        # one now (trends.py).
+        # planning and scheduling more than on the cores. So they run side by side, each held
+        # frame filled first: jobs started together on a frame not yet cached would each run its
+        # shuffles again (the topic figures once per job reading them). The trends are made
+        # before the writes start, which lists the days before this one now (trends.py).
         # More threads than the 15 tasks a day submits: an `after` task holds its thread while it
         # waits, so each must find one free.
         with ThreadPoolExecutor(max_workers=24, thread_name_prefix="mirrorlag-rollup") as pool:
@@ -154,7 +154,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 return pool.submit(run)
 
             empty = pool.submit(per.isEmpty)  # the pass
-            # Planned meanwhile: building the tables' and trends' plans takes the driver ~1.5 s.
+            # Planned while the pass runs: the driver's planning of the tables and trends overlaps it.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
             figures = hold(level_figures(per.select(*PARTITION_KEY, "record_lag", "time_lag")))
             frames = {level: hold(df) for level, df in daily.tables(parts, figures, day).items()}

@@ -10,8 +10,8 @@ samples may be spread over any segments in any order.
 
 Merge side (`merge`): the parts of each partition (Spark brings them together by key) give
 its day: the codes are sorted once (a few time-ordered runs, which a stable sort merges) and
-summarised as partition_day.timeline does, the histograms are added up and the partition's lag
-figures computed from them (`stats`). Everything but the sort runs once over all
+summarised by the rules partition_day.py states (`timeline`), the histograms are added up and
+the partition's lag figures computed from them (`stats`). Everything but the sort runs once over all
 of a task's partitions (segment reductions), not once per partition.
 """
 
@@ -307,8 +307,8 @@ def _histogram(v: np.ndarray, valid: np.ndarray, groups: Groups, table: np.ndarr
     of = groups.of_sorted()
     nulls = groups.sizes - np.add.reduceat(valid, groups.starts) if groups.n else groups.sizes
     if groups.polls:
-        # Each group's values are a row: sort the rows (numpy's vectorised sort, ~10 ms for
-        # 3.6 M values against ~100 ms to order (group, bucket) pairs), nulls last.
+        # Each group's values are a row: sort the rows (numpy's vectorised sort of equal rows is
+        # much cheaper than ordering (group, bucket) pairs), nulls last.
         rows = np.sort(np.where(valid, v, np.iinfo(np.int64).max).reshape(groups.n, groups.polls), axis=1)
         known = np.arange(groups.polls) < (groups.polls - nulls)[:, None]
         flat = rows.ravel() if known.all() else rows[known]
@@ -397,7 +397,9 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
 
 
 def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int) -> dict[str, pa.Array]:
-    """partition_day.timeline for every group at once; `codes` sorted within groups of `sizes`."""
+    """Each group's day from its samples' codes, by the rules partition_day.py states (the time
+    each sample accounts for, out of sync, at risk, stalled, stall episodes, by hour), for every
+    group at once; `codes` sorted within groups of `sizes`."""
     n = sizes.size
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
     ends = starts + sizes

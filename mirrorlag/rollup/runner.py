@@ -87,7 +87,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
         if not console.is_terminal:
             console = Console(highlight=False, width=160)  # a log file has room: no wrapped table
     days = sorted(set(opts.days))
-    # Local history: a day without data is known before Spark starts (20 s saved on a typo).
+    # Local history: a day without data is known before Spark starts (a typo fails at once).
     known = {d: day_input(opts.history, d) for d in days}
     unavailable = [(d, i.status) for d, i in known.items() if i is not None and i.status is not DayStatus.PRESENT]
     if len(unavailable) == len(days):

@@ -8,8 +8,8 @@ shuffles those partial rows by key (a few per partition, not one per sample), an
 task gives its partitions' days: seconds per state, stall episodes, the hour heat map, both lag
 histograms and the partition's lag figures.
 
-Measured on a 10,000-partition day (57.6 M rows): Spark's scan handing rows to Python (Arrow)
-costs 35-70 CPU s, its bare scan 7 CPU s, pyarrow's read of the same columns ~3 CPU s.
+A local history is read with pyarrow in the Python workers: Spark's scan handing rows to Python
+(Arrow) costs many times pyarrow's read of the same columns (tests/bench/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -18,10 +18,9 @@ DEFAULTS: dict[str, str] = {
     # The pass's Python workers (samples.partition_days) build a few GB of numpy temporaries per
     # day, task after task. glibc hands arrays over 32 MB back to the kernel at each free (mmap),
     # and every new task's arrays are then fresh pages again: on a VM that reports free pages to
-    # its host (virtio-balloon), about 1 GB/s of faults. Kept in the worker's heap, a task reuses
-    # the pages the previous one touched (measured on the 10k day: the pass's task time 28.9 ->
-    # 21.2 s, the merge tasks' alone 9.7 -> 5.3 s). The worker's peak is unchanged; it is kept
-    # until the worker exits.
+    # its host (virtio-balloon), a storm of page faults. Kept in the worker's heap, a task reuses
+    # the pages the previous one touched. The worker's peak is unchanged; it is kept until the
+    # worker exits.
     "spark.executorEnv.MALLOC_MMAP_MAX_": "0",
     "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(1 << 40),
 }

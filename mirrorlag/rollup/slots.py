@@ -3,7 +3,7 @@ time lag and the worst state, computed in the day's one pass (partials.py) for e
 
 The report draws the worst partitions only, and which they are is known after the pass; with
 their curves already summarised here, it needs no second scan of the day for them (a filtered
-scan of the 10k day cost 2.5 s of wall and 4.7 s of task time, as much as the day's bare scan).
+scan costs about as much as the day's bare scan).
 A chart is ~600 px wide: 288 slots per day are about two pixels each, and the maxima keep every
 spike a plot of all 5,760 samples would show.
 
