@@ -73,8 +73,8 @@ class LagEngine:
         log_rows, log_values = by_row(obs.log_starts, keys)  # a log start of a key not in the flows is ignored
 
         flows = self._flows
-        flows.refresh(np.unique(np.concatenate([self._c.flow[log_rows], self._c.flow[has_leo]])).tolist(),
-                      gen, obs.mean_record_bytes)
+        asked = np.concatenate([self._c.flow[log_rows], self._c.flow[has_leo]]).astype(np.int64)
+        flows.refresh(np.flatnonzero(np.bincount(asked)).tolist(), gen, obs.mean_record_bytes)
         f = flows.columns()
         c = self._c = self._c.grown(int(f.samples.max(initial=0)), int(f.limit.max(initial=0)))
         c.widen("w_count", gen)  # a sample's count grows by at most one an update
@@ -220,7 +220,7 @@ class LagEngine:
         flow = np.empty(len(order), np.int64)
         flow[new_rows] = old.flow[was[new_rows]]
         flow[fresh] = [flows.index(order[i].flow) for i in fresh.tolist()]
-        flows.refresh(np.unique(flow[fresh]).tolist(), gen, obs.mean_record_bytes)
+        flows.refresh(np.flatnonzero(np.bincount(flow[fresh])).tolist(), gen, obs.mean_record_bytes)
         c = self._c = old.moved(len(order), was[new_rows], new_rows, old.samples, old.points)
         c.widen("flow", len(flows) - 1)
         c.widen("shape", len(flows.shapes) - 1)
