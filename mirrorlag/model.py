@@ -53,8 +53,8 @@ class LroReading(NamedTuple):
     """What the LRO cache knows of one partition at the moment of a poll.
 
     A NamedTuple, like PartitionRow: cheap to build and out of the cyclic collector's sight. The
-    LRO cache keeps columns, not readings: an LroTable builds one when a key is read (LagEngine,
-    the columnar engine's rare rows, tests); the columnar engine reads the columns."""
+    LRO cache keeps columns, not readings: an LroTable builds one when a key is read (GONE rows,
+    tests); the engine reads the columns."""
 
     offset: int  # source offset of the last record the target acknowledged
     feed: str  # which feed said so: "callback", "offset-syncs", ...
@@ -98,7 +98,7 @@ class LroTable(Mapping[PartitionKey, LroReading]):
     """Every known LRO at one poll, as a read-only Mapping of LroReadings (built on access) over
     the cache's columns as they were then, one row per key of `keys` (`used` marks the rows with
     an LRO). `aligned(keys)` gives them as columns in the order of other keys, without a Python
-    object per partition (the columnar engine's path)."""
+    object per partition (the engine's path)."""
 
     __slots__ = ("_keys", "_used", "_offset", "_feed", "_changed", "_stale", "_names", "_memo", "_index")
 
@@ -109,8 +109,8 @@ class LroTable(Mapping[PartitionKey, LroReading]):
         self._offset, self._feed, self._changed, self._stale = offset, feed, changed, stale
         self._names = tuple(names)
         self._memo = memo  # [keys, table keys, row per key]: the last alignment, shared across polls
-        # key -> row, built on the first read by key (LagEngine, rare rows, tests): the columnar
-        # engine reads columns, and a dict kept from poll to poll would cost ~85 bytes a partition.
+        # key -> row, built on the first read by key (GONE rows, tests): the engine reads columns,
+        # and a dict kept from poll to poll would cost a dict entry a partition.
         self._index: dict[PartitionKey, int] | None = None
 
     @classmethod
@@ -213,8 +213,8 @@ class PartitionRow(NamedTuple):
     record_lag_max: float | None
     record_lag_avg: float | None
     time_lag_s: float | None  # now - last_caught_up; 0 when caught up; None when unknown
-    # How old the newest copied record is: when offset LRO + 1 was appended, from the poller's
-    # (LEO, time) table. 0 when caught up. Beyond the table it is the table's age, a lower bound.
+    # How long the oldest uncopied record (offset LRO + 1) has waited since it was appended, from
+    # the engine's (LEO, time) table. 0 when caught up. Beyond the table: the table's age, a lower bound.
     freshness_lag_s: float | None = None
     freshness_lower_bound: bool = False
     byte_lag_estimate: int | None = None  # record lag x mean record size; None when no feed knows sizes

@@ -4,10 +4,10 @@ of its own, not built inside the poller). The sidecar and `mirrorlag check` both
 from __future__ import annotations
 
 from mirrorlag.config.settings import Settings
-from mirrorlag.engine import ColumnarLagEngine
+from mirrorlag.engine import LagEngine
 from mirrorlag.interfaces import Engine
 
 
 def lag_engine(settings: Settings) -> Engine:
     """A fresh engine whose per-flow parameters are the settings' (read at each update)."""
-    return ColumnarLagEngine(lambda flow_id: settings.flow(flow_id).engine)
+    return LagEngine(lambda flow_id: settings.flow(flow_id).engine)

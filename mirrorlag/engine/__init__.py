@@ -3,5 +3,3 @@
 from mirrorlag.engine.lag_engine import LagEngine
 
 __all__ = ["LagEngine"]
-
-ColumnarLagEngine = LagEngine  # the old name, until its last caller moves

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from itertools import repeat
 from operator import is_
-from typing import Callable, Mapping
+from typing import Callable
 
 import numpy as np
 

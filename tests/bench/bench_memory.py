@@ -44,6 +44,7 @@ from typing import Callable
 
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed, sync_topic_location
 from mirrorlag.formats import OffsetSync, encode_offset_sync
+from mirrorlag.interfaces import LroFeed
 
 POLL_S = 15.0
 TOPIC_PARTITIONS = 100
@@ -90,7 +91,7 @@ class StandInSource:
 
 
 @dataclass
-class DrainedSyncs:
+class DrainedSyncs(LroFeed):
     """An OffsetSyncsFeed without a consumer: the records queued since the last poll are applied
     when the poller reads the feed, as its drain would (after the poll's metadata), and
     `offsets()` returns what OffsetSyncsFeed.offsets would."""
@@ -215,7 +216,7 @@ def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool:
     with pacing.around_poll() if pacing is not None else contextlib.nullcontext():
         sidecar._publish(snapshot)  # a publish is part of its poll
     gzip_bytes = len(sidecar.server.current.metrics.gzipped)
-    status_bytes = len(sidecar.server.current.status_json())  # as the first GET /status renders it
+    status_bytes = len(b"".join(sidecar.server.current.status_body().text()))  # as the first GET /status renders it
     gc.collect()
     served = _status_kib()
     bench.close()

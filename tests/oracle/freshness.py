@@ -41,8 +41,8 @@ Compact, because 100k partitions each keep up to 60 (+ 1) points:
 - The array is allocated exactly: it grows by doubling up to `cap + slack(cap)` = `cap + 1`
   points, never over-allocates, and when it is full the oldest two are dropped (so a busy table
   moves every other poll, not every poll); the count of points in use is kept beside it. One
-  point of slack, not more: a table then holds the same points as the columnar engine's
-  (ColumnarLagEngine), so the two answer alike even after the configured size grows (a bigger
+  point of slack, not more: a table then holds the same points as the engine's columns
+  (mirrorlag.engine.freshness), so the two answer alike even after the configured size grows (a bigger
   slack would keep older points that the columns never had).
 - Arrays are not objects the garbage collector traverses, and the engine keeps a table's four
   fields in its own per-partition slots (`Table`'s slot names) rather than in a table object.
