@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from mirrorlag import __version__
-from mirrorlag.errors import MirrorlagError
+from mirrorlag.errors import MirrorlagError, exit_status
 
 if TYPE_CHECKING:
     from mirrorlag.gc_pacing import GcPacing
@@ -69,30 +69,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     # librdkafka reconnect chatter is summarised by the poller once per state change.
     logging.getLogger("mirrorlag.librdkafka").setLevel(logging.CRITICAL if args.log_level != "DEBUG" else logging.DEBUG)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    try:
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "check":
-            from mirrorlag.check import run_check
+    return exit_status(lambda: _command(args))
 
-            return run_check(args.config, as_json=args.json, timeout_s=args.timeout)
-        if args.command == "demo":
-            from mirrorlag.demo.runner import run_demo
 
-            return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, history=args.history)
-        if args.command == "mirror":
-            from mirrorlag.mirror.cli import cmd_mirror
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "check":
+        from mirrorlag.check import run_check
 
-            return cmd_mirror(args)
-        if args.command == "rollup":
-            from mirrorlag.rollup.cli import cmd_rollup
+        return run_check(args.config, as_json=args.json, timeout_s=args.timeout)
+    if args.command == "demo":
+        from mirrorlag.demo.runner import run_demo
 
-            return cmd_rollup(args)
-    except MirrorlagError as exc:
-        print(f"mirrorlag: error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        return 130
+        return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, history=args.history)
+    if args.command == "mirror":
+        from mirrorlag.mirror.cli import cmd_mirror
+
+        return cmd_mirror(args)
+    if args.command == "rollup":
+        from mirrorlag.rollup.cli import cmd_rollup
+
+        return cmd_rollup(args)
     return 2
 
 

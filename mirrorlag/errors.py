@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 
 class MirrorlagError(Exception):
@@ -31,3 +33,15 @@ class ConfigError(MirrorlagError):
         if self.key:
             where = f"{where}: {self.key}" if where else self.key
         return f"{where}: {self.message}" if where else self.message
+
+
+def exit_status(command: Callable[[], int]) -> int:
+    """Run a command: a MirrorlagError ends it with its one line on stderr and its exit status,
+    Ctrl-C with 130."""
+    try:
+        return command()
+    except MirrorlagError as exc:
+        print(f"mirrorlag: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130

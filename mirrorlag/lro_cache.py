@@ -16,7 +16,7 @@ each poll's changes are a few numpy operations over one C-level lookup per parti
 A partition that leaves the poll's list leaves the cache, so a topic deleted and created again
 starts without the old log's LRO.
 `update` hands out an LroTable: the Mapping of LroReadings the engines read, frozen at that poll,
-with a column-wise path for the columnar engine. The TTL rule is TTLCache's: a value set at `t` is
+with a column-wise path for the engine. The TTL rule is TTLCache's: a value set at `t` is
 stale from `t + ttl` on, and each expiry is counted once.
 """
 

@@ -13,7 +13,7 @@ import sys
 from datetime import date, datetime, timedelta, timezone
 from typing import Sequence
 
-from mirrorlag.errors import MirrorlagError
+from mirrorlag.errors import exit_status
 from mirrorlag.rollup.errors import RollupError
 
 PROG = "mirrorlag rollup"
@@ -104,10 +104,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return cmd_rollup(args)
-    except MirrorlagError as exc:
-        print(f"mirrorlag: error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        return 130
+    return exit_status(lambda: cmd_rollup(args))
