@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
 from operator import is_
-from typing import Iterator, Mapping, NamedTuple, Sequence
+from typing import Collection, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -185,6 +185,14 @@ class PollObservation:
     read this poll. A key absent from `leos` has left the flow. `log_starts` (ListOffsets
     earliest) is read less often than the LEO: a key absent from it keeps its last known value.
     `mean_record_bytes` is per flow, from feeds that know record sizes.
+    `new_logs`: partitions whose topic was deleted and created again since the previous poll (its
+    topic ID changed, KIP-516), a new log even where the LEO did not go back.
+    `resolution_s`: by feed name, how often that feed's evidence can move at most (connect-offsets:
+    once per offset flush); a feed not named can move at every poll.
+    `oldest_uncopied`: for partitions the poller probed on the source from LRO + 1 this poll, the
+    append time (record timestamp, s) of the oldest data record not copied, or None where
+    [LRO + 1, LEO) holds no data record at the mirror's isolation level (only transaction
+    markers, or aborted records under read_committed: caught up).
     """
 
     leo_at: float
@@ -193,6 +201,9 @@ class PollObservation:
     lros: Mapping[PartitionKey, LroReading]
     log_starts: Mapping[PartitionKey, int] = field(default_factory=dict)
     mean_record_bytes: Mapping[FlowId, float] = field(default_factory=dict)
+    new_logs: Collection[PartitionKey] = frozenset()
+    resolution_s: Mapping[str, float] = field(default_factory=dict)
+    oldest_uncopied: Mapping[PartitionKey, float | None] = field(default_factory=dict)
 
 
 class PartitionRow(NamedTuple):
