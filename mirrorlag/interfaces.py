@@ -101,6 +101,9 @@ class PollStats:
 
     polls_total: int = 0
     poll_errors_total: dict[str, int] = field(default_factory=dict)  # by source cluster alias
+    # Topic-level metadata errors other than UNKNOWN_TOPIC_OR_PART, by source cluster alias: the
+    # topic is kept with the partitions of its previous discovery (only "does not exist" is GONE).
+    metadata_errors_total: dict[str, int] = field(default_factory=dict)
     last_poll_duration_s: float = 0.0
     last_poll_at: float | None = None
     last_success_at: float | None = None
