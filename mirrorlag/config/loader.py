@@ -8,6 +8,7 @@ default. Every value remembers the file and line it came from so that errors can
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 from pathlib import Path
@@ -30,6 +31,8 @@ from mirrorlag.config.settings import (
 from mirrorlag.errors import ConfigError
 
 Props = Mapping[str, Prop]
+
+log = logging.getLogger(__name__)
 
 
 class _Bad(ValueError):
@@ -231,9 +234,19 @@ FLOW_KEYS: dict[str, Row] = {
     "replication.lag.time.max.ms": (_seconds(1), "30000"),
     "metrics.sample.window.ms": (_seconds(1), "30000"),
     "metrics.num.samples": (_integer(1), "2"),
+    # mirrorlag's own engine knobs: each flow has its own EngineParams.
+    "mirrorlag.freshness.table.points": (_integer(2), "60"),
+    "mirrorlag.retention.headroom.warn.ms": (_seconds(1), "3600000"),
 }
 
-# Top level only. Every `mirrorlag.*` key not listed here is an error (typos must not pass).
+# Why a key can only be global, for the warning when it is given per flow (`A->B.K`).
+_ONLY_GLOBAL = {
+    "replication.record.lag.metric.refresh.interval": "one poll schedule reads every flow",
+    "replication.record.lag.metric.last.replicated.offset.ttl": "one LRO cache holds every flow's offsets",
+}
+
+# Top level only. Every `mirrorlag.*` key not listed here or in FLOW_KEYS is an error (typos must
+# not pass); `A->B.K` for one of these is a warning (the global value is used).
 GLOBAL_KEYS: dict[str, Row] = {
     "replication.record.lag.metric.refresh.interval": (_refresh_interval, "15000"),
     "replication.record.lag.metric.last.replicated.offset.ttl": (_seconds(1), "20000"),
@@ -242,8 +255,6 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.leo.chunk.size": (_integer(1), "250"),
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
-    "mirrorlag.freshness.table.points": (_integer(2), "60"),
-    "mirrorlag.retention.headroom.warn.ms": (_seconds(1), "3600000"),
     "mirrorlag.retention.poll.interval.ms": (_seconds(1), "60000"),
     "mirrorlag.metadata.max.age.ms": (_seconds(0), "0"),
     "mirrorlag.metrics.detail": (_choice("full", "lag"), "full"),
@@ -282,7 +293,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
     _check_own_keys(props)
     own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
     clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
-    flows = tuple(_flow(props, s, t, own) for s, t in _flow_pairs(props, aliases, clusters_prop))
+    flows = tuple(_flow(props, s, t) for s, t in _flow_pairs(props, aliases, clusters_prop))
     host, port = own["mirrorlag.http.listener"]
     return Settings(
         files=files,
@@ -343,11 +354,30 @@ def _clusters(props: Props, files: tuple[Path, ...]) -> tuple[list[str], Prop]:
 
 def _check_own_keys(props: Props) -> None:
     # Compare what follows "mirrorlag.": the shared prefix would make every key look close.
-    known = [key.removeprefix("mirrorlag.") for key in GLOBAL_KEYS if key.startswith("mirrorlag.")]
+    known = [key.removeprefix("mirrorlag.") for key in (*GLOBAL_KEYS, *FLOW_KEYS) if key.startswith("mirrorlag.")]
     for key, prop in props.items():
-        if key.startswith("mirrorlag.") and key not in GLOBAL_KEYS:
-            close = difflib.get_close_matches(key.removeprefix("mirrorlag."), known, n=1)
+        own = key[key.index(".") + 1:] if _FLOW_PREFIX.match(key) else key  # A->B.mirrorlag.x: mirrorlag.x
+        if own.startswith("mirrorlag.") and own not in GLOBAL_KEYS and own not in FLOW_KEYS:
+            close = difflib.get_close_matches(own.removeprefix("mirrorlag."), known, n=1)
             raise error_at(prop, "unknown key" + (f"; did you mean mirrorlag.{close[0]}?" if close else ""))
+
+
+_FLOW_PREFIX = re.compile(r"[^.]*->[^.]*\.")  # A->B. (MM2's cluster aliases have no dots in practice)
+
+
+def _warn_global_only(props: Props, source: str, target: str) -> None:
+    """One warning per `A->B.K` whose K can only be global, naming where it was set and what is
+    used instead (never silently ignored). None of these keys holds a secret."""
+    for key in GLOBAL_KEYS:
+        prop = props.get(f"{source}->{target}.{key}")
+        if prop is None:
+            continue
+        why = _ONLY_GLOBAL.get(key, "it is read once for the whole sidecar")
+        used = props.get(key)
+        instead = (f"{key} = {used.value.strip()} from {used.file}:{used.line}" if used is not None
+                   else f"{key} = {GLOBAL_KEYS[key][1]} (the default)")
+        log.warning("%s:%d: %s is ignored: %s cannot take a per-flow value (%s); using %s",
+                    prop.file, prop.line, prop.key, key, why, instead)
 
 
 def _cluster(alias: str, props: Props, clusters_prop: Prop) -> ClusterSettings:
@@ -390,12 +420,14 @@ def _flow_pairs(props: Props, aliases: list[str], clusters_prop: Prop) -> list[t
     return pairs
 
 
-def _flow(props: Props, source: str, target: str, own: Mapping[str, Any]) -> FlowSettings:
+def _flow(props: Props, source: str, target: str) -> FlowSettings:
     def prop(key: str) -> Prop | None:
         return props.get(f"{source}->{target}.{key}") or props.get(key)
 
     def get(key: str) -> Any:
         return _value(prop(key), FLOW_KEYS[key])
+
+    _warn_global_only(props, source, target)
 
     # ConfigUtils.translateDeprecatedConfigs: topics.blacklist only counts if topics.exclude is
     # unset at both levels (the flow's view merges them before translating).
@@ -418,8 +450,8 @@ def _flow(props: Props, source: str, target: str, own: Mapping[str, Any]) -> Flo
             lag_time_max_s=get("replication.lag.time.max.ms"),
             sample_window_s=get("metrics.sample.window.ms"),
             num_samples=get("metrics.num.samples"),
-            freshness_points=own["mirrorlag.freshness.table.points"],
-            retention_warn_s=own["mirrorlag.retention.headroom.warn.ms"],
+            freshness_points=get("mirrorlag.freshness.table.points"),
+            retention_warn_s=get("mirrorlag.retention.headroom.warn.ms"),
         ),
         connect_offsets_topic=_connect_offsets_topic(props, source, target),
     )

@@ -523,7 +523,8 @@ def test_unknown_mirrorlag_key_without_suggestion(tmp_path: Path) -> None:
 
 
 def test_mirrorlag_keys_are_one_table() -> None:
-    own = {k for k in loader.GLOBAL_KEYS if k.startswith("mirrorlag.")}
+    own = {k for k in (*loader.GLOBAL_KEYS, *loader.FLOW_KEYS) if k.startswith("mirrorlag.")}
+    assert not set(loader.GLOBAL_KEYS) & set(loader.FLOW_KEYS)
     assert own == {
         "mirrorlag.http.listener",
         "mirrorlag.leo.isolation.level",
@@ -893,3 +894,73 @@ def test_metadata_max_age(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_settings([config])
     assert f"{config}:" in str(info.value) and "mirrorlag.metadata.max.age.ms" in str(info.value)
+
+
+# --- per-flow (A->B.) KIP-971 and engine keys: honoured, or warned about --------------------------
+
+THREE = """\
+clusters = A, B, C
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+C.bootstrap.servers = c:9092
+A->B.enabled = true
+A->C.enabled = true
+"""
+
+
+def test_engine_keys_are_honoured_per_flow(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = load(tmp_path, THREE + (
+        "replication.lag.time.max.ms = 45000\n"
+        "A->B.replication.lag.time.max.ms = 90000\n"
+        "A->B.metrics.sample.window.ms = 10000\n"
+        "A->B.metrics.num.samples = 4\n"
+        "mirrorlag.freshness.table.points = 30\n"
+        "A->C.mirrorlag.freshness.table.points = 200\n"
+        "A->C.mirrorlag.retention.headroom.warn.ms = 60000\n"
+    ))
+    ab, ac = settings.flow(FlowId("A", "B")).engine, settings.flow(FlowId("A", "C")).engine
+    assert ab == EngineParams(lag_time_max_s=90.0, sample_window_s=10.0, num_samples=4, freshness_points=30)
+    assert ac == EngineParams(lag_time_max_s=45.0, freshness_points=200, retention_warn_s=60.0)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_bad_per_flow_engine_value_points_at_it(tmp_path: Path) -> None:
+    err = load_error(tmp_path, BASE + "A->B.mirrorlag.freshness.table.points = 1\n")
+    assert assert_at(err, f0(tmp_path), NEXT, "A->B.mirrorlag.freshness.table.points").endswith("expected an integer >= 2, got '1'")
+
+
+def test_unknown_per_flow_mirrorlag_key_is_an_error(tmp_path: Path) -> None:
+    err = load_error(tmp_path, BASE + "A->B.mirrorlag.freshness.table.pionts = 3\n")
+    assert assert_at(err, f0(tmp_path), NEXT, "A->B.mirrorlag.freshness.table.pionts").endswith(
+        "unknown key; did you mean mirrorlag.freshness.table.points?")
+
+
+def test_global_only_keys_given_per_flow_are_warned_once_with_the_value_used(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="mirrorlag.config.loader")
+    settings = load(tmp_path, THREE + (
+        "replication.record.lag.metric.refresh.interval = 5000\n"
+        "A->B.replication.record.lag.metric.refresh.interval = 1000\n"
+        "A->C.replication.record.lag.metric.last.replicated.offset.ttl = 99000\n"
+        "A->B.mirrorlag.leo.chunk.size = 10\n"
+    ))
+    assert (settings.refresh_interval_s, settings.lro_ttl_s, settings.leo_chunk_size) == (5.0, 20.0, 250)
+    file = f0(tmp_path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        f"{file}:8: A->B.replication.record.lag.metric.refresh.interval is ignored: "
+        "replication.record.lag.metric.refresh.interval cannot take a per-flow value (one poll schedule "
+        f"reads every flow); using replication.record.lag.metric.refresh.interval = 5000 from {file}:7",
+        f"{file}:10: A->B.mirrorlag.leo.chunk.size is ignored: mirrorlag.leo.chunk.size cannot take a "
+        "per-flow value (it is read once for the whole sidecar); using mirrorlag.leo.chunk.size = 250 (the default)",
+        f"{file}:9: A->C.replication.record.lag.metric.last.replicated.offset.ttl is ignored: "
+        "replication.record.lag.metric.last.replicated.offset.ttl cannot take a per-flow value (one LRO "
+        "cache holds every flow's offsets); using replication.record.lag.metric.last.replicated.offset.ttl "
+        "= 20000 (the default)",
+    ]
+
+
+def test_a_disabled_flows_keys_are_not_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="mirrorlag.config.loader")
+    load(tmp_path, BASE + "B->A.replication.record.lag.metric.refresh.interval = 1000\n")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
