@@ -75,11 +75,13 @@ class LroCache:
                         self._stale.copy(), self._names, self._memo)
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
-        """Drop partitions that metadata says are gone or that left their flow (a key list handed
-        to `update` does so by itself)."""
+        """Drop the LROs of `keys` and keep their rows: a partition whose log is new (RESET, or
+        its topic ID changed) has no LRO until a feed reports one again, and one that left its
+        flow has none either (a key list handed to `update` drops its row by itself).
+        One C-level membership test per row, and only when there are keys to drop."""
         drop = set(keys)
-        if drop:
-            self._used[[i for i, key in enumerate(self._keys) if key in drop]] = False
+        if drop and (n := len(self._keys)):
+            self._used &= ~np.fromiter(map(drop.__contains__, self._keys), bool, n)
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self._used))

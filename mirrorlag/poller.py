@@ -24,6 +24,8 @@ from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snaps
 
 log = logging.getLogger(__name__)
 
+_GONE, _RESET = STATES.index(State.GONE), STATES.index(State.RESET)
+
 
 @dataclass(frozen=True)
 class _SourceView:
@@ -155,15 +157,22 @@ class Poller:
         self._metadata_due: dict[str, float] = {}
         self._stale_metadata: set[str] = set()
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
+        self._new_logs: list[PartitionKey] = []  # this poll's partitions whose topic ID changed
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
         leo_at = started
         leos: dict[PartitionKey, int | None] = {}
         failed = False
+        self._new_logs = []
         for source in self.sources.values():
             failed |= not self._read_source(source, leos, started)
         log_starts = self._read_log_starts(leos, started)
+        new_logs = self._new_logs
+        if new_logs:
+            # Topics deleted and created again since the last discovery: the old logs' LROs leave
+            # the feeds and the cache before any LRO is read, and the engine is told (RESET).
+            self._drop_lros(new_logs)
         now = self.clock()
         by_feed: dict[str, Mapping[PartitionKey, int]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
@@ -178,9 +187,14 @@ class Poller:
         views = [self._views[alias] for alias in self.sources if alias in self._views]
         lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos))
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
-        snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes))
+        snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
+                                                      new_logs=frozenset(new_logs)))
         cols = snapshot.columns
-        self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == STATES.index(State.GONE)).tolist()])
+        self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()])
+        # A RESET row's LRO is the old log's: it leaves the feeds and the cache, so the partition
+        # reads UNKNOWN until evidence about the new log arrives (one vectorised test when none is).
+        if (reset := np.flatnonzero(cols.state == _RESET)).size:
+            self._drop_lros([cols.keys[i] for i in reset.tolist()])
         for heartbeats in self.heartbeats:
             self.stats.heartbeat_ms.update(heartbeats.newest())
 
@@ -214,11 +228,19 @@ class Poller:
         known = self._views.get(alias)
         pending = source.request_end_offsets(known.partitions) if known is not None else None
         try:
-            if known is None or alias in self._stale_metadata or started >= self._metadata_due.get(alias, 0.0):
+            discovered = known is None or alias in self._stale_metadata or started >= self._metadata_due.get(alias, 0.0)
+            if discovered:
                 self._topology.update(source.discover())
                 self._metadata_due[alias] = started + self.settings.metadata_max_age_s
                 self._stale_metadata.discard(alias)
+                # (getattr: stand-in sources of tests and benchmarks have neither)
+                self.stats.metadata_errors_total[alias] = getattr(source, "metadata_errors", 0)
             view = self._view(source)
+            if discovered and (recreated := getattr(source, "recreated", ())):
+                for flow in source.flows:
+                    by_topic = self._keys_by_topic.get(flow.id, {})
+                    self._new_logs += [key for topic in recreated if topic in by_topic
+                                       for key in by_topic[topic] if key is not None]
             offsets = source.end_offsets(view.partitions, pending)
             if None in offsets.values():
                 # A partition that did not answer may be gone (or new to a broker): read the
@@ -286,6 +308,12 @@ class Poller:
             return
         for feed in self.feeds:  # the trackers' feeds among them
             feed.forget(keys)
+
+    def _drop_lros(self, keys: list[PartitionKey]) -> None:
+        """The LROs of partitions whose log is new (RESET, or a topic ID changed) leave the feeds
+        and the cache; the partitions stay (UNKNOWN until evidence about the new log arrives)."""
+        self._forget(keys)
+        self.cache.forget(keys)
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""

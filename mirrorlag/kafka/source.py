@@ -6,10 +6,11 @@ import concurrent.futures
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, IsolationLevel, KafkaError, KafkaException, TopicCollection,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
 
@@ -19,6 +20,7 @@ from mirrorlag.model import FlowId
 
 # librdkafka logs every reconnect; the poller logs state changes once instead.
 LIBRDKAFKA_LOGGER = logging.getLogger("mirrorlag.librdkafka")
+log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
 # A flow's partitions as metadata lists them: per topic (sorted by name), its partition numbers
@@ -161,7 +163,11 @@ class PendingOffsets:
 
 @dataclass
 class SourceCluster:
-    """One source cluster's admin client and the flows that read from it."""
+    """One source cluster's admin client and the flows that read from it.
+
+    Between discoveries it remembers each replicated topic's partitions and topic ID (KIP-516): a
+    topic-level metadata error other than "does not exist" keeps the topic with the partitions it
+    had, and a topic whose ID changed was deleted and created again (`recreated`)."""
 
     alias: str
     admin: AdminClient
@@ -169,18 +175,75 @@ class SourceCluster:
     timeout_s: float
     chunk_size: int
     isolation: IsolationLevel
+    # Topic-level metadata errors other than UNKNOWN_TOPIC_OR_PART (the topic is kept), counted.
+    metadata_errors: int = 0
+    # The replicated topics whose topic ID changed at the last discovery (deleted and created again).
+    recreated: frozenset[str] = frozenset()
+    _partitions: dict[str, Sequence[int]] = field(default_factory=dict)  # topic -> partitions, last discovery
+    _topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> its topic ID, last seen
 
     def discover(self) -> dict[FlowId, Topology]:
-        """The partitions each flow replicates, from a fresh metadata request."""
+        """The partitions each flow replicates, from a fresh metadata request; `recreated` names
+        the replicated topics whose topic ID changed since the previous discovery.
+
+        Only an answer that a topic does not exist (UNKNOWN_TOPIC_OR_PART) drops it: any other
+        topic-level error (leader not available, authorization, ...) keeps the partitions of the
+        previous discovery and is counted in `metadata_errors`."""
+        # The topic IDs of the topics known so far are asked first, so that round trip overlaps
+        # the metadata request; those of new topics are asked after it.
+        known_ids = self._request_topic_ids(list(self._partitions))
         try:
             metadata = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
             raise SourceUnavailable(f"metadata from cluster {self.alias}: {exc.args[0]}{self._cause()}") from None
         if isinstance(self.admin, SourceAdmin):
             self.admin.last_error = None  # answered: an older error is no cause of a later failure
-        topics = sorted(name for name, meta in metadata.topics.items() if meta.error is None)
-        numbers = {name: _numbers(metadata.topics[name].partitions) for name in topics}
+        numbers: dict[str, Sequence[int]] = {}
+        for name, meta in metadata.topics.items():
+            if meta.error is None:
+                numbers[name] = _numbers(meta.partitions)
+            elif meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue  # deleted: GONE
+            else:
+                self.metadata_errors += 1
+                if name in self._partitions:
+                    numbers[name] = self._partitions[name]
+                log.debug("metadata from cluster %s: topic %s: %s; keeping its partitions", self.alias, name, meta.error)
+        # A topic known before that this answer does not name at all is gone as well.
+        replicated = {t for t in numbers if any(flow.should_replicate(t) for flow in self.flows)}
+        self._partitions = {t: numbers[t] for t in replicated}
+        new_ids = self._request_topic_ids([t for t in replicated if t not in known_ids])
+        self.recreated = frozenset(self._check_topic_ids({**known_ids, **new_ids}, replicated))
+        topics = sorted(replicated)
         return {flow.id: tuple((t, numbers[t]) for t in topics if flow.should_replicate(t)) for flow in self.flows}
+
+    def _request_topic_ids(self, topics: list[str]) -> dict[str, concurrent.futures.Future]:
+        """DescribeTopics for `topics`, sent at once: per topic, a future of its description."""
+        if not topics:
+            return {}
+        try:
+            return self.admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout_s)
+        except (KafkaException, AttributeError, TypeError, ValueError) as exc:  # a stand-in admin, a refused request
+            log.debug("topic IDs from cluster %s: %s", self.alias, exc)
+            return {}
+
+    def _check_topic_ids(self, futures: Mapping[str, concurrent.futures.Future], replicated: set[str]) -> set[str]:
+        """Reads the topic IDs asked, keeps the newest of each replicated topic, and returns the
+        topics whose ID differs from the one seen before. A topic whose ID could not be read this
+        time keeps its last one (it is compared at the next discovery that reads it)."""
+        concurrent.futures.wait(list(futures.values()), timeout=self.timeout_s + 1)
+        changed: set[str] = set()
+        ids = {t: i for t, i in self._topic_ids.items() if t in replicated}
+        for topic, future in futures.items():
+            if topic not in replicated or not future.done() or future.exception() is not None:
+                continue
+            topic_id = str(future.result().topic_id)
+            before = ids.get(topic)
+            if before is not None and before != topic_id:
+                changed.add(topic)
+            ids[topic] = topic_id
+        self._topic_ids = ids
+        return changed
 
     def request_end_offsets(self, partitions: Sequence[PartitionRef]) -> PendingOffsets:
         """Sends ListOffsets `latest` for `partitions` and returns at once: a poll asks for the

@@ -172,3 +172,18 @@ def test_rows_in_finds_kept_keys_by_identity_and_equal_copies_by_equality():
     assert rows_in([], new).tolist() == [-1] * 5 and rows_in(old, []).tolist() == []
     fresh = [PartitionKey(*k) for k in reversed(old)]  # every key built anew
     assert rows_in(old, fresh).tolist() == [5, 4, 3, 2, 1, 0]
+
+
+def test_forget_keeps_the_row_and_a_new_offset_enters_as_new():
+    """A RESET (or a changed topic ID) drops the old log's LRO but not the partition: its row stays
+    in the poll's key order, empty until a feed reports an offset of the new log."""
+    cache = LroCache(ttl_s=20)
+    keys = (K1, K2)
+    cache.update({"offset-syncs": {K1: 99, K2: 50}}, now=0.0, keys=keys)
+    cache.forget([K1, PartitionKey("A", "B", "other", 0)])  # a key without a row is ignored
+    table = cache.update({}, now=1.0, keys=keys)
+    assert set(table) == {K2} and len(cache) == 1
+    table = cache.update({"offset-syncs": {K1: 3}}, now=2.0, keys=keys)
+    assert (table[K1].offset, table[K1].changed_at, table[K1].stale) == (3, 2.0, False)
+    cache.forget([])
+    assert len(cache) == 2

@@ -7,7 +7,7 @@ from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.interfaces import LroFeed
 from mirrorlag.kafka.source import partitions_of
-from mirrorlag.model import FlowId
+from mirrorlag.model import FlowId, PartitionKey, State
 from mirrorlag.poller import Poller
 from mirrorlag.wiring import lag_engine
 
@@ -215,3 +215,98 @@ def test_keys_by_topic_name_each_flows_own_keys_also_where_numbers_have_gaps(tmp
     assert list(dst["g"]) == [view.keys[2], None, None, view.keys[3]] and dst["a"] == view.keys[:2]
     assert [k[-2:] for k in view.partitions] == [("a", 0), ("a", 1), ("g", 0), ("g", 3)]
     assert view.key_parts[4:] == view.keys[2:4]  # dr's g partitions are asked as dst's
+
+
+class RecordingFeed(LroFeed):
+    """Reports fixed offsets and records what the poller makes it forget."""
+
+    name = "offset-syncs"
+    bad_records = 0
+    reader = None
+
+    def __init__(self, offsets) -> None:
+        self.lros = dict(offsets)
+        self.forgotten: list = []
+
+    def offsets(self):
+        return dict(self.lros)
+
+    def forget(self, keys) -> None:
+        keys = list(keys)
+        self.forgotten.append(sorted((k.topic, k.partition) for k in keys))
+        for key in keys:
+            self.lros.pop(key, None)
+
+
+class RecreatingSource(FreshSource):
+    """A FreshSource whose `recreated` names topics as SourceCluster.discover does."""
+
+    def __init__(self, flows, topics, leos) -> None:
+        super().__init__(flows, topics)
+        self.leos = leos
+        self.recreated: frozenset = frozenset()
+        self.metadata_errors = 0
+
+    def end_offsets(self, partitions, pending=None):
+        return {tp: self.leos.get(tuple(tp[-2:]), 10) for tp in partitions}
+
+
+def _recording_poller(tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
+                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
+    settings = load_settings([config])
+    flow = settings.flows[0]
+    keys = {(t, p): PartitionKey("src", "dst", t, p) for t, n in (("a", 2), ("b", 1)) for p in range(n)}
+    feed = RecordingFeed({keys["a", 0]: 9, keys["a", 1]: 9, keys["b", 0]: 9})
+    poller = Poller(settings, lag_engine(settings), feeds=[feed])
+    source = RecreatingSource([flow], {"a": 2, "b": 1}, {})
+    poller.sources = {"src": source}  # type: ignore[dict-item]
+    seen = []
+    update = poller.engine.update
+    poller.engine.update = lambda obs: (seen.append(obs), update(obs))[1]  # type: ignore[method-assign]
+    return poller, source, feed, seen
+
+
+def _by_topic(snapshot):
+    return {(r.key.topic, r.key.partition): (r.state, r.lro) for r in snapshot.rows}
+
+
+def test_a_changed_topic_id_drops_the_old_lros_before_they_are_read_and_tells_the_engine(tmp_path):
+    poller, source, feed, seen = _recording_poller(tmp_path)
+    poller.poll_once()
+    assert _by_topic(poller.poll_once())["a", 0][1] == 9 and feed.forgotten == []
+    assert seen[-1].new_logs == frozenset()
+    source.recreated = frozenset({"a"})
+    snapshot = poller.poll_once()
+    assert feed.forgotten[0] == [("a", 0), ("a", 1)]
+    assert {(k.topic, k.partition) for k in seen[-1].new_logs} == {("a", 0), ("a", 1)}
+    assert not any(k.topic == "a" for k in seen[-1].lros)  # dropped from the cache before the engine read it
+    rows = _by_topic(snapshot)
+    assert rows["a", 0] == rows["a", 1] == (State.RESET, None) and rows["b", 0][1] == 9
+    source.recreated = frozenset()
+    rows = _by_topic(poller.poll_once())
+    assert rows["a", 0] == rows["a", 1] == (State.UNKNOWN, None)
+    assert seen[-1].new_logs == frozenset()
+
+
+def test_a_reset_row_drops_its_lro_from_the_feeds_and_the_cache(tmp_path):
+    poller, source, feed, _ = _recording_poller(tmp_path)
+    source.leos = {("a", 0): 100}
+    poller.poll_once()
+    poller.poll_once()
+    source.leos = {("a", 0): 5}  # the LEO went back: a new log
+    rows = _by_topic(poller.poll_once())
+    assert rows["a", 0][0] == State.RESET
+    assert feed.forgotten == [[("a", 0)]]
+    assert len(poller.cache) == 2
+    rows = _by_topic(poller.poll_once())
+    assert rows["a", 0] == (State.UNKNOWN, None) and rows["a", 1][1] == 9
+    assert feed.forgotten == [[("a", 0)]]  # once, not at every poll
+
+
+def test_metadata_errors_are_counted_per_source(tmp_path):
+    poller, source, _, _ = _recording_poller(tmp_path)
+    source.metadata_errors = 3
+    poller.poll_once()
+    assert poller.stats.metadata_errors_total == {"src": 3}
