@@ -16,7 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from mirrorlag.config.settings import Settings
 from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
-from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages
+from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages, policies_of
 from mirrorlag.exporters.status import status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.gc_pacing import GcPacing
@@ -44,7 +44,7 @@ class Sidecar:
         # embedded in someone else's process (tests, the demo) leaves it alone.
         self.gc_pacing = gc_pacing
         self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
-        self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full")
+        self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full", policies=policies_of(settings.flows))
         self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
         self.latest: Snapshot | None = None
         self.listeners: list[Callable[[Snapshot], None]] = []

@@ -12,6 +12,12 @@ object per line. A float column holding an infinity is formatted in Python inste
 Prometheus's spelling (+Inf, -Inf). The small per-flow and self metrics go through a
 prometheus_client collector. Unknown values have no series (unknown is never 0); a GONE
 partition shows once in `mirrorlag_partition_state` and its label sets then go.
+
+Labels (DESIGN §3): a partition's series carry the source `topic`; MM2's own metrics tag the
+remote topic, so `mirrorlag_topic_info{source,target,topic,remote_topic} 1` (one series per topic,
+its text made once per topic set) joins the two in PromQL without a label on every partition
+series. No series carries a label whose value changes from poll to poll: which feed gave a
+partition's LRO is counted per flow in `mirrorlag_flow_partitions_by_lro_feed{feed}`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,14 +39,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 from prometheus_client.registry import Collector
 
 from mirrorlag import __version__
+from mirrorlag.config.policy import ReplicationPolicy
+from mirrorlag.config.settings import FlowSettings
 from mirrorlag.history import HistoryStats
 from mirrorlag.interfaces import PollStats
 from mirrorlag.model import STATES, FlowId, PartitionKey, RowColumns, Snapshot, State
 
 RECORD_LAG_HELP = (
     "Records the mirror still has to copy: source log-end offset - (last replicated offset + 1), "
-    "0 when caught up (KIP-971 replication-record-lag, which reads 1 when caught up). An offset "
-    "distance: transaction markers and compaction gaps make it an upper bound on records."
+    "0 when caught up (KIP-971 replication-record-lag, which reads 1 when caught up), 0 too when "
+    "only transaction markers or aborted records remain. An offset distance: compaction gaps and "
+    "markers between records make it an upper bound on records."
 )
 
 # Distribution buckets across a flow's partitions (KAFKA-8833's histograms, for a mirror).
@@ -57,7 +66,6 @@ class Family:
     help: str
     field: str  # the snapshot column it shows
     detail: bool = False  # only with mirrorlag.metrics.detail = full
-    feed: bool = False  # also labelled with the feed the LRO came from: feed="..."
     positive_only: bool = False  # a series only where the value is > 0
 
     def values(self, cols: RowColumns) -> tuple[np.ndarray, np.ndarray]:
@@ -72,22 +80,23 @@ class Family:
 _GONE = STATES.index(State.GONE)
 _STATE_TEXTS = pa.array([state.value for state in STATES], pa.string())
 _FLOW_OF_KEY = itemgetter(0, 1)  # PartitionKey -> (source, target), without a FlowId per row
+_TOPIC_OF_KEY = itemgetter(0, 1, 2)  # PartitionKey -> (source, target, topic)
 
 FAMILIES: tuple[Family, ...] = (
     Family("mirrorlag_replication_record_lag", RECORD_LAG_HELP, "record_lag"),
     Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min"),
     Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max"),
     Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg"),
-    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up).", "time_lag_s"),
-    Family("mirrorlag_replication_freshness_lag_seconds", "Age of the newest record the mirror has not copied yet, i.e. how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
+    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up). Caught up is credited at poll times: high by at most one poll interval, never low.", "time_lag_s"),
+    Family("mirrorlag_replication_freshness_lag_seconds", "How long the oldest record the mirror has not copied (offset last replicated + 1) has waited since it was appended, on the sidecar's clock: how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
     Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", "freshness_lower_bound"),
     Family("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", "byte_lag_estimate"),
     Family("mirrorlag_retention_headroom_seconds", "Estimated seconds until the source's retention deletes records the mirror has not copied (only where deletion is in sight).", "retention_headroom_s"),
     Family("mirrorlag_partition_records_lost", "Records the source deleted before the mirror copied them (present only when > 0).", "records_lost", positive_only=True),
-    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest) at the last poll.", "leo", detail=True),
+    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest: the next record's offset; the last stable offset under mirrorlag.leo.isolation.level = read_committed) at the last poll.", "leo", detail=True),
     Family("mirrorlag_source_log_start_offset", "Source partition log-start offset (ListOffsets earliest), last read.", "log_start", detail=True),
-    Family("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged.", "lro", detail=True, feed=True),
-    Family("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", "lro_age_s", detail=True, feed=True),
+    Family("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged: a lower bound, the highest any feed proves (mirrorlag_flow_partitions_by_lro_feed counts which feed won).", "lro", detail=True),
+    Family("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", "lro_age_s", detail=True),
     Family("mirrorlag_source_append_records_per_second", "Source append rate over the sample windows.", "append_rate", detail=True),
     Family("mirrorlag_mirror_copy_records_per_second", "Mirror copy rate over the sample windows.", "copy_rate", detail=True),
     Family("mirrorlag_catch_up_estimate_seconds", "Estimated seconds until caught up, while the mirror copies faster than the source appends.", "catch_up_s", detail=True),
@@ -141,12 +150,6 @@ class PartitionBlock:
         live = states != _GONE  # GONE rows show in the state family only
         everyone = bool(live.all())
         live_labels = labels if everyone else labels.filter(pa.array(live))
-        with_feed: Future[pa.StringArray] | None = None  # the label texts and feed="...", once per render
-        if any(family.feed for family in self.families):
-            # On a writer thread, while the first families are written: queued before every
-            # family, so a family that waits for it never waits on a queued job.
-            index = cols.feed_index()
-            with_feed = self._pool.submit(_feed_labels, live_labels, index if everyone else index[live], cols.feed_names)
 
         def family_chunk(family: Family) -> Pieces:
             values, valid = family.values(cols)
@@ -155,8 +158,7 @@ class PartitionBlock:
             head = f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n"
             if not valid.any():  # no series (often so: catch-up estimates, records lost, ...)
                 return (head.encode(),)
-            return _chunk(head, f"{family.name}{{", with_feed.result() if with_feed and family.feed else live_labels, "} ",
-                          _number_texts(values, valid), "\n")
+            return _chunk(head, f"{family.name}{{", live_labels, "} ", _number_texts(values, valid), "\n")
 
         def state_chunk() -> Pieces:
             return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
@@ -166,13 +168,6 @@ class PartitionBlock:
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
         yield from _in_order(self._pool, [partial(_then, job, encode) for job in jobs], ahead=_WRITERS)
-
-
-def _feed_labels(labels: pa.StringArray, index: np.ndarray, names: tuple[str, ...]) -> pa.StringArray:
-    """The label texts with feed="..." (the feed the LRO came from; empty where none). `index`
-    indexes (*names, none): each feed's text is escaped once, then taken per row."""
-    texts = _escaped(pa.array([*names, ""], pa.string()))
-    return pc.binary_join_element_wise(labels, ',feed="', texts.take(pa.array(index)), '"', "")
 
 
 def _then(job: Callable[[], Pieces], encode: Callable[[Pieces], T]) -> T:
@@ -233,6 +228,41 @@ def _joined(lines: pa.StringArray) -> pa.Buffer:
     return data[int(offsets[0]):int(offsets[-1])]
 
 
+TOPIC_INFO_HELP = (
+    "1 per flow and source topic, naming the topic MM2 writes on the target (its replication "
+    "policy): MM2's own MirrorSourceConnector metrics tag topic with that remote topic. Join with "
+    "* on(source, target, topic) group_left(remote_topic) mirrorlag_topic_info."
+)
+
+
+def _label_value(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+class TopicInfo:
+    """`mirrorlag_topic_info{source,target,topic,remote_topic} 1`, one series per flow and source
+    topic: the join key between mirrorlag's series (source topic) and MM2's metrics (remote topic).
+    A label on every partition series would repeat the remote name 100k times a scrape; this is
+    one line per topic, its text made only when the rows' keys change (the engine hands over the
+    same key list poll after poll). Flows whose replication policy is not known get no series."""
+
+    def __init__(self, policies: Mapping[tuple[str, str], ReplicationPolicy]) -> None:
+        self.policies = dict(policies)
+        self._keys: Sequence[PartitionKey] | None = None
+        self._text = b""
+
+    def text(self, keys: Sequence[PartitionKey]) -> bytes:
+        if keys is not self._keys and keys != self._keys:
+            lines = [f"# HELP mirrorlag_topic_info {TOPIC_INFO_HELP}\n# TYPE mirrorlag_topic_info gauge\n"]
+            for source, target, topic in sorted(dict.fromkeys(map(_TOPIC_OF_KEY, keys))):
+                policy = self.policies.get((source, target))
+                if policy is not None:
+                    lines.append(f'mirrorlag_topic_info{{source="{_label_value(source)}",target="{_label_value(target)}",'
+                                 f'topic="{_label_value(topic)}",remote_topic="{_label_value(policy.remote_topic(source, topic))}"}} 1\n')
+            self._keys, self._text = keys, "".join(lines).encode()
+        return self._text
+
+
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
     """Seconds between the newest replicated heartbeat (the emitter's clock) and the last poll."""
     if stats.last_poll_at is None:
@@ -276,6 +306,32 @@ class FlowCollector(Collector):
                             flows, code, lag, lag_known & (cols.state != _GONE), RECORD_LAG_BUCKETS)
         yield _distribution("mirrorlag_flow_time_lag_seconds_partitions", "Partitions of the flow by time lag in seconds, at the last poll (a gauge histogram).",
                             flows, code, time_lag, time_known, TIME_LAG_BUCKETS)
+        yield self._by_feed(cols, flows, code)
+
+    @staticmethod
+    def _by_feed(cols: RowColumns, flows: list[tuple[str, str]], code: np.ndarray) -> GaugeMetricFamily:
+        """Partitions of each flow by the feed their LRO came from. Which feed wins changes from
+        poll to poll (offset-syncs and connect-offsets overtake each other between flushes), so
+        it is not a label on the lag series (their identity would flip) nor a series per partition
+        (100k more lines a scrape, one appearing and one going at each flip): an SRE asks whether a
+        feed still proves anything for a flow (a dead feed's count drops to 0 while another takes
+        over), and this answers it with a few series per flow. A partition's own feed is lro_feed
+        in /status, check --json and the history. Rows without an LRO, and GONE rows, count for no feed."""
+        family = GaugeMetricFamily("mirrorlag_flow_partitions_by_lro_feed",
+                                   "Partitions of each flow whose last replicated offset came from each feed (the highest LRO wins across feeds).",
+                                   labels=["source", "target", "feed"])
+        names = cols.feed_names
+        if not flows or not names:
+            return family
+        counted = (cols.feed_code >= 0) & (cols.state != _GONE)
+        width = len(names)
+        counts = np.bincount(code[counted] * width + cols.feed_code[counted].astype(np.int64), minlength=len(flows) * width)
+        present = np.bincount(code, minlength=len(flows)) > 0  # a flow with rows gets a 0 for each feed
+        for i, (source, target) in enumerate(flows):
+            if present[i]:
+                for j, name in sorted(enumerate(names), key=itemgetter(1)):
+                    family.add_metric([source, target, name], int(counts[i * width + j]))
+        return family
 
     def _flow_codes(self, keys: Sequence[PartitionKey]) -> tuple[list[tuple[str, str]], np.ndarray]:
         """The flows, sorted, and each row's index into them."""
@@ -298,6 +354,12 @@ class FlowCollector(Collector):
         for cluster, count in sorted(s.poll_errors_total.items()):
             errors.add_metric([cluster], count)
         yield errors
+        metadata_errors = CounterMetricFamily(
+            "mirrorlag_metadata_errors", "Topic-level metadata errors other than UNKNOWN_TOPIC_OR_PARTITION on a source "
+            "cluster (the topic keeps its partitions; only a topic that does not exist turns GONE).", labels=["cluster"])
+        for cluster, count in sorted(s.metadata_errors_total.items()):
+            metadata_errors.add_metric([cluster], count)
+        yield metadata_errors
         yield GaugeMetricFamily("mirrorlag_poll_duration_seconds", "Wall time of the last poll.", value=s.last_poll_duration_s)
         if s.last_success_at is not None:
             yield GaugeMetricFamily("mirrorlag_last_successful_poll_timestamp_seconds", "Unix time of the last poll that read every source cluster.", value=s.last_success_at)
@@ -366,8 +428,11 @@ def _distribution(name: str, doc: str, flows: list[tuple[str, str]], code: np.nd
 class MetricsRenderer:
     """Renders the whole exposition once per poll, never per scrape."""
 
-    def __init__(self, detail: bool = True) -> None:
+    def __init__(self, detail: bool = True, policies: Mapping[tuple[str, str], ReplicationPolicy] | None = None) -> None:
+        """`policies`: each flow's (source, target) replication policy, for mirrorlag_topic_info
+        (`policies_of(settings.flows)`); a flow without one has no info series."""
         self.partitions = PartitionBlock(detail)
+        self.topics = TopicInfo(policies or {})
         self.collector = FlowCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
@@ -378,7 +443,13 @@ class MetricsRenderer:
         families encoded on the threads that write them: PartitionBlock.families_encoded)."""
         if snapshot is not None and len(snapshot):
             yield from self.partitions.families_encoded(snapshot.columns, encode)
+            yield encode((self.topics.text(snapshot.columns.keys),))
             # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise.
             pa.default_memory_pool().release_unused()
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
         yield encode((generate_latest(self.registry),))
+
+
+def policies_of(flows: Sequence[FlowSettings]) -> dict[tuple[str, str], ReplicationPolicy]:
+    """Each flow's replication policy by (source, target), as MetricsRenderer takes them."""
+    return {(flow.source, flow.target): flow.policy for flow in flows}

@@ -7,6 +7,7 @@ import math
 import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
+from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.exporters.prometheus import FAMILIES, MetricsRenderer, PartitionBlock, _joined, _number
 from mirrorlag.interfaces import PollStats
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, RowColumns, Snapshot, State
@@ -48,7 +49,7 @@ def test_values_and_unknown_is_absent_not_zero():
     assert samples[("mirrorlag_replication_time_lag_seconds", labels(K0))] == 12.5
     assert samples[("mirrorlag_replication_freshness_lag_seconds", labels(K0))] == 3.5
     assert samples[("mirrorlag_retention_headroom_seconds", labels(K0))] == 600.0
-    assert samples[("mirrorlag_last_replicated_offset", labels(K0, feed="offset-syncs"))] == 92
+    assert samples[("mirrorlag_last_replicated_offset", labels(K0))] == 92  # no feed label: it would flip
     assert ("mirrorlag_partition_records_lost", labels(K0)) not in samples  # only when > 0
     assert ("mirrorlag_replication_byte_lag_estimate_bytes", labels(K0)) not in samples  # unknown size
     assert ("mirrorlag_replication_record_lag", labels(K1)) not in samples
@@ -167,8 +168,7 @@ def reference(rows: tuple[PartitionRow, ...]) -> str:
             elif value is not None and (value != value or (family.positive_only and value <= 0)):
                 value = None
             if r.state is not State.GONE and value is not None:
-                feed = f',feed="{escape(r.lro_feed or "")}"' if family.feed else ""
-                out.append(f"{family.name}{{{label_text(r.key)}{feed}}} {_number(value)}\n")
+                out.append(f"{family.name}{{{label_text(r.key)}}} {_number(value)}\n")
     out.append("# HELP mirrorlag_partition_state 1 for the partition's current state "
                "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                "# TYPE mirrorlag_partition_state gauge\n")
@@ -214,3 +214,60 @@ def test_lines_joined_from_the_buffer_skip_null_rows_even_where_they_hold_charac
     assert holed.to_pylist() == ["a\n", None, "b\n"]
     assert _joined(holed).to_pybytes() == b"a\nb\n"
     assert _joined(holed.slice(1)).to_pybytes() == b"b\n"
+
+
+def test_no_partition_series_carries_a_feed_label():
+    # Which feed won flips between polls; a label naming it would change the series' identity.
+    rows = (row(K0, State.IN_SYNC, 0, lro_feed="offset-syncs"), row(K1, State.LAGGING, 3, lro_feed="connect-offsets"))
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats()))
+    flipped = parse(metrics_text(MetricsRenderer(), Snapshot(2.0, tuple(r._replace(lro_feed="connect-offsets") for r in rows)), stats()))
+    partition_series = lambda s: {k for k in s if ("partition", "0") in k[1] or ("partition", "1") in k[1]}
+    assert partition_series(samples) == partition_series(flipped)
+    assert not [k for k in samples if ("partition", "0") in k[1] and "feed" in dict(k[1])]
+
+
+def test_partitions_by_lro_feed_are_counted_per_flow():
+    rows = (
+        row(PartitionKey("A", "B", "t", 0), State.IN_SYNC, 0, lro_feed="offset-syncs"),
+        row(PartitionKey("A", "B", "t", 1), State.IN_SYNC, 0, lro_feed="offset-syncs"),
+        row(PartitionKey("A", "B", "t", 2), State.LAGGING, 5, lro_feed="connect-offsets"),
+        row(PartitionKey("A", "B", "t", 3), State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
+        row(PartitionKey("A", "B", "t", 4), State.GONE, None, lro_feed="offset-syncs"),
+        row(PartitionKey("A", "C", "t", 0), State.IN_SYNC, 0, lro_feed="connect-offsets"),
+    )
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats()))
+    counts = {(dict(k[1])["target"], dict(k[1])["feed"]): v for k, v in samples.items()
+              if k[0] == "mirrorlag_flow_partitions_by_lro_feed"}
+    assert counts == {("B", "offset-syncs"): 2, ("B", "connect-offsets"): 1,
+                      ("C", "offset-syncs"): 0, ("C", "connect-offsets"): 1}
+
+
+def test_topic_info_names_the_remote_topic_once_per_topic():
+    odd = PartitionKey("A", "B", 'to"p\\ic', 0)
+    rows = (row(K0, State.IN_SYNC, 0), row(K1, State.IN_SYNC, 0), row(odd, State.IN_SYNC, 0),
+            row(PartitionKey("B", "A", "orders", 0), State.IN_SYNC, 0),
+            row(PartitionKey("A", "C", "orders", 0), State.IN_SYNC, 0))
+    renderer = MetricsRenderer(policies={("A", "B"): ReplicationPolicy(), ("B", "A"): ReplicationPolicy(separator="_"),
+                                         ("A", "C"): ReplicationPolicy(identity=True)})
+    text = metrics_text(renderer, Snapshot(1.0, rows), stats())
+    info = {tuple(sorted(k[1])): v for k, v in parse(text).items() if k[0] == "mirrorlag_topic_info"}
+    topic = lambda s, t, name, remote: (("remote_topic", remote), ("source", s), ("target", t), ("topic", name))
+    assert info == {topic("A", "B", "orders", "A.orders"): 1, topic("A", "B", 'to"p\\ic', 'A.to"p\\ic'): 1,
+                    topic("B", "A", "orders", "B_orders"): 1, topic("A", "C", "orders", "orders"): 1}
+    assert text.count(b"mirrorlag_topic_info{") == 4  # one per flow and topic, not per partition
+    again = metrics_text(renderer, Snapshot(2.0, rows[:1]), stats())  # the topic set changed
+    assert again.count(b"mirrorlag_topic_info{") == 1
+    # A flow whose policy is not known gets no info series (never a guessed remote name).
+    assert b"mirrorlag_topic_info{" not in metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats())
+
+
+def test_metadata_errors_are_counted_per_source_cluster():
+    polled = PollStats(polls_total=2, metadata_errors_total={"A": 3, "C": 1})
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, ()), polled))
+    assert samples[("mirrorlag_metadata_errors_total", (("cluster", "A"),))] == 3
+    assert samples[("mirrorlag_metadata_errors_total", (("cluster", "C"),))] == 1
+
+
+def test_freshness_help_names_the_oldest_uncopied_record():
+    help_text = {f.name: f.help for f in FAMILIES}["mirrorlag_replication_freshness_lag_seconds"]
+    assert "oldest" in help_text and "newest" not in help_text and "last replicated + 1" in help_text
