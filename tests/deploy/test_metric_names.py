@@ -43,7 +43,8 @@ PROMETHEUS_OWN = {"up"}
 # and metrics"); none of these situations can be made on tansu (no DeleteRecords, no callback feed).
 CONDITIONAL = {
     "mirrorlag_retention_headroom_seconds", "mirrorlag_partition_records_lost", "mirrorlag_records_lost_total",
-    "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_lro_rewinds_total",
+    "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_metadata_errors_total",
+    "mirrorlag_lro_rewinds_total",
     "mirrorlag_catch_up_estimate_seconds", "mirrorlag_replication_freshness_lag_lower_bound",
 }
 GRAFANA_VARIABLES = {"$source": ".*", "$target": ".*", "$__rate_interval": "1m", "${datasource}": "prometheus"}
@@ -168,8 +169,12 @@ def test_the_live_sidecar_exports_what_the_readme_lists(exposition):
     for live in ("mirrorlag_replication_record_lag", "mirrorlag_replication_time_lag_seconds",
                  "mirrorlag_flow_heartbeat_age_seconds", "mirrorlag_last_successful_poll_timestamp_seconds",
                  "mirrorlag_flow_time_lag_seconds_partitions_bucket", "mirrorlag_history_pending_upload_bytes",
-                 "mirrorlag_flow_partitions", "mirrorlag_partition_state"):
+                 "mirrorlag_flow_partitions", "mirrorlag_partition_state", "mirrorlag_topic_info",
+                 "mirrorlag_flow_partitions_by_lro_feed"):
         assert live in exposition.samples, live
+    # No per-partition series names the feed that won (it flips between polls).
+    assert not [f.name for f in FAMILIES if "feed" in exposition.samples.get(f.name, set())]
+    assert exposition.samples["mirrorlag_topic_info"] == {"source", "target", "topic", "remote_topic"}
 
 
 def test_every_dashboard_query_names_an_exported_metric(exposition):
@@ -298,3 +303,32 @@ def test_a_healthy_sidecar_raises_no_alert_of_its_own(prometheus):
     rules = _api(prometheus, "rules", type="alert")["groups"]
     states = {r["name"]: r["state"] for g in rules for r in g["rules"]}
     assert len(states) == 9 and set(states.values()) == {"inactive"}, states
+
+
+def readme_promql() -> list[str]:
+    """The PromQL expressions of README.md's ```promql blocks (comment lines start one)."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    exprs = []
+    for block in re.findall(r"```promql\n(.*?)```", text, flags=re.S):
+        for part in re.split(r"^#.*\n", block, flags=re.M):
+            if part.strip():
+                exprs.append(part.strip())
+    return exprs
+
+
+def test_readme_promql_parses(tmp_path):
+    exprs = readme_promql()
+    assert exprs, "README.md has no ```promql block"
+    promtool_check_exprs(require_tool("promtool", "prometheus"), tmp_path, {f"README #{i}": e for i, e in enumerate(exprs)})
+
+
+def test_the_readme_join_names_the_remote_topic_through_a_real_prometheus(prometheus):
+    """README's join of the lag with mirrorlag_topic_info: every lag series gets the remote topic
+    MM2 writes (DefaultReplicationPolicy: <source alias>.<topic>), as MM2's own metrics tag it."""
+    join = readme_promql()[0]
+    assert "group_left(remote_topic) mirrorlag_topic_info" in join
+    result = _api(prometheus, "query", query=join)["result"]
+    assert result
+    for series in result:
+        labels = series["metric"]
+        assert labels["remote_topic"] == f"{labels['source']}.{labels['topic']}", labels
