@@ -1,0 +1,310 @@
+"""The source probe at LRO + 1 (DESIGN §3, issue 23): one fetch from the source answers two rules.
+
+- Transactions: after a committed transaction the last offset of a partition is a commit marker
+  MM2 never copies, so LRO + 1 = LEO - 1 for ever. When `[LRO + 1, LEO)` holds no data record at
+  the mirror's isolation level (only control records, or aborted records under read_committed),
+  the partition is caught up.
+- No history is no excuse: at a partition's first look, when it is not caught up, its time lag
+  starts from the timestamp of record LRO + 1, the oldest record not copied yet.
+
+`SourceProbe.probe` takes `(key, from_offset, leo)` requests (from_offset = LRO + 1) and answers,
+per key, the timestamp (s) of the first data record at an offset in `[from_offset, leo)`, or None
+when that range holds no data record. A key left out of the answer is unknown this call (rate
+limit, timeout, broker error, a data record without a timestamp): never an exception.
+
+What one fetch learns is a fact about the log that no later append changes, and it answers every
+LEO, not only the one asked with: "the first data record at or after `from_offset` is at offset
+o, appended at ts" answers any `leo` (ts when o < leo, else None), and "no data record in
+`[from_offset, e)`" answers any `leo <= e`. So the cache is keyed by `(topic, partition,
+from_offset)`: a stalled mirror (LRO fixed, LEO growing) costs one fetch, not one per poll. A
+topic deleted and created again starts a new log at the same offsets: `forget(topics)` drops what
+was learnt about the old one.
+
+The fetch assigns (never subscribes: no group to join, nothing committed) all the partitions of
+one call at once at their start offsets and reads until each has its first data record or its
+end (librdkafka skips control records and, under read_committed, aborted ones; with
+`enable.partition.eof` it says when a partition's end is reached), or the call's timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable, Mapping, Protocol, Sequence
+
+from cachetools import LRUCache
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, TopicPartition
+
+from mirrorlag.config.settings import ClusterSettings, is_secret_key
+from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, refused_config
+from mirrorlag.kafka.topic_reader import ClientErrors
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+# What a fetch learnt about one partition from its start offset s:
+#   (o, ts): the first data record at or after s is at offset o, appended at ts (seconds; NaN when
+#            the record carries no timestamp);
+#   (e, None): no data record in [s, e) (e: where the partition's end was reached).
+Finding = tuple[int, float | None]
+Request = tuple[Any, int, int]  # (the caller's key, from_offset, leo)
+
+DEFAULT_MAX_FETCHES = 1000
+DEFAULT_CACHE_SIZE = 100_000
+DEFAULT_TIMEOUT_S = 5.0
+
+_MISS = object()  # the cache cannot answer this leo: fetch
+
+
+class Fetcher(Protocol):
+    def fetch(self, starts: Mapping[TopicPart, int], timeout_s: float) -> dict[TopicPart, Finding]:
+        """For each partition, what a read from its start offset found; a partition left out
+        was not answered (error, timeout). Never raises for a broker's failure."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class ProbeStats:
+    """Counters for the exporter (monotonic)."""
+
+    probes_total: int = 0  # partition fetches started (one per source partition per call at most)
+    cache_hits_total: int = 0  # requests answered from the cache, no fetch
+    deferred_total: int = 0  # requests left for a later call by the per-call fetch limit
+    errors_total: int = 0  # requests fetched for but left unanswered (broker error, timeout)
+
+
+def answer(finding: Finding, leo: int) -> Any:
+    """What `finding` (from a start at or below from_offset, valid for it) says of
+    `[from_offset, leo)`: a timestamp, None (no data record), or _MISS."""
+    offset, ts = finding
+    if ts is None:
+        return None if leo <= offset else _MISS
+    return ts if offset < leo else None
+
+
+def covers(finding: Finding, start: int, from_offset: int) -> bool:
+    """Whether a finding read from `start` also holds for a read from `from_offset`: the first
+    data record at or after `start` is the first at or after any offset up to it, and an empty
+    range stays empty in its sub-ranges."""
+    return start <= from_offset <= finding[0]
+
+
+class SourceProbe:
+    """Answers `(key, from_offset, leo)` requests from a cache of facts, fetching the rest from
+    the source, at most `max_fetches` partitions per call, oldest request first."""
+
+    def __init__(self, client_config: Mapping[str, str] | None, isolation: str | IsolationLevel = "read_uncommitted",
+                 max_fetches: int = DEFAULT_MAX_FETCHES, cache_size: int = DEFAULT_CACHE_SIZE,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, *, fetcher: Fetcher | None = None) -> None:
+        if max_fetches < 0 or cache_size < 1 or timeout_s <= 0:
+            raise ValueError("max_fetches >= 0, cache_size >= 1 and timeout_s > 0")
+        if fetcher is None:
+            if client_config is None:
+                raise ValueError("a client configuration or a fetcher")
+            fetcher = KafkaFetcher(client_config, isolation)
+        self.fetcher = fetcher
+        self.max_fetches = max_fetches
+        self.timeout_s = timeout_s
+        self.stats = ProbeStats()
+        self._cache: LRUCache[tuple[str, int, int], Finding] = LRUCache(maxsize=cache_size)
+        # Partitions waiting for a fetch, oldest first (a dict keeps insertion order): a
+        # partition fetched goes to the back if it is asked again, so none waits for ever.
+        self._waiting: dict[TopicPart, None] = {}
+
+    @classmethod
+    def for_cluster(cls, cluster: ClusterSettings, isolation: str | IsolationLevel = "read_uncommitted",
+                    **kwargs: Any) -> "SourceProbe":
+        """A probe on `cluster` (its librdkafka client config); a configuration librdkafka
+        refuses (TLS material it cannot read) is a ConfigError, as for every other client."""
+        with refused_config(cluster):
+            return cls(cluster.client, isolation, **kwargs)
+
+    def probe(self, requests: Iterable[Request]) -> dict[Hashable, float | None]:
+        """Per key answered: the timestamp (s) of the first data record in [from_offset, leo),
+        or None when that range holds none (caught up). Keys left out are unknown this call."""
+        out: dict[Hashable, float | None] = {}
+        stats = self.stats
+        cache = self._cache
+        misses: dict[TopicPart, list[Request]] = {}
+        for request in requests:
+            key, from_offset, leo = request
+            if from_offset >= leo:  # an empty range: nothing to read
+                out[key] = None
+                continue
+            topic, partition = key[-2], key[-1]
+            finding = cache.get((topic, partition, from_offset))
+            if finding is not None and (result := answer(finding, leo)) is not _MISS:
+                stats.cache_hits_total += 1
+                if result == result:  # NaN: a data record without a timestamp, unknown
+                    out[key] = result
+                continue
+            misses.setdefault((topic, partition), []).append(request)
+        if not misses:
+            self._waiting.clear()
+            return out
+
+        chosen = self._choose(misses)
+        for tp, asked in misses.items():
+            if tp not in chosen:
+                stats.deferred_total += len(asked)
+        if not chosen:
+            return out
+        starts = {tp: min(r[1] for r in misses[tp]) for tp in chosen}
+        stats.probes_total += len(starts)
+        try:
+            findings = self.fetcher.fetch(starts, self.timeout_s)
+        except Exception:  # a client's failure is a poll without answers, never the caller's
+            log.warning("source probe failed", exc_info=True)
+            findings = {}
+        for tp, start in starts.items():
+            finding = findings.get(tp)
+            if finding is None:
+                stats.errors_total += len(misses[tp])
+                continue
+            topic, partition = tp
+            for key, from_offset, leo in misses[tp]:
+                if not covers(finding, start, from_offset):
+                    # Another flow's LRO further on than the first data record read: its own
+                    # fetch, at a later call.
+                    stats.deferred_total += 1
+                    self._waiting[tp] = None
+                    continue
+                cache[(topic, partition, from_offset)] = finding
+                result = answer(finding, leo)
+                if result is _MISS:  # the end was reached below leo (e.g. LSO below the HWM)
+                    stats.errors_total += 1
+                elif result == result:  # not NaN (a data record without a timestamp: unknown)
+                    out[key] = result
+        return out
+
+    def _choose(self, misses: Mapping[TopicPart, list[Request]]) -> dict[TopicPart, None]:
+        """Up to max_fetches partitions, those waiting longest first (in that order); the rest
+        wait on."""
+        waiting = self._waiting
+        for tp in misses:
+            if tp not in waiting:
+                waiting[tp] = None  # new: at the back
+        chosen: dict[TopicPart, None] = {}
+        if self.max_fetches:
+            for tp in waiting:
+                if tp in misses:
+                    chosen[tp] = None
+                    if len(chosen) >= self.max_fetches:
+                        break
+        # Partitions no longer asked (answered from the cache, or gone) stop waiting.
+        self._waiting = {tp: None for tp in waiting if tp in misses and tp not in chosen}
+        return chosen
+
+    def forget(self, topics: Iterable[str]) -> int:
+        """Drops what was learnt about `topics` (deleted and created again: a new log at the same
+        offsets); returns how many facts went. Scans the cache: for rare events."""
+        names = set(topics)
+        stale = [k for k in self._cache if k[0] in names]
+        for k in stale:
+            del self._cache[k]
+        self._waiting = {tp: None for tp in self._waiting if tp[0] not in names}
+        return len(stale)
+
+    @property
+    def cached(self) -> int:
+        return len(self._cache)
+
+    def close(self) -> None:
+        self.fetcher.close()
+
+
+class KafkaFetcher:
+    """Reads the source from given offsets with one reused, assign-only consumer."""
+
+    # Per partition and fetch, what the broker may return: only the first data record is wanted
+    # (a broker returns at least one whole batch however small this is, KIP-74), and 1,000
+    # partitions at 1 MB each (the default) would be a gigabyte read for 1,000 timestamps.
+    FETCH_BYTES_PER_PARTITION = 1024
+
+    def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
+        name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
+        if name not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation level {isolation!r}: read_uncommitted or read_committed")
+        self.isolation = name
+        self.errors = ClientErrors(tuple(v for k, v in client_config.items() if v and is_secret_key(k)))
+        config: dict[str, object] = {
+            **client_config,
+            "group.id": f"mirrorlag-probe-{uuid.uuid4().hex[:12]}",  # never joins: we assign()
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,  # the end of a partition is an answer: no data record
+            "isolation.level": name,
+            # A start offset below the log start (retention deleted it) or past the end: an
+            # error for that partition, never a read from somewhere else.
+            "auto.offset.reset": "error",
+            # The broker holds an empty fetch this long: at the default (500 ms) a call whose
+            # partitions are all at their end, or the next call's assign, waits behind it.
+            "fetch.wait.max.ms": 10,
+            "max.partition.fetch.bytes": self.FETCH_BYTES_PER_PARTITION,
+            # See topic_reader.assign_only_consumer: librdkafka <= 2.16 crashes on a Fetch answer
+            # naming a deleted topic's id while its metadata cache holds entries.
+            "metadata.max.age.ms": 1,
+            "fetch.queue.backoff.ms": 10,
+            "logger": LIBRDKAFKA_LOGGER,
+            "error_cb": self.errors.record,
+        }
+        self._consumer: Consumer | None = Consumer(config)
+
+    def fetch(self, starts: Mapping[TopicPart, int], timeout_s: float) -> dict[TopicPart, Finding]:
+        consumer = self._consumer
+        if consumer is None:
+            raise RuntimeError("the probe is closed")
+        found: dict[TopicPart, Finding] = {}
+        if not starts:
+            return found
+        open_: dict[TopicPart, int] = dict(starts)
+        deadline = time.monotonic() + timeout_s
+        consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
+        try:
+            while open_:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                first = consumer.poll(remaining)
+                if first is None:
+                    continue
+                done: list[TopicPartition] = []
+                for message in (first, *consumer.consume(10_000, 0)):
+                    topic = message.topic()
+                    tp = (topic, message.partition())
+                    start = open_.get(tp)
+                    if start is None:  # answered already, or not a partition's event
+                        continue
+                    error = message.error()
+                    if error is None:
+                        offset = message.offset()
+                        if offset < start:  # left over from an earlier assignment
+                            continue
+                        kind, ms = message.timestamp()
+                        found[tp] = (offset, ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else math.nan)
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        found[tp] = (max(message.offset(), start), None)
+                    else:  # out of range, unknown partition, not authorized: unanswered
+                        self.errors.record(error)
+                        log.debug("source probe of %s[%d] from %d: %s", topic, tp[1], start, error)
+                    del open_[tp]
+                    done.append(TopicPartition(topic, tp[1]))
+                if done and open_:
+                    consumer.pause(done)  # answered: no more fetches for them this call
+        finally:
+            consumer.unassign()
+        if not open_:
+            self.errors.answered()
+        return found
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            consumer.close()
+
+
+__all__: Sequence[str] = ("SourceProbe", "ProbeStats", "KafkaFetcher", "Fetcher", "Finding")
