@@ -77,3 +77,26 @@ def running_sidecar(*configs: Path, port: int, log: Path) -> Iterator[subprocess
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
     assert proc.returncode == 0, log.read_text()
+
+
+def produce_records(bootstrap: str, topic: str, partition: int, timestamps_ms: list[int],
+                    value: bytes = b"v", transactional: bool = False) -> None:
+    """Records with the given CreateTime timestamps into one partition, one record per batch
+    (tansu's LEO quirk, DESIGN §8); with `transactional`, all in one committed transaction (a
+    commit marker follows them)."""
+    from confluent_kafka import Producer
+
+    config: dict[str, object] = {"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0}
+    if transactional:
+        config["transactional.id"] = f"mirrorlag-tests-{topic}-{partition}-{time.monotonic_ns()}"
+    producer = Producer(config)
+    if transactional:
+        producer.init_transactions(15)
+        producer.begin_transaction()
+    for ts in timestamps_ms:
+        producer.produce(topic, value=value, partition=partition, timestamp=ts)
+        if transactional:
+            assert producer.flush(15) == 0  # one batch per record here too
+    if transactional:
+        producer.commit_transaction(15)
+    assert producer.flush(15) == 0
