@@ -9,14 +9,16 @@ applied in order, to every partition they concern at once. The per-partition mem
 A partition's row in one poll is one of:
 - LEO unreadable: UNKNOWN; nothing is learnt from the gap (the window is measured, not recorded);
 - no LRO yet: UNKNOWN; the LEO history still grows, which freshness needs once an LRO arrives;
-- a new log (the LEO went backwards, or an LRO known before this LEO snapshot lies beyond it,
-  impossible on one log): RESET, and what the old log's state said is forgotten;
+- a new log (the topic ID changed, the LEO went backwards, or an LRO known before this LEO
+  snapshot lies beyond it, impossible on one log): RESET, with no record lag (the LRO is the old
+  log's), and what the old log's state said is forgotten; the poller then drops the old LRO;
 - otherwise every rule runs;
 - gone from the poll's partitions: GONE, reported once with its last LRO, then dropped.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import repeat
 from operator import is_
 from typing import Callable
@@ -27,7 +29,7 @@ from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import freshness, rates, retention, rewinds, time_lag, window
 from mirrorlag.engine.columns import PartitionColumns
 from mirrorlag.engine.flows import Flows
-from mirrorlag.engine.observation import by_row, leo_column, lro_columns
+from mirrorlag.engine.observation import by_row, leo_column, lro_columns, probe_columns
 from mirrorlag.engine.record_lag import byte_lag, record_lag
 from mirrorlag.engine.states import CODE, states
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, PollObservation, RowColumns, Snapshot, State, rows_in
@@ -80,28 +82,40 @@ class LagEngine:
         c.widen("w_count", gen)  # a sample's count grows by at most one an update
         c.widen("shape", len(flows.shapes) - 1)
         flow = c.flow
-        nxt = off + 1
+        # Probed on the source: no data record left in [LRO + 1, LEO) (transaction markers only)
+        # is caught up; else the oldest uncopied record's append time.
+        no_data, appended_at = probe_columns(obs.oldest_uncopied, keys)
+        nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
+        res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
 
         went_back = has_leo & c.has_prev_leo & (leo < c.prev_leo)
-        reset = has_leo & has_r & (went_back | ((nxt > leo) & (changed < t)))
+        renewed = np.zeros(len(keys), bool)
+        if obs.new_logs:
+            renewed[[i for i in map(self._row_of, obs.new_logs) if i is not None]] = True
+        reset = has_leo & (went_back | renewed | (has_r & (nxt > leo) & (changed < t)))
         ordinary = has_leo & has_r & ~reset
 
         retention.observe_log_starts(c, log_rows, log_values, t, f.log_start_half_s[flow[log_rows]])
-        self._new_log(np.flatnonzero(reset), log_rows, t, first_seen=t)
-        self._new_log(np.flatnonzero(has_leo & ~has_r & went_back), log_rows, t, first_seen=np.nan)
+        self._new_log(np.flatnonzero(reset & has_r), log_rows, t, first_seen=t)
+        self._new_log(np.flatnonzero(reset & ~has_r), log_rows, t, first_seen=np.nan)
         with_leo = np.flatnonzero(has_leo)
         self._tables.add(c, keys, with_leo, leo[with_leo], t, f.points[flow[with_leo]], f.limit[flow[with_leo]])
 
         r = np.flatnonzero(ordinary)
         fl, L, lro, N = flow[r], leo[r], off[r], nxt[r]
         lag = record_lag(L, N)
-        t_lag, caught, since_prev = time_lag.time_lag(c, r, N, L, t, now)
+        appended = appended_at[r]
+        t_lag, caught, since_prev = time_lag.time_lag(c, r, N, L, appended, t, now)
         fresh = np.zeros(r.size)
         lower = np.zeros(r.size, bool)
         fresh[since_prev] = freshness.between_polls(c.prev_leo[r[since_prev]], c.prev_t[r[since_prev]],
                                                     L[since_prev], N[since_prev], t, now)
         look = ~caught & ~since_prev
         fresh[look], lower[look] = self._tables.lag(c, keys, r[look], N[look], now, f.points[fl[look]])
+        # Older than the table: the probed append time says exactly when, where there is one.
+        exact = lower & ~np.isnan(appended)
+        fresh[exact] = np.maximum(now - appended[exact], 0.0)
+        lower[exact] = False
         time_lag.remember(c, with_leo, leo[with_leo], t)
         rewound, back = rewinds.rewinds(c, r, lro)
         self._count(self.rewinds_total, fl[back], np.ones(int(back.sum()), np.int64))
@@ -109,9 +123,9 @@ class LagEngine:
         append, append_known, copy, copy_known = rates.rates(c, r, L, lro, t, now, f.rate_half_s[fl])
         catch_up, catch_up_known = rates.catch_up_s(lag, append, append_known, copy, copy_known)
         bytes_behind, sized = byte_lag(lag, f.mean_bytes[fl])
-        head = retention.headroom(c, r, N, copy, copy_known, f.warn_s[fl])
+        head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
-        state = states(head.at_risk, t_lag, f.max_s[fl], lag, stale[r], now - changed[r], rewound)
+        state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound)
 
         window.restart(c, r, f.shape[fl])
         shape_window, shape_samples = flows.shape_columns()
@@ -123,7 +137,7 @@ class LagEngine:
         codes = np.full(n, CODE[State.UNKNOWN], np.int8)
         codes[reset] = CODE[State.RESET]
         codes[r] = state
-        lags = np.where(reset, np.maximum(leo - nxt, 0), 0)
+        lags = np.zeros(n, np.int64)
         lags[r] = lag
 
         def at_r(values: np.ndarray, dtype: type = float) -> np.ndarray:
@@ -141,7 +155,7 @@ class LagEngine:
             {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_r(bytes_behind, np.int64),
              "log_start": c.log_start.copy(), "retention_headroom_records": at_r(head.room, np.int64),
              "records_lost": at_r(head.lost, np.int64)},
-            {"leo": has_leo, "lro": has_r, "record_lag": ordinary | reset, "byte_lag_estimate": at_r(sized, bool),
+            {"leo": has_leo, "lro": has_r, "record_lag": ordinary, "byte_lag_estimate": at_r(sized, bool),
              "log_start": c.has_log_start.copy(), "retention_headroom_records": at_r(head.known, bool),
              "records_lost": at_r(head.known, bool)},
             {"lro_age_s": np.where(has_r, now - changed, np.nan),
@@ -155,6 +169,10 @@ class LagEngine:
         if gone:
             cols = cols + RowColumns.from_rows(gone)
         return Snapshot.of(now, cols)
+
+    def _row_of(self, key: PartitionKey) -> int | None:
+        i = bisect_left(self._keys, key)  # the keys are sorted
+        return i if i < len(self._keys) and self._keys[i] == key else None
 
     def _new_log(self, r: np.ndarray, log_rows: np.ndarray, t: float, first_seen: float) -> None:
         """Rows `r` are on a new log (recreated or truncated): what the old log's state says is

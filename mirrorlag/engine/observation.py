@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import repeat
-from operator import is_not, itemgetter
+from operator import is_, is_not, itemgetter
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -57,3 +57,16 @@ def lro_columns(lros: Mapping[PartitionKey, LroReading], keys: Sequence[Partitio
     feed = np.where(has_r, np.fromiter(map(codes.get, feeds, repeat(-1)), np.int8, n), -1).astype(np.int8)
     return (has_r, np.fromiter(map(_OFFSET, readings), np.int64, n), np.fromiter(map(_CHANGED_AT, readings), float, n),
             np.fromiter(map(_STALE, readings), bool, n), feed, names)
+
+
+def probe_columns(found_by_key: Mapping[PartitionKey, float | None], keys: Sequence[PartitionKey]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The source probe's answers for `keys`: (no data record left to copy, append time of the
+    oldest uncopied record or NaN)."""
+    n = len(keys)
+    if not found_by_key:
+        return np.zeros(n, bool), np.full(n, np.nan)
+    found = list(map(found_by_key.get, keys, repeat(_NO_READING)))
+    caught = np.fromiter(map(is_, found, repeat(None)), bool, n)
+    timed = ~caught & np.fromiter(map(is_not, found, repeat(_NO_READING)), bool, n)
+    return caught, objects(found, timed, np.nan).astype(float)

@@ -66,22 +66,23 @@ class Headroom:
     at_risk: np.ndarray
 
 
-def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, copy: np.ndarray, copy_known: np.ndarray,
-             warn_s: np.ndarray) -> Headroom:
-    """Rows `r` whose next record to copy is `next_offset` (LRO + 1), copying at `copy` records/s.
-    An unknown copy rate counts as 0: warn rather than hide."""
+def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: np.ndarray, copy: np.ndarray,
+             copy_known: np.ndarray, warn_s: np.ndarray) -> Headroom:
+    """Rows `r` whose next record to copy is `next_offset` (LRO + 1), `lag` records behind, copying
+    at `copy` records/s. An unknown copy rate counts as 0: warn rather than hide. A caught-up
+    partition is never at risk: retention can only delete records it already copied."""
     known = c.has_log_start[r]
     start = c.log_start[r]
     lost = start - next_offset
-    deleted = known & (lost > 0)
+    deleted = known & (lost > 0) & (lag > 0)
     counted = c.lost_through[r]
     newly = deleted & (start > counted)
     newly_lost = np.where(newly, start - np.maximum(next_offset, counted), 0)
     c.lost_through[r[newly]] = start[newly]
-    room = np.where(deleted, 0, -lost)
+    room = np.maximum(-lost, 0)
     rate = c.ls_rate[r]
     closing = np.where(copy_known, rate - copy, rate)
-    in_sight = known & ~deleted & ~np.isnan(rate) & (rate > 0.0) & (closing > 0.0)
+    in_sight = known & ~deleted & (lag > 0) & ~np.isnan(rate) & (rate > 0.0) & (closing > 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         room_s = np.where(deleted, 0.0, room / closing)
     return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, lost, 0), newly_lost,

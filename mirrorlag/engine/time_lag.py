@@ -5,8 +5,10 @@ Each poll at time t takes the LEO snapshot L_t before reading the LRO. If LRO + 
 partition is caught up and last_caught_up = t; else if LRO + 1 >= L_prev everything that existed
 at the previous poll has been copied, so last_caught_up = max(last_caught_up, t_prev). Caught up
 can only be credited to poll times, so time lag reads high by at most one poll interval, never
-low. A partition never seen caught up counts from the first poll that had both an LEO and an LRO
-(a lower bound).
+low. A partition never seen caught up counts from the first poll that had both an LEO and an LRO,
+or from the append time of record LRO + 1 where the source was probed for it and it is earlier:
+that record has waited uncopied since then, so the mirror was not caught up at any time after.
+A mirror that stalled an hour before the sidecar started reads an hour of time lag at once.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import numpy as np
 from mirrorlag.engine.columns import PartitionColumns
 
 
-def time_lag(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, leo: np.ndarray, t: float, now: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows `r` with an LEO and an LRO: (time lag, caught up, copied all that existed at the
-    previous poll but not since). Reads the previous snapshot; `remember` moves it afterwards."""
+def time_lag(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, leo: np.ndarray, appended_at: np.ndarray,
+             t: float, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows `r` with an LEO and an LRO (`appended_at`: record LRO + 1's append time, NaN where not
+    probed): (time lag, caught up, copied all that existed at the previous poll but not since).
+    Reads the previous snapshot; `remember` moves it afterwards."""
     caught = next_offset >= leo
     behind = ~caught
     lcu = c.last_caught_up[r]
@@ -32,7 +35,9 @@ def time_lag(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, leo: n
     since = np.where(np.isnan(lcu), first, lcu)
     unset = behind & np.isnan(since)
     first[unset] = t
-    since[unset] = t
+    earlier = behind & np.isnan(lcu) & (appended_at < first)  # NaN compares False
+    first[earlier] = appended_at[earlier]
+    since = np.where(np.isnan(lcu), first, lcu)
     c.last_caught_up[r] = lcu
     c.first_seen_t[r] = first
     return np.where(caught, 0.0, now - since), caught, since_prev

@@ -157,24 +157,30 @@ class LagEngine:
 
         fl = part.fl
         fl.refresh(self._params, self._gen, obs.mean_record_bytes)
-        went_back = part.prev is not None and leo < part.prev[0]
+        # A new log: the topic was recreated (its ID changed) or the log went backwards.
+        new_log = key in obs.new_logs or (part.prev is not None and leo < part.prev[0])
         prev = part.prev
         if r is None:
-            if went_back:
+            if new_log:
                 part.new_log(key in obs.log_starts, t, first_seen=None)
             part.prev = (leo, t)
             freshness.add(part.table, leo, t, fl.points)  # freshness needs the history once an LRO arrives
-            return _row(key, State.UNKNOWN, leo, None, now, part.window.measure(now), part.log_start)
+            state = State.RESET if new_log else State.UNKNOWN
+            return _row(key, state, leo, None, now, part.window.measure(now), part.log_start)
 
-        nxt = r.offset + 1
+        # The source probe at LRO + 1: no data record left (transaction markers only) is caught
+        # up; else when the oldest uncopied record was appended.
+        probed = obs.oldest_uncopied.get(key, ...)
+        nxt = max(r.offset + 1, leo) if probed is None else r.offset + 1
+        appended_at = probed if isinstance(probed, float) else None
         lag = max(0, leo - nxt)
-        if went_back or (nxt > leo and r.changed_at < t):
-            # RESET: the log went backwards, or an LRO known before this LEO snapshot lies beyond
-            # it (impossible on one log). Time lag restarts from this poll.
+        if new_log or (nxt > leo and r.changed_at < t):
+            # RESET (or an LRO known before this LEO snapshot lies beyond it, impossible on one
+            # log): the LRO is the old log's, so no lag; time lag restarts from this poll.
             part.new_log(key in obs.log_starts, t, first_seen=t)
             part.prev = (leo, t)
             freshness.add(part.table, leo, t, fl.points)
-            return _row(key, State.RESET, leo, r, now, part.window.measure(now), part.log_start, record_lag=lag)
+            return _row(key, State.RESET, leo, r, now, part.window.measure(now), part.log_start)
 
         freshness.add(part.table, leo, t, fl.points)
 
@@ -193,8 +199,14 @@ class LagEngine:
                 lower = False
             else:
                 fresh, lower = freshness.lag(part.table, nxt, now, fl.points)
-            if part.last_caught_up is None and part.first_seen is None:
-                part.first_seen = t
+                if lower and appended_at is not None:  # older than the table: the record says when
+                    fresh, lower = max(now - appended_at, 0.0), False
+            if part.last_caught_up is None:
+                if part.first_seen is None:
+                    part.first_seen = t
+                if appended_at is not None and appended_at < part.first_seen:
+                    # Record LRO + 1 has waited uncopied since then: not caught up at any time after.
+                    part.first_seen = appended_at
             since = part.first_seen if part.last_caught_up is None else part.last_caught_up
             time_lag = now - since
         part.prev = (leo, t)
@@ -224,9 +236,10 @@ class LagEngine:
             room = room_s = lost = None
             at_risk = False
         else:
-            lost = records_lost(part.log_start, nxt)
+            # Caught up: retention can only delete records already copied.
+            lost = records_lost(part.log_start, nxt) if lag else 0
             room = headroom_records(part.log_start, nxt)
-            room_s = headroom_s(room, lost, part.ls_rate, copy_rate)
+            room_s = headroom_s(room, lost, part.ls_rate, copy_rate) if lag else None
             at_risk = lost > 0 or (room_s is not None and room_s < fl.p.retention_warn_s)
             if lost > 0:  # each lost offset is counted once
                 counted = newly_lost(part.lost_through, nxt, part.log_start)
@@ -234,12 +247,14 @@ class LagEngine:
                     self.records_lost_total[key.flow] = self.records_lost_total.get(key.flow, 0) + counted
                 part.lost_through = max(part.lost_through, part.log_start)
 
-        # State.
-        max_s = fl.p.lag_time_max_s
+        # State: out of sync past max plus the resolution of the winning feed's evidence.
+        res = obs.resolution_s.get(r.feed, 0.0)
+        limit = fl.p.lag_time_max_s + res
         if at_risk:
             state = State.AT_RISK
-        elif time_lag > max_s:
-            stalled = lag > 0 and (r.stale or now - r.changed_at > max_s)
+        elif time_lag > limit:
+            # Not moving: unmoved for longer than the limit, or stale where evidence moves every poll.
+            stalled = lag > 0 and (now - r.changed_at > limit or (r.stale and res == 0.0))
             state = State.STALLED if stalled else State.LAGGING
         elif part.rewind_mark is not None:
             state = State.REWIND

@@ -231,7 +231,8 @@ def test_leo_going_backwards_is_reset_and_restarts_time_lag() -> None:
     eng = engine()
     poll(eng, 0.0, {K0: 1_000}, {K0: fresh(500, 0.0)})
     r = row(poll(eng, 15.0, {K0: 800}, {K0: fresh(600, 15.0)}))
-    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 199, None)
+    # The LRO is the old log's: no record lag until evidence about the new log (issue 23).
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, None, None)
     assert window(r) == (499.0, 499.0, 499.0)  # the earlier sample; nothing recorded now
     # Restarted from the RESET poll: 701 < 800 (LEO@15), never caught up since 15.
     r = row(poll(eng, 30.0, {K0: 900}, {K0: fresh(700, 30.0)}))
@@ -243,24 +244,24 @@ def test_recreated_topic_with_old_lro_stays_reset_until_the_mirror_moves() -> No
     eng = engine()
     poll(eng, 0.0, {K0: 1_000}, {K0: lro(999, -1.0)})
     r = row(poll(eng, 15.0, {K0: 10}, {K0: lro(999, -1.0)}))  # log went backwards
-    assert (r.state, r.record_lag, r.time_lag_s, r.lro) == (State.RESET, 0, None, 999)
+    assert (r.state, r.record_lag, r.time_lag_s, r.lro) == (State.RESET, None, None, 999)
     r = row(poll(eng, 30.0, {K0: 12}, {K0: lro(999, -1.0)}))  # LRO known before t, beyond LEO
-    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 0, None)
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, None, None)
     r = row(poll(eng, 45.0, {K0: 15}, {K0: lro(14, 44.0)}))
     assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 0, 0.0)
 
 
 def test_old_lro_beyond_leo_is_reset_even_on_first_sight() -> None:
     r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(55, 99.9)}))
-    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, 0, None)
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.RESET, None, None)
     assert window(r) == NONE3
 
 
 def test_leo_going_backwards_without_lro_forgets_old_catch_up() -> None:
     eng = engine()
     poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})  # caught up at 0
-    r = row(poll(eng, 15.0, {K0: 10}))  # new log, no LRO: unknown
-    assert r.state is State.UNKNOWN
+    r = row(poll(eng, 15.0, {K0: 10}))  # new log, no LRO
+    assert (r.state, r.record_lag) == (State.RESET, None)
     r = row(poll(eng, 30.0, {K0: 20}, {K0: fresh(5, 30.0)}))
     # 6 < 10 (LEO@15) and the catch-up at 0 was on the old log: lower bound from 30.
     assert (r.state, r.time_lag_s) == (State.IN_SYNC, 0.5)
@@ -270,7 +271,7 @@ def test_reset_beats_stalled() -> None:
     eng = engine()
     poll(eng, 0.0, {K0: 1_000}, {K0: lro(10, -100.0, stale=True)})
     r = row(poll(eng, 15.0, {K0: 500}, {K0: lro(10, -100.0, stale=True)}))
-    assert (r.state, r.record_lag) == (State.RESET, 489)
+    assert (r.state, r.record_lag) == (State.RESET, None)
 
 
 # --- STALLED and LAGGING ---
@@ -819,7 +820,8 @@ class _Model:
                     self._new_log(key, t, key in obs.log_starts)
                 self.prev[key] = (leo, t)
                 self._add_point(key, leo, t)
-                out.append((key, State.UNKNOWN, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
+                state = State.RESET if went_back else State.UNKNOWN
+                out.append((key, state, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
                 continue
             nxt = r.offset + 1
             lag = max(0, leo - nxt)
@@ -829,7 +831,7 @@ class _Model:
                 self.prev[key] = (leo, t)
                 self._new_log(key, t, key in obs.log_starts)
                 self._add_point(key, leo, t)
-                out.append((key, State.RESET, lag, None, *unknown_tail, self.log_start.get(key), None, None, None))
+                out.append((key, State.RESET, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
                 continue
             self._add_point(key, leo, t)
             self.first.setdefault(key, t)
@@ -863,10 +865,11 @@ class _Model:
                 retention: tuple = (None, None, None, None)
                 at_risk = False
             else:
-                lost = records_lost(start, nxt)
+                # Caught up: retention deletes only copied records, nothing is lost or at risk.
+                lost = records_lost(start, nxt) if lag else 0
                 room = headroom_records(start, nxt)
-                room_s = headroom_s(room, lost, self.log_start_rate_now[key], copy_rate)
-                newly = newly_lost(self.lost_through.get(key, 0), nxt, start)
+                room_s = headroom_s(room, lost, self.log_start_rate_now[key], copy_rate) if lag else None
+                newly = newly_lost(self.lost_through.get(key, 0), nxt, start) if lag else 0
                 if newly:
                     self.lost_through[key] = start
                     self.lost_total[key.flow] = self.lost_total.get(key.flow, 0) + newly
@@ -930,14 +933,16 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 continue
             leo, reading = obs.leos[r.key], obs.lros.get(r.key)
             assert r.leo == leo
-            # UNKNOWN iff no LRO or no LEO; never a 0 made up for it.
-            assert (r.state is State.UNKNOWN) == (leo is None or reading is None)
+            # UNKNOWN iff no LRO or no LEO (unless the log went back: RESET); never a 0 made up for it.
+            if r.state is not State.RESET:
+                assert (r.state is State.UNKNOWN) == (leo is None or reading is None)
             if reading is None:
                 assert (r.lro, r.lro_feed, r.lro_age_s) == (None, None, None)
             else:
                 assert (r.lro, r.lro_feed) == (reading.offset, reading.feed)
                 assert r.lro_age_s == obs.now - reading.changed_at
-            if r.state is State.UNKNOWN:
+            if r.state in (State.UNKNOWN, State.RESET):
+                # RESET: the LRO is the old log's, so no lag is exported for the new one.
                 assert r.record_lag is None and r.time_lag_s is None
                 continue
             assert leo is not None and reading is not None
@@ -945,9 +950,6 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
             caught_up = reading.offset + 1 >= leo
             assert r.record_lag is not None and r.record_lag >= 0
             assert (r.record_lag == 0) == caught_up
-            if r.state is State.RESET:
-                assert r.time_lag_s is None
-                continue
             assert r.time_lag_s is not None and r.time_lag_s >= 0
             assert (r.time_lag_s == 0) == caught_up
             mn, mx, avg = window(r)
@@ -968,6 +970,8 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 assert min(r.records_lost, r.retention_headroom_records) == 0
                 if r.records_lost:
                     assert r.state is State.AT_RISK and r.retention_headroom_s == 0.0
+            if caught_up:  # retention deletes only copied records: never at risk, nothing lost
+                assert r.state is not State.AT_RISK and not r.records_lost and r.retention_headroom_s is None
         previous_keys = set(obs.leos)
     assert len(eng) == len(previous_keys)
 

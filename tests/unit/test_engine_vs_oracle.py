@@ -23,7 +23,7 @@ def steady_polls(draw):
     code: polls 5-20 s apart, LEOs that mostly grow (or idle), a mirror a little behind that
     sometimes catches up, stalls, steps back or falls far behind (beyond the table), LEOs or
     LROs now and then unreadable, log starts creeping up (sometimes past the mirror), partitions
-    that leave and come back, and offsets that now and then jump past 32 bits."""
+    that leave and come back, and offsets that now and then jump past 32 bits; and issue 23's inputs."""
     out = []
     t = 1_000.0
     leo = {k: draw(st.integers(0, 50)) for k in KEYS}
@@ -57,7 +57,13 @@ def steady_polls(draw):
                 start[k] += draw(st.sampled_from([0, 1, 5, 40]))
                 starts[k] = start[k]
         sizes = {flow: 100.0 for flow in (AB, CB) if draw(st.booleans())}
-        out.append(PollObservation(t, now, leos, lros, starts, sizes))
+        # Issue 23's inputs: a topic recreated now and then, a feed of once-per-flush resolution,
+        # and the source probe's answers (no data left to copy, or the oldest uncopied record's time).
+        new_logs = frozenset(k for k in leos if draw(st.integers(0, 59)) == 0)
+        resolution = {"callback": draw(st.sampled_from([0.0, 0.0, 60.0]))}
+        probed = {k: draw(st.sampled_from([None, t - 3_600.0, t - 5.0, now])) for k in lros
+                  if draw(st.integers(0, 4)) == 0}
+        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed))
         t = now
     return out
 
