@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping, Protocol, Sequence
 
 from cachetools import LRUCache
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka import (TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException,
+                             TopicPartition)
 
 from mirrorlag.config.settings import ClusterSettings, is_secret_key
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, refused_config
@@ -224,6 +225,13 @@ class KafkaFetcher:
     # (a broker returns at least one whole batch however small this is, KIP-74), and 1,000
     # partitions at 1 MB each (the default) would be a gigabyte read for 1,000 timestamps.
     FETCH_BYTES_PER_PARTITION = 1024
+    # While nothing arrives, how often the partitions still open are checked for a start past
+    # their end.
+    IDLE_CHECK_S = 0.1
+    # librdkafka keeps the high watermark of a partition's last fetch across assignments: one
+    # from an earlier call may be below a start the log has grown past since. Only a watermark
+    # this old after the assign comes from this call's fetches on a broker that answers at all.
+    PAST_END_AFTER_S = 0.5
 
     def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
         name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
@@ -262,15 +270,19 @@ class KafkaFetcher:
         if not starts:
             return found
         open_: dict[TopicPart, int] = dict(starts)
+        paused: list[TopicPartition] = []
         deadline = time.monotonic() + timeout_s
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
+        assigned_at = time.monotonic()
         try:
             while open_:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                first = consumer.poll(remaining)
+                first = consumer.poll(min(remaining, self.IDLE_CHECK_S))
                 if first is None:
+                    if time.monotonic() - assigned_at >= self.PAST_END_AFTER_S:
+                        self._give_up_past_the_end(consumer, open_)
                     continue
                 done: list[TopicPartition] = []
                 for message in (first, *consumer.consume(10_000, 0)):
@@ -295,11 +307,28 @@ class KafkaFetcher:
                     done.append(TopicPartition(topic, tp[1]))
                 if done and open_:
                     consumer.pause(done)  # answered: no more fetches for them this call
+                    paused += done
         finally:
+            if paused:  # a pause outlives unassign(): the next assign of them would never fetch
+                consumer.resume(paused)
             consumer.unassign()
         if not open_:
             self.errors.answered()
         return found
+
+    def _give_up_past_the_end(self, consumer: Consumer, open_: dict[TopicPart, int]) -> None:
+        """Drops partitions whose start is past the end their fetches report (a log that came
+        back shorter than the LEO asked with): Kafka answers OFFSET_OUT_OF_RANGE (an error event,
+        with auto.offset.reset=error), but a broker that answers such a fetch with an empty set
+        (tansu) would hold the whole call to its timeout."""
+        for (topic, partition), start in list(open_.items()):
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if 0 <= high < start:
+                del open_[(topic, partition)]
+                log.debug("source probe of %s[%d] from %d: past the end (%d)", topic, partition, start, high)
 
     def close(self) -> None:
         if self._consumer is not None:
