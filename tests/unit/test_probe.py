@@ -226,3 +226,20 @@ def test_bad_arguments_are_refused(log):
         SourceProbe(None)
     with pytest.raises(ValueError):
         SourceProbe({"bootstrap.servers": "127.0.0.1:1"}, "read_something")
+
+
+def test_for_cluster_builds_its_consumer_from_the_clusters_client_config():
+    from confluent_kafka import IsolationLevel
+
+    from mirrorlag.config.settings import ClusterSettings
+    from mirrorlag.errors import ConfigError
+
+    client = {"bootstrap.servers": "127.0.0.1:1"}
+    probe = SourceProbe.for_cluster(ClusterSettings("src", client["bootstrap.servers"], client),
+                                    IsolationLevel.READ_COMMITTED, max_fetches=5)
+    assert probe.max_fetches == 5 and probe.fetcher.isolation == "read_committed"
+    probe.close()
+    probe.close()  # twice is fine
+    refused = {**client, "security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}
+    with pytest.raises(ConfigError, match="cluster src"):
+        SourceProbe.for_cluster(ClusterSettings("src", client["bootstrap.servers"], refused))
