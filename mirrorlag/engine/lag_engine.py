@@ -98,6 +98,9 @@ class LagEngine:
         retention.observe_log_starts(c, log_rows, log_values, t, f.log_start_half_s[flow[log_rows]])
         self._new_log(np.flatnonzero(reset & has_r), log_rows, t, first_seen=t)
         self._new_log(np.flatnonzero(reset & ~has_r), log_rows, t, first_seen=np.nan)
+        unread = np.flatnonzero(renewed & ~has_leo)  # recreated, its LEO unreadable: UNKNOWN, on the new log
+        self._new_log(unread, log_rows, t, first_seen=np.nan)
+        c.has_prev_leo[unread] = False
         with_leo = np.flatnonzero(has_leo)
         self._tables.add(c, keys, with_leo, leo[with_leo], t, f.points[flow[with_leo]], f.limit[flow[with_leo]])
 

@@ -152,7 +152,11 @@ class LagEngine:
         if r is not None:
             part.last_lro = r
         if leo is None:
-            # LEO unreadable: unknown, and nothing is learnt from the gap.
+            # LEO unreadable: unknown, and nothing is learnt from the gap (but a recreated topic
+            # is a new log all the same).
+            if key in obs.new_logs:
+                part.new_log(key in obs.log_starts, t, first_seen=None)
+                part.prev = None
             return _row(key, State.UNKNOWN, None, r, now, part.window.measure(now), part.log_start)
 
         fl = part.fl
