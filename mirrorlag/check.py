@@ -39,12 +39,11 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float) -> i
     settings = load_settings(config_paths)
     # librdkafka refuses a socket timeout under 10 ms
     settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
-    feeds = build_feeds(settings)
+    poller = Poller(settings, lag_engine(settings), build_feeds(settings))
     try:
-        rows = _observe(Poller(settings, lag_engine(settings), feeds), timeout_s)
+        rows = _observe(poller, timeout_s)
     finally:
-        for feed in feeds:
-            feed.close()
+        poller.close()  # the feeds' consumers and the source probe's
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")

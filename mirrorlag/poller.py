@@ -16,11 +16,14 @@ import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
+from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS
+from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
 from mirrorlag.gil import pieces
 from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollStats
+from mirrorlag.kafka.probe import SourceProbe
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
 from mirrorlag.lro_cache import LroCache
-from mirrorlag.model import STATES, FlowId, PartitionKey, PollObservation, Snapshot, State
+from mirrorlag.model import STATES, FlowId, LroTable, PartitionKey, PollObservation, Snapshot, State
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +161,13 @@ class Poller:
         self._stale_metadata: set[str] = set()
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
         self._new_logs: list[PartitionKey] = []  # this poll's partitions whose topic ID changed
+        # Evidence that moves once per offset flush: connect-offsets, and the offset syncs of a
+        # partition slower than offset.lag.max records a flush (MM2 >= 3.7). The longest flush of
+        # the flows: a longer allowance only delays STALLED, a shorter one would flap it.
+        flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
+        self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
+        self._probes: dict[str, SourceProbe] = {}  # per source alias, made when first needed
+        self._previous_poll: float | None = None  # when the previous poll read its LROs
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -187,8 +197,10 @@ class Poller:
         views = [self._views[alias] for alias in self.sources if alias in self._views]
         lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos))
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
+        probed = self._probe(leos, lros)
+        self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
-                                                      new_logs=frozenset(new_logs)))
+                                                      frozenset(new_logs), self._resolution, probed))
         cols = snapshot.columns
         self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()])
         # A RESET row's LRO is the old log's: it leaves the feeds and the cache, so the partition
@@ -219,6 +231,36 @@ class Poller:
         """Close the feeds' consumers; only once no poll runs."""
         for feed in (*self.feeds, *self.heartbeats):
             feed.close()
+        for probe in self._probes.values():
+            probe.close()
+
+    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: Mapping) -> dict[PartitionKey, float | None]:
+        """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
+        since the previous poll (a stall, or nothing but transaction markers left to copy) and for
+        every partition behind at the first poll (a mirror that stalled before the sidecar
+        started). The probe remembers its answers, so a partition that stays put costs no fetch."""
+        if not isinstance(lros, LroTable) or not len(lros):
+            return {}
+        keys = list(leos)
+        has_r, off, changed, _, _, _ = lros.aligned(keys)
+        leo = np.fromiter((-1 if v is None else v for v in leos.values()), np.int64, len(keys))
+        behind = has_r & (off + 1 < leo)
+        if self._previous_poll is not None:
+            behind &= changed < self._previous_poll
+        rows = np.flatnonzero(behind).tolist()
+        if not rows:
+            return {}
+        by_source: dict[str, list[tuple[PartitionKey, int, int]]] = {}
+        for i in rows:
+            by_source.setdefault(keys[i].source, []).append((keys[i], int(off[i]) + 1, int(leo[i])))
+        found: dict[PartitionKey, float | None] = {}
+        for alias, requests in by_source.items():
+            probe = self._probes.get(alias)
+            if probe is None:
+                probe = self._probes[alias] = SourceProbe.for_cluster(self.settings.clusters[alias],
+                                                                      self.settings.leo_isolation)
+            found.update(probe.probe(requests))  # type: ignore[arg-type]
+        return found
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:
         """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
@@ -314,6 +356,9 @@ class Poller:
         and the cache; the partitions stay (UNKNOWN until evidence about the new log arrives)."""
         self._forget(keys)
         self.cache.forget(keys)
+        topics = {key.topic for key in keys}
+        for probe in self._probes.values():
+            probe.forget(topics)  # what it learnt of the old logs' offsets
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""

@@ -454,6 +454,9 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
             retention_warn_s=get("mirrorlag.retention.headroom.warn.ms"),
         ),
         connect_offsets_topic=_connect_offsets_topic(props, source, target),
+        # A Connect worker setting: MM2 builds each herder's worker config from the target's
+        # `<target>.` keys, so a top-level offset.flush.interval.ms never reaches it.
+        offset_flush_interval_s=_value(props.get(f"{target}.offset.flush.interval.ms"), (_seconds(1), "60000")),
     )
 
 

@@ -63,6 +63,9 @@ class FlowSettings:
     engine: EngineParams = field(default_factory=EngineParams)
     # Connect's offset.storage.topic for this flow's worker, on the target cluster.
     connect_offsets_topic: str = ""
+    # <target>.offset.flush.interval.ms: how often MM2 commits offsets, the resolution of evidence
+    # that moves once per flush (connect-offsets; offset syncs of a partition slower than offset.lag.max).
+    offset_flush_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not self.connect_offsets_topic:
