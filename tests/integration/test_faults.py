@@ -180,8 +180,10 @@ def test_target_broker_down_stalls_instead_of_freezing_a_healthy_lag(tmp_path, b
     offsets_topic(clusters)
     commit(clusters, {(topic, 0): 3, (topic, 1): 3})
     port = free_port()
+    # The feed moves once per offset flush: STALLED within max + that flush + one poll.
     path = config(tmp_path, clusters, port, f"topics = {topic}\nmirrorlag.lro.feeds = connect-offsets\n"
                                             "replication.lag.time.max.ms = 1000\n"
+                                            "dst.offset.flush.interval.ms = 1000\n"
                                             "replication.record.lag.metric.last.replicated.offset.ttl = 1000\n")
     try:
         with running_sidecar(path, port=port, log=tmp_path / "sidecar.log") as proc:

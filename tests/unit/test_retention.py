@@ -183,9 +183,10 @@ def test_headroom_far_away_is_not_at_risk() -> None:
 
 def test_slow_forecast_beyond_the_warn_time_is_not_at_risk() -> None:
     e = engine(retention_warn_s=100.0)
-    poll(e, 0.0, {K0: 10_000}, {K0: lro(9_999, -100.0)}, {K0: 0})
-    r = poll(e, 15.0, {K0: 10_000}, {K0: lro(9_999, -100.0)}, {K0: 150})[K0]
-    # 9_850 records of headroom at 10 records/s: 985 s, beyond the 100 s warn time.
+    poll(e, 0.0, {K0: 10_001}, {K0: lro(9_999, -100.0)}, {K0: 0})
+    r = poll(e, 15.0, {K0: 10_001}, {K0: lro(9_999, -100.0)}, {K0: 150})[K0]
+    # One record behind (a caught-up partition is never at risk, so has no forecast): 9_850
+    # records of headroom at 10 records/s, 985 s, beyond the 100 s warn time.
     assert (r.retention_headroom_s, r.state) == (985.0, State.IN_SYNC)
 
 
