@@ -44,6 +44,12 @@ class LroFeed(Protocol):
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
 
+    def evidence_times(self) -> Mapping[PartitionKey, float]:
+        """When the records behind the offsets last handed out were written (record timestamps,
+        seconds), for the partitions the feed can date, then forgotten: an old sync or commit read
+        at start is old evidence, not fresh (DESIGN §3)."""
+        return {}
+
     def close(self) -> None:
         """Release the feed's consumer; called once no poll runs."""
         if self.reader is not None:

@@ -45,9 +45,11 @@ class LroCache:
         self._codes: dict[str, int] = {}
         self._memo: list = [None, None, None]
         self.evictions_total = 0  # partitions that went stale (TTL expired without a new LRO)
+        self._previous_now: float | None = None
 
     def update(self, by_feed: Mapping[str, FeedOffsets], now: float,
-               keys: Sequence[PartitionKey] | None = None) -> LroTable:
+               keys: Sequence[PartitionKey] | None = None,
+               written_at: Mapping[str, Mapping[PartitionKey, float]] | None = None) -> LroTable:
         """Merge this poll's offsets from every feed and return every known LRO.
 
         `keys` are the partitions that exist now (the poll's): an offset for any other partition
@@ -55,6 +57,11 @@ class LroCache:
         once discovered), and a partition no longer among them is dropped. Without `keys`, every
         partition the cache holds stays and those the feeds name are added.
         A partition no feed mentions keeps its last value (stale once its TTL has passed).
+        `written_at`, per feed, dates the records behind its offsets: a new value whose record was
+        written before the previous update (at the first, more than a TTL ago: an old sync or
+        commit read at start), or that a feed read late, changed then, not now, so its age and
+        TTL count from then (DESIGN §3). Newer records count from now: dated by the brokers'
+        clock, a record written just after this poll's LEO snapshot must not look older than it.
         """
         self._align(keys if keys is not None else self._with_new(by_feed))
         # Expire before applying this poll's offsets: a value that expired and moves again in the
@@ -71,6 +78,9 @@ class LroCache:
         self._changed[at] = now
         self._stale[at] = ttl <= 0
         self._used[at] = True
+        if written_at and at.size:
+            self._date(at, code, written_at, now)
+        self._previous_now = now
         return LroTable(self._keys, self._used.copy(), self._offset.copy(), self._feed.copy(), self._changed.copy(),
                         self._stale.copy(), self._names, self._memo)
 
@@ -85,6 +95,21 @@ class LroCache:
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self._used))
+
+    def _date(self, at: np.ndarray, code: np.ndarray, written_at: Mapping[str, Mapping[PartitionKey, float]],
+              now: float) -> None:
+        """Rows `at` took a new value this update: where the winning feed's record was written
+        before the previous update, it changed then."""
+        keys = [self._keys[i] for i in at.tolist()]
+        before = self._previous_now if self._previous_now is not None else now - self._ttl
+        for feed, times in written_at.items():
+            if not times or feed not in self._codes:
+                continue
+            when = np.fromiter(map(times.get, keys, repeat(np.nan)), float, len(keys))
+            older = (code[at] == self._codes[feed]) & (when < before)
+            rows = at[older]
+            self._changed[rows] = when[older]
+            self._stale[rows] = when[older] + self._ttl <= now
 
     def _highest(self, by_feed: Mapping[str, FeedOffsets]) -> tuple[np.ndarray, np.ndarray]:
         """Per row, the highest offset any feed reports (_NONE where none does) and the code of

@@ -185,9 +185,12 @@ class Poller:
             self._drop_lros(new_logs)
         now = self.clock()
         by_feed: dict[str, Mapping[PartitionKey, int]] = {}
+        written_at: dict[str, Mapping[PartitionKey, float]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
             offsets = feed.offsets()
             by_feed[feed.name] = {**by_feed[feed.name], **offsets} if feed.name in by_feed else offsets
+            if times := feed.evidence_times():
+                written_at[feed.name] = {**written_at.get(feed.name, {}), **times}
         # Only the partitions this poll knows (`leos`: those of the configured flows that the
         # source has) may hold an LRO: a feed record naming one that does not exist (junk, or a
         # deleted topic) must not grow the cache. Feeds keep what they read, so a partition
@@ -195,7 +198,8 @@ class Poller:
         # (One source: its view's key tuple, in the order of `leos`, which the cache then holds
         # rather than a list of its own.)
         views = [self._views[alias] for alias in self.sources if alias in self._views]
-        lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos))
+        lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos),
+                                 written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         probed = self._probe(leos, lros)
         self._previous_poll = now

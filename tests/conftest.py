@@ -54,11 +54,13 @@ class Clusters:
         finally:
             consumer.close()
 
-    def write_offset_syncs(self, sync_topic: str, syncs: list[OffsetSync], which: str = "source") -> None:
+    def write_offset_syncs(self, sync_topic: str, syncs: list[OffsetSync], which: str = "source",
+                           timestamp_ms: int = 0) -> None:
+        """The syncs as MM2 writes them; `timestamp_ms` (0: now) dates them, as if written then."""
         producer = Producer({"bootstrap.servers": getattr(self, which), "batch.num.messages": 1, "linger.ms": 0})
         for sync in syncs:
             key, value = encode_offset_sync(sync)
-            producer.produce(sync_topic, key=key, value=value, partition=0)
+            producer.produce(sync_topic, key=key, value=value, partition=0, timestamp=timestamp_ms)
         assert producer.flush(15) == 0
 
 

@@ -63,6 +63,7 @@ class ConnectOffsetsFeed(LroFeed):
     name: str = FEED_NAME
     bad_records: int = 0
     _latest: dict[PartitionKey, int] = field(default_factory=dict)
+    _times: dict[PartitionKey, float] = field(default_factory=dict)  # record times since the last hand-out
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
     # The poller's key of a (flow, topic, partition) (Poller._key_of), so the offsets are keyed by
     # the poller's own key objects; None (or a partition it does not list yet): a key of its own.
@@ -105,8 +106,16 @@ class ConnectOffsetsFeed(LroFeed):
             return
         if offset is None:
             self._latest.pop(partition_key, None)  # tombstone: the offset was reset
+            self._times.pop(partition_key, None)
         else:
             self._latest[partition_key] = offset
+            if self.reader is not None and self.reader.batch_time_s is not None:
+                self._times[partition_key] = self.reader.batch_time_s
+
+    def evidence_times(self) -> dict[PartitionKey, float]:
+        """The commits' record times of the partitions whose offset was read since the last call."""
+        times, self._times = self._times, {}
+        return times
 
     def _flow_for(self, cluster: str, topic: str | None) -> FlowId | None:
         candidates = self.flows_by_topic.get(topic, ()) if topic is not None else (

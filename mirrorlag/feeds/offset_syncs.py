@@ -50,11 +50,22 @@ class _TopicSyncs:
     flow: FlowSettings
     topic: str
     offsets: array = field(default_factory=lambda: array("q"))
+    # While the feed's first read of the topic lasts: each partition's sync time (the record
+    # batch's, seconds; 0: none). Dropped once handed out, so it costs nothing afterwards.
+    times: array | None = None
 
     def store(self, partition: int, upstream: int) -> None:
         if partition >= len(self.offsets):
             self.offsets.extend(repeat(_NONE, partition + 1 - len(self.offsets)))
         self.offsets[partition] = upstream
+
+    def stamp(self, partition: int, at: float) -> None:
+        times = self.times
+        if times is None:
+            times = self.times = array("d")
+        if partition >= len(times):
+            times.extend(repeat(0.0, partition + 1 - len(times)))
+        times[partition] = at
 
 
 @dataclass
@@ -77,6 +88,7 @@ class OffsetSyncsFeed(LroFeed):
     _topics: dict[tuple[str, str], _TopicSyncs] = field(default_factory=dict)  # (sync topic, topic)
     _prefixes: dict[str, dict[bytes, _TopicSyncs]] = field(default_factory=dict)  # sync topic -> key's topic part
     _far: dict[PartitionKey, int] = field(default_factory=dict)  # partitions numbered _SLOTS and up
+    _dating: bool = True  # until the first read's sync times are handed out (evidence_times)
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
     # Per flow, the poller's keys of each topic by partition number (Poller's keys by topic): the
     # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
@@ -135,6 +147,8 @@ class OffsetSyncsFeed(LroFeed):
                 (partition,) = _unpack_partition(key, len(key) - 4)
                 if upstream >= 0 and 0 <= partition < _SLOTS:
                     syncs.store(partition, upstream)
+                    if self._dating:
+                        self._stamp(syncs, partition)
                     return
         try:
             sync = decode_offset_sync(key, value)
@@ -153,6 +167,28 @@ class OffsetSyncsFeed(LroFeed):
         if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
             prefixes[key[:-4]] = syncs
         syncs.store(sync.partition, sync.upstream_offset)
+        if self._dating:
+            self._stamp(syncs, sync.partition)
+
+    def _stamp(self, syncs: _TopicSyncs, partition: int) -> None:
+        at = self.reader.batch_time_s if self.reader is not None else None
+        if at is not None:
+            syncs.stamp(partition, at)
+
+    def evidence_times(self) -> dict[PartitionKey, float]:
+        """The first read's sync times, once (a restart reads the topic from its beginning, so
+        an old sync is old evidence); later syncs arrive within a poll and are dated by it."""
+        self._dating = False
+        out: dict[PartitionKey, float] = {}
+        for syncs in self._topics.values():
+            times, syncs.times = syncs.times, None
+            if not times:
+                continue
+            by_partition = (self.topic_keys(syncs.flow.id).get(syncs.topic, ()) if self.topic_keys is not None
+                            else [PartitionKey(syncs.flow.source, syncs.flow.target, syncs.topic, p)
+                                  for p in range(len(times))])
+            out.update((key, at) for key, at in zip(by_partition, times) if key is not None and at > 0.0)
+        return out
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from mirrorlag.config.settings import ClusterSettings
@@ -134,6 +134,9 @@ class TopicReader:
     _missing_logged: set[str] = field(default_factory=set)
     _at_eof: set[tuple[str, int]] = field(default_factory=set)
     errors: ClientErrors = field(default_factory=ClientErrors)
+    # The newest record timestamp (s) of the batch being applied: a feed dates what it learns
+    # from the batch by it (an upper bound for each record, taken once a batch, not per record).
+    batch_time_s: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.consumer, FeedConsumer):
@@ -213,6 +216,7 @@ class TopicReader:
             messages = self.consumer.consume(num_messages=10_000, timeout=min(remaining, 0.1))
             gone: set[str] = set()
             at_eof = self._at_eof
+            self.batch_time_s = _newest_timestamp_s(messages)
             for msg in messages:  # the per-record loop of a restart's drain: keep it lean
                 err = msg.error()
                 if err is not None:
@@ -275,3 +279,12 @@ class TopicReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _newest_timestamp_s(messages: Sequence) -> float | None:
+    """The timestamp of the last record of a batch that has one (seconds), None if none has."""
+    for msg in reversed(messages):
+        if msg.error() is None:
+            kind, ms = msg.timestamp()
+            return ms / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE else None
+    return None

@@ -20,12 +20,12 @@ pytestmark = pytest.mark.integration
 SYNC_TOPIC = "mm2-offset-syncs.dst.internal"  # on the source cluster: offset-syncs.topic.location=source
 
 
-def _setup(tmp_path, clusters, topic: str, syncs: list[OffsetSync]):
+def _setup(tmp_path, clusters, topic: str, syncs: list[OffsetSync], written_ms: int = 0):
     try:
         clusters.create_topic(SYNC_TOPIC, 1)
     except Exception:
         pass  # shared across tests; topics differ per test
-    clusters.write_offset_syncs(SYNC_TOPIC, syncs)
+    clusters.write_offset_syncs(SYNC_TOPIC, syncs, timestamp_ms=written_ms)
     return write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic}\n")
 
 
@@ -60,10 +60,90 @@ def test_a_mirror_stalled_an_hour_before_start_is_not_in_sync_at_first_look(tmp_
     clusters.create_topic(topic_name, 1)
     hour_ago_ms = int(time.time() * 1000) - 3_600_000
     produce_records(clusters.source, topic_name, 0, [hour_ago_ms + i for i in range(10)])
-    config = _setup(tmp_path, clusters, topic_name, [OffsetSync(topic_name, 0, 4, 4)])  # 5..9 never copied
+    # 5..9 never copied: the mirror's last sync was written an hour ago too.
+    config = _setup(tmp_path, clusters, topic_name, [OffsetSync(topic_name, 0, 4, 4)], written_ms=hour_ago_ms + 5)
     status, row = _check(config)
     assert (row["lro"], row["record_lag"]) == (4, 5), row
-    assert row["state"] != "IN_SYNC" and status == 1, row
+    assert (row["state"], status) == ("STALLED", 1), row
+    assert row["lro_age_s"] >= 3_590, row  # an old sync is old evidence, not fresh
     # Record 5 has waited since it was appended, an hour ago: so has the mirror.
     assert 3_590 <= row["time_lag_s"] <= 3_700, row
     assert 3_590 <= row["freshness_lag_s"] <= 3_700 and not row["freshness_lower_bound"], row
+
+
+def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(tmp_path, own_clusters):
+    """Issue 23's first case, MM2's defaults scaled down tenfold (offset flush 60 s -> 6 s, poll 15
+    -> 1.5 s, replication.lag.time.max 30 -> 3 s, TTL 20 -> 2 s): one record every 0.2 s (fewer
+    than offset.lag.max a flush, so `mirrorlag mirror` writes a sync at each flush only, as MM2's
+    OffsetSyncWriter does), copied within milliseconds. Every poll reads IN_SYNC; once the mirror
+    pauses, STALLED within max + one flush + one poll of its last evidence, which can come one
+    flush after the pause (the last records copied are committed at the next flush): 16.5 s."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from mirrorlag.embedded import free_port
+    from tests.helpers import running_sidecar, status
+
+    tag = uuid.uuid4().hex[:8]
+    src, dst, topic = f"s{tag}", f"d{tag}", f"slow-{tag}"
+    own_clusters.create_topic(topic, 1)
+    port = free_port()
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {own_clusters.source}\n"
+        f"{dst}.bootstrap.servers = {own_clusters.target}\n{src}->{dst}.enabled = true\n"
+        f"{src}->{dst}.topics = {topic}\n{dst}.offset.flush.interval.ms = 6000\n")
+    sidecar = tmp_path / "sidecar.properties"
+    sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
+                       "replication.record.lag.metric.refresh.interval = 1500\n"
+                       "replication.lag.time.max.ms = 3000\n"
+                       "replication.record.lag.metric.last.replicated.offset.ttl = 2000\n")
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": own_clusters.source, "batch.num.messages": 1, "linger.ms": 0})
+        while not stop.wait(0.2):
+            producer.produce(topic, value=b"v", partition=0)
+            producer.poll(0)
+        producer.flush(10)
+
+    def row() -> dict:
+        return next(r for r in status(port)["partitions"] if r["topic"] == topic)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    with open(tmp_path / "mirror.log", "ab") as log:
+        mirror = subprocess.Popen([sys.executable, "-m", "mirrorlag", "mirror", "--config", str(config)],
+                                  stdout=log, stderr=log)
+    try:
+        writer.start()
+        with running_sidecar(config, sidecar, port=port, log=tmp_path / "sidecar.log"):
+            deadline = time.monotonic() + 30
+            while row()["state"] != "IN_SYNC":  # the first flush brings the first LRO
+                assert time.monotonic() < deadline, row()
+                time.sleep(0.3)
+            seen = []
+            end = time.monotonic() + 36  # six flushes
+            while time.monotonic() < end:
+                r = row()
+                seen.append((r["state"], r["time_lag_s"], r["lro_feed"]))
+                time.sleep(0.5)
+            assert {s for s, _, _ in seen} == {"IN_SYNC"}, seen
+            assert max(t for _, t, _ in seen) > 3.0  # past max between flushes: the resolution is what keeps it in sync
+
+            mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source goes on
+            paused = time.monotonic()
+            after = []
+            while (r := row())["state"] != "STALLED":
+                after.append((round(time.monotonic() - paused, 1), r["state"], r["record_lag"], r["time_lag_s"],
+                              r["lro_age_s"], r["lro_feed"]))
+                assert time.monotonic() - paused < 16.5 + 3.0, after
+                time.sleep(0.3)
+    finally:
+        stop.set()
+        mirror.send_signal(signal.SIGTERM)
+        mirror.wait(timeout=10)

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 from hypothesis import given, strategies as st
 
 from mirrorlag.config.loader import load_settings
@@ -359,6 +359,9 @@ class FakeMessage:
 
     def error(self):
         return self._error
+
+    def timestamp(self) -> tuple[int, int]:
+        return (TIMESTAMP_CREATE_TIME, 1_700_000_000_000)
 
     def topic(self) -> str:
         return self._topic

@@ -187,3 +187,23 @@ def test_forget_keeps_the_row_and_a_new_offset_enters_as_new():
     assert (table[K1].offset, table[K1].changed_at, table[K1].stale) == (3, 2.0, False)
     cache.forget([])
     assert len(cache) == 2
+
+
+def test_an_old_record_is_old_evidence_and_a_new_one_counts_from_the_poll():
+    # DESIGN §3: read at start, a sync written an hour ago is an hour old (and stale), not fresh;
+    # one written moments ago counts from the poll (brokers' clocks must not make it look older).
+    c = LroCache(ttl_s=20.0)
+    t = c.update({"offset-syncs": {K1: 10, K2: 20}}, now=5_000.0,
+                 written_at={"offset-syncs": {K1: 1_400.0, K2: 4_995.0}})
+    assert t[K1] == LroReading(10, "offset-syncs", 1_400.0, True)
+    assert t[K2] == LroReading(20, "offset-syncs", 5_000.0, False)
+    # Later, a record written before the previous poll (a feed that read it late) changed then.
+    t = c.update({"offset-syncs": {K1: 11, K2: 21}}, now=5_015.0,
+                 written_at={"offset-syncs": {K1: 4_990.0, K2: 5_010.0}})
+    assert t[K1] == LroReading(11, "offset-syncs", 4_990.0, True)
+    assert t[K2] == LroReading(21, "offset-syncs", 5_015.0, False)
+    # Only the feed that won is dated by its own records; an unchanged value keeps its time.
+    t = c.update({"offset-syncs": {K1: 11}, "callback": {K2: 22}}, now=5_030.0,
+                 written_at={"offset-syncs": {K2: 100.0}})
+    assert t[K1] == LroReading(11, "offset-syncs", 4_990.0, True)
+    assert t[K2] == LroReading(22, "callback", 5_030.0, False)
