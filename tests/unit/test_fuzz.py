@@ -46,6 +46,7 @@ class ListReader:
     topic: str
     records: list[Record]
     cluster_alias: str = "x"
+    batch_time_s: float | None = None  # TopicReader's: the batch's newest record time
 
     def drain(self, apply: Callable[[str, bytes | None, bytes | None], None]) -> None:
         records, self.records = self.records, []
