@@ -440,6 +440,8 @@ def check_retention(res: Run) -> None:
                 assert row.retention_headroom_s == 0.0, where
             hs = row.retention_headroom_s
             assert hs is None or (math.isfinite(hs) and hs >= 0), where
+            if row.record_lag == 0:  # caught up: retention deletes only copied records
+                assert row.state is not State.AT_RISK and not row.records_lost and hs is None, where
         if isinstance(lost_total, dict) and i == len(res.polls) - 1:
             counted = lost_total.get(FLOW, 0)
             assert certain <= counted <= truth, f"records_lost_total={counted} certain={certain} truth={truth}"
