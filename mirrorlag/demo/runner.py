@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 TOPICS = {"orders": 3, "payments": 2, "clickstream": 4}
 MIRROR_RATE = 250  # records/s: below the bursts, above the steady load
 # The mirror's life: (seconds, copying?). A pause is a stalled MirrorMaker.
-MIRROR_SCHEDULE: tuple[tuple[float, bool], ...] = ((25, True), (8, False))
+MIRROR_SCHEDULE: tuple[tuple[float, bool], ...] = ((25, True), (20, False))
 
 MM2_PROPERTIES = """\
 # Written by `mirrorlag demo`: what MirrorMaker 2 would run with. `mirrorlag mirror` reads it as
