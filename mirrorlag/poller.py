@@ -279,10 +279,9 @@ class Poller:
                 self._topology.update(source.discover())
                 self._metadata_due[alias] = started + self.settings.metadata_max_age_s
                 self._stale_metadata.discard(alias)
-                # (getattr: stand-in sources of tests and benchmarks have neither)
-                self.stats.metadata_errors_total[alias] = getattr(source, "metadata_errors", 0)
+                self.stats.metadata_errors_total[alias] = source.metadata_errors
             view = self._view(source)
-            if discovered and (recreated := getattr(source, "recreated", ())):
+            if discovered and (recreated := source.recreated):
                 for flow in source.flows:
                     by_topic = self._keys_by_topic.get(flow.id, {})
                     self._new_logs += [key for topic in recreated if topic in by_topic

@@ -68,6 +68,8 @@ class StandInSource:
         self.flows = flows
         self.topics = topics
         self.polls = 0
+        self.metadata_errors = 0  # as SourceCluster's
+        self.recreated: frozenset[str] = frozenset()
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every partition, as the simulated mirror walks them."""

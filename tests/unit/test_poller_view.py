@@ -21,6 +21,8 @@ class FreshSource:
         self.topics = topics
         self.discoveries = 0
         self.unanswered: set[tuple[str, int]] = set()  # partitions whose end offset fails
+        self.metadata_errors = 0  # as SourceCluster's
+        self.recreated: frozenset[str] = frozenset()
 
     def discover(self):
         self.discoveries += 1
