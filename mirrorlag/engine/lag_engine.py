@@ -69,6 +69,7 @@ class LagEngine:
             gone = self._follow(list(leos), gen, obs)
             found = list(map(leos.__getitem__, self._keys))
         keys = self._keys
+        # This poll's input as columns, and the flows' parameters for it.
         has_leo, leo = leo_column(found)
         has_r, off, changed, stale, feed, feed_names = lro_columns(obs.lros, keys)
         self._remember_lros(has_r, off, feed, feed_names)
@@ -88,6 +89,7 @@ class LagEngine:
         nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
         res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
 
+        # Which rows are on a new log (RESET), and which get every rule.
         went_back = has_leo & c.has_prev_leo & (leo < c.prev_leo)
         renewed = np.zeros(len(keys), bool)
         if obs.new_logs:
@@ -104,6 +106,7 @@ class LagEngine:
         with_leo = np.flatnonzero(has_leo)
         self._tables.add(c, keys, with_leo, leo[with_leo], t, f.points[flow[with_leo]], f.limit[flow[with_leo]])
 
+        # Every rule, in order, for the rows with an LEO and an LRO on the same log.
         r = np.flatnonzero(ordinary)
         fl, L, lro, N = flow[r], leo[r], off[r], nxt[r]
         lag = record_lag(L, N)
