@@ -100,14 +100,15 @@ class LroCache:
               now: float) -> None:
         """Rows `at` took a new value this update: where the winning feed's record was written
         before the previous update, it changed then."""
-        keys = [self._keys[i] for i in at.tolist()]
         before = self._previous_now if self._previous_now is not None else now - self._ttl
         for feed, times in written_at.items():
             if not times or feed not in self._codes:
                 continue
-            when = np.fromiter(map(times.get, keys, repeat(np.nan)), float, len(keys))
-            older = (code[at] == self._codes[feed]) & (when < before)
-            rows = at[older]
+            won = at[code[at] == self._codes[feed]]  # only the rows this feed's value took
+            when = np.fromiter(map(times.get, map(self._keys.__getitem__, won.tolist()), repeat(np.nan)),
+                               float, won.size)
+            older = when < before
+            rows = won[older]
             self._changed[rows] = when[older]
             self._stale[rows] = when[older] + self._ttl <= now
 

@@ -238,12 +238,12 @@ class Poller:
         for probe in self._probes.values():
             probe.close()
 
-    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: Mapping) -> dict[PartitionKey, float | None]:
+    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at the first poll (a mirror that stalled before the sidecar
         started). The probe remembers its answers, so a partition that stays put costs no fetch."""
-        if not isinstance(lros, LroTable) or not len(lros):
+        if not len(lros):
             return {}
         keys = list(leos)
         has_r, off, changed, _, _, _ = lros.aligned(keys)
@@ -346,22 +346,23 @@ class Poller:
         return result
 
     def _forget(self, keys: list[PartitionKey]) -> None:
-        """Gone partitions leave the feeds (the LRO cache drops them as they leave the poll's
-        partitions), so that if the topic comes back, its new log starts UNKNOWN instead of taking
-        the old log's LRO (a false lag, or a false IN_SYNC)."""
+        """Gone partitions leave the feeds and the source probe's findings (the LRO cache drops
+        them as they leave the poll's partitions), so that if the topic comes back, its new log
+        starts UNKNOWN instead of taking the old log's LRO or records (a false lag, or a false
+        IN_SYNC)."""
         if not keys:
             return
         for feed in self.feeds:  # the trackers' feeds among them
             feed.forget(keys)
+        topics = {key.topic for key in keys}
+        for probe in self._probes.values():
+            probe.forget(topics)  # what it learnt of the old logs' offsets: a new log reuses them
 
     def _drop_lros(self, keys: list[PartitionKey]) -> None:
         """The LROs of partitions whose log is new (RESET, or a topic ID changed) leave the feeds
         and the cache; the partitions stay (UNKNOWN until evidence about the new log arrives)."""
         self._forget(keys)
         self.cache.forget(keys)
-        topics = {key.topic for key in keys}
-        for probe in self._probes.values():
-            probe.forget(topics)  # what it learnt of the old logs' offsets
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""

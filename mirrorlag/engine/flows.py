@@ -31,8 +31,7 @@ class FlowColumns:
     """One update's parameters, one entry per flow index."""
 
     max_s: np.ndarray  # replication.lag.time.max.ms, seconds
-    window_s: np.ndarray  # the record-lag window's sample length
-    samples: np.ndarray  # and number of samples
+    samples: np.ndarray  # the record-lag window's number of samples (the window itself reads its shape)
     rate_half_s: np.ndarray  # rates span about samples x window; a checkpoint moves every half of it
     points: np.ndarray  # the freshness table answers from its newest `points` (>= 2: interpolation)
     limit: np.ndarray  # and holds at most points + 1, so a full table is cut every other poll
@@ -89,7 +88,6 @@ class Flows:
         points = np.array([max(2, p.freshness_points) for p in ps], np.int64)
         return FlowColumns(
             max_s=np.array([p.lag_time_max_s for p in ps], float),
-            window_s=window,
             samples=samples,
             rate_half_s=rate_window * 0.5,
             points=points,
