@@ -26,13 +26,23 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
 
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import LagEngine
+from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
+from mirrorlag.feeds.target_progress import FEED_NAME as TARGET_PROGRESS
+from mirrorlag.feeds.target_progress import NONE as TP_NONE
+from mirrorlag.feeds.target_progress import progress_lros
+from mirrorlag.kafka.probe import SourceProbe
 from mirrorlag.lro_cache import LroCache
-from mirrorlag.model import FlowId, LroReading, PartitionKey, PartitionRow, PollObservation
+from mirrorlag.model import FlowId, LroTable, PartitionKey, PartitionRow, PollObservation
+from mirrorlag.poller import Poller
+from tests.sim.mm2 import MM2Config, MM2Model, Sync
 
 INF = math.inf
 FLOW = FlowId("A", "B")
@@ -64,6 +74,24 @@ class Burst:
     count: int
 
 
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+DATA, COMMITTED, ABORTED, MARKER = 0, 1, 2, 3  # a record's kind: plain, in a committed / aborted transaction, control
+
+
+@dataclass(frozen=True)
+class Txn:
+    """A producer transaction: `count` data records from `at`, spread over `duration` s (all at
+    `at` when 0), then its control record (commit or abort marker), which takes an offset, at
+    `at + duration`. Kafka keeps an aborted transaction's records (they take offsets); a
+    read_committed consumer skips them, a read_uncommitted one (MM2's default: its source
+    consumer sets no isolation.level) reads them as data. No consumer ever sees a marker."""
+
+    at: float
+    count: int
+    commit: bool = True
+    duration: float = 0.0
+
+
 @dataclass(frozen=True)
 class Retention:
     """Source retention. A record is deleted when the newest `keep_records` records no longer
@@ -86,8 +114,12 @@ class SourceLog:
         initial_rate: float = 1.0,
         retention: Retention | None = None,
         start: float = 0.0,
+        txns: Sequence[Txn] = (),
+        isolation: str = READ_UNCOMMITTED,
     ) -> None:
+        assert isolation in (READ_UNCOMMITTED, READ_COMMITTED)
         self.initial = initial
+        self.isolation = isolation
         # `initial` records appended steadily before `start` (the last one 1/initial_rate before it).
         times = [start - (initial - o) / initial_rate for o in range(initial)]
         t = start
@@ -105,9 +137,44 @@ class SourceLog:
             t = end
         for burst in bursts:
             times.extend([burst.at] * burst.count)
-        times.sort()
+        # (time, rank, kind, txn): at one instant plain records, then transactional ones, then
+        # markers, so a transaction's marker always follows its records.
+        entries = [(a, 0, DATA, -1) for a in times]
+        for i, tx in enumerate(txns):
+            step = tx.duration / tx.count if tx.count else 0.0
+            kind = COMMITTED if tx.commit else ABORTED
+            entries += [(tx.at + j * step, 1, kind, i) for j in range(tx.count)]
+            entries.append((tx.at + tx.duration, 2, MARKER, i))
+        entries.sort(key=lambda e: (e[0], e[1]))
+        times = [e[0] for e in entries]
         self.append_times: list[float] = times
+        self.kinds: list[int] = [e[2] for e in entries]
         n = len(times)
+        # What a consumer at the isolation level sees. read_uncommitted: every record but markers,
+        # as soon as it is appended. read_committed: committed and plain records only, and none
+        # at or after the first offset of a transaction still open (the LSO), so offset o becomes
+        # visible once every transaction that began at or before o has ended.
+        if isolation == READ_UNCOMMITTED:
+            self.is_data = [k != MARKER for k in self.kinds]
+            self.visible_times = times
+        else:
+            self.is_data = [k in (DATA, COMMITTED) for k in self.kinds]
+            first: dict[int, int] = {}
+            for o, e in enumerate(entries):
+                first.setdefault(e[3], o)
+            ends_at = {first[i]: tx.at + tx.duration for i, tx in enumerate(txns) if i in first}
+            vis, blocked = [], -INF
+            for o in range(n):
+                blocked = max(blocked, ends_at.get(o, -INF))
+                vis.append(max(times[o], blocked))
+            self.visible_times = vis  # non-decreasing: the LSO only moves forward
+        # next_data[o]: the first data record at or after o (n: none); data_before[o]: how many below o.
+        nxt, before = [n] * (n + 1), [0] * (n + 1)
+        for o in range(n - 1, -1, -1):
+            nxt[o] = o if self.is_data[o] else nxt[o + 1]
+        for o in range(n):
+            before[o + 1] = before[o] + self.is_data[o]
+        self.next_data, self.data_before = nxt, before
         deletes = [INF] * n
         if retention is not None:
             keep_n, keep_s, every = retention.keep_records, retention.keep_seconds, retention.check_interval
@@ -127,7 +194,13 @@ class SourceLog:
         return len(self.append_times)
 
     def leo(self, t: float) -> int:
-        return bisect_right(self.append_times, t)
+        """The LEO at the isolation level: the high watermark, or at read_committed the LSO."""
+        return bisect_right(self.visible_times, t)
+
+    def data_lag(self, lro: int | None, leo: int) -> int:
+        """Data records (at the isolation level) in [LRO + 1, LEO): what the mirror still has to copy."""
+        lo = 0 if lro is None else lro + 1
+        return max(0, self.data_before[max(leo, lo)] - self.data_before[lo])
 
     def log_start(self, t: float) -> int:
         return bisect_right(self.delete_times, t)
@@ -151,8 +224,14 @@ class Phase:
 
 class Mirror:
     """Copies `log` in offset order. Copying one record takes 1/speed s of work; work is only
-    done while a record is available (appended `latency` s ago and not deleted). After the last
-    phase the mirror is stalled."""
+    done while a record is available (visible at the log's isolation level `latency` s ago and
+    not deleted). Records the consumer never hands over (markers; aborted records at
+    read_committed) are passed over without work and without moving the LRO, which is thus
+    always the last copied data record. After the last phase the mirror is stalled.
+
+    Also kept, for the MM2 model (tests/sim/mm2.py): every acknowledged copy in time order
+    (`copies_t`, `copies_u`: the target's records, re-copies after a restart included) and the
+    restarts (`restarts`: the times of the phases with a rewind, each a new task lifetime)."""
 
     def __init__(
         self,
@@ -165,6 +244,7 @@ class Mirror:
         horizon: float = INF,
     ) -> None:
         a, d = log.append_times, log.delete_times
+        vis, data = log.visible_times, log.is_data
         n = len(a)
         copied = log.initial if copied is None else copied
         self.copy_time = [INF] * n  # first time each offset was copied (INF: never)
@@ -172,8 +252,13 @@ class Mirror:
         self.event_t: list[float] = []  # LRO changes, in time order
         self.event_v: list[int] = []
         self.rewinds = 0
+        self.copies_t: list[float] = []
+        self.copies_u: list[int] = []
+        self.restarts: list[float] = []
         for o in range(copied):  # the initial records were copied the moment they arrived
             self.copy_time[o] = self.passed[o] = a[o]
+            self.copies_t.append(a[o])
+            self.copies_u.append(o)
         lro = copied - 1
         if lro >= 0:
             self.event_t.append(a[lro])
@@ -192,12 +277,13 @@ class Mirror:
                 self.event_t.append(s)
                 self.event_v.append(k)
                 self.rewinds += 1
+                self.restarts.append(s)
                 lro, p, work = k, k + 1, 0.0
             v = phase.speed
             while v > 0:
                 if p >= n:
                     break
-                ready = max(t, a[p] + latency)
+                ready = max(t, vis[p] + latency)
                 if ready >= e:
                     break
                 if d[p] <= ready:
@@ -205,6 +291,12 @@ class Mirror:
                     p = bisect_right(d, ready)
                     work = 0.0
                     t = ready
+                    continue
+                if not data[p]:
+                    # Never handed over by the consumer: passed at once, the LRO stays.
+                    if self.passed[p] == INF:
+                        self.passed[p] = ready
+                    p, t = p + 1, ready
                     continue
                 done = ready + (1.0 - work) / v
                 if done > e:
@@ -218,6 +310,8 @@ class Mirror:
                     continue
                 if self.copy_time[p] == INF:
                     self.copy_time[p] = done
+                self.copies_t.append(done)
+                self.copies_u.append(p)
                 for o in range(lro + 1, p + 1):
                     if self.passed[o] == INF:
                         self.passed[o] = done
@@ -225,17 +319,22 @@ class Mirror:
                 self.event_v.append(p)
                 lro, p, work, t = p, p + 1, 0.0, done
             s = e
-        # Busy-period starts (valid while the LRO never steps back): the mirror lacks some record
-        # at time x iff a[o] <= x < passed[o] for some o. Both sequences are non-decreasing, so the
-        # stretch of "lacking" containing record o began at busy_start[o].
-        busy = [0.0] * n
+        # Busy-period starts (valid while the LRO never steps back): the mirror lacks some data
+        # record at time x iff vis[o] <= x < passed[o] for some data record o. Both sequences are
+        # non-decreasing over the data records, so the stretch of "lacking" containing data record
+        # o began at busy_start[o] (defined at data records only; every record is data without
+        # transactions, and vis is the append time at read_uncommitted).
+        busy = [INF] * n
+        prev = -1
         for o in range(n):
-            busy[o] = a[o] if o == 0 or self.passed[o - 1] < a[o] else busy[o - 1]
+            if data[o]:
+                busy[o] = vis[o] if prev < 0 or self.passed[prev] < vis[o] else busy[prev]
+                prev = o
         self.busy_start = busy
-        # never_copied_prefix[o] = offsets below o that were never copied.
+        # never_copied_prefix[o] = data records below o that were never copied (markers never are).
         prefix = [0] * (n + 1)
         for o in range(n):
-            prefix[o + 1] = prefix[o] + (1 if self.copy_time[o] == INF else 0)
+            prefix[o + 1] = prefix[o] + (1 if self.copy_time[o] == INF and data[o] else 0)
         self.never_copied_prefix = prefix
 
     def lro(self, t: float) -> tuple[int, float] | None:
@@ -244,6 +343,16 @@ class Mirror:
         if i < 0:
             return None
         return self.event_v[i], self.event_t[i]
+
+    def acked(self, t: float) -> tuple[int, float] | None:
+        """(source offset of the last record the target acknowledged, when) at time t: unlike
+        `lro`, a restart does not step it back until the first record copied again is acked."""
+        i = bisect_right(self.copies_t, t) - 1
+        return None if i < 0 else (self.copies_u[i], self.copies_t[i])
+
+    def target_end(self, t: float) -> int:
+        """The target partition's end offset at t: one record per acknowledged copy."""
+        return bisect_right(self.copies_t, t)
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,6 +391,16 @@ class Truth:
     lost_visible: int  # max(0, S_known - (LRO + 1)): deleted and not copied, as the engine knows
     rewinds_seen: int  # polls so far whose LRO is below the previous poll's
     polls: int  # polls of this partition so far, this one included
+    # Transactions (every record is data without them):
+    data_lag: int | None = None  # data records (at the isolation level) in [LRO + 1, L_t): 0 = nothing left to copy
+    first_uncopied: int | None = None  # the oldest of them (None: none)
+    probed: bool = False  # the poller probed the source from LRO + 1 this poll
+    probe_answer: float | None = None  # its answer: the oldest uncopied data record's timestamp, None: none
+    # What the sidecar was given, and MM2's evidence behind it (run(mm2=...)):
+    reported: int | None = None  # the LRO the cache handed the engine
+    feeds: dict[str, int] = field(default_factory=dict)  # each feed's LRO this poll
+    sync: Sync | None = None  # the newest readable offset sync
+    target_end: int = 0  # the target partition's end offset at now
 
 
 @dataclass(frozen=True)
@@ -304,6 +423,7 @@ class Run:
     params: EngineParams
     ttl: float
     start: float
+    mm2: dict[PartitionKey, MM2Model] = field(default_factory=dict)
 
     def series(self, k: PartitionKey) -> list[tuple[Poll, PartitionRow, Truth]]:
         return [(p, p.rows[k], p.truth[k]) for p in self.polls]
@@ -331,9 +451,23 @@ def run(
     ttl: float = 20.0,
     log_start_every: int | None = 1,
     on_poll: Callable[[Poll], None] | None = None,
+    probe: bool = False,
+    mm2: MM2Config | None = None,
 ) -> Run:
     """Poll every `interval` s from `start` to `end` (inclusive). Log starts are read at every
-    `log_start_every`-th poll (None: never, like the poller before issue 4)."""
+    `log_start_every`-th poll (None: never, like the poller before issue 4).
+
+    `probe`: the poller's source probe at LRO + 1 (PollObservation.oldest_uncopied), with the
+    poller's own choice of partitions (`Poller._probe`: those behind whose LRO did not change
+    since the previous poll, all those behind at the first) and the real `SourceProbe`, reading
+    the model's log at `now`.
+    `mm2`: the evidence of an unpatched MM2 (tests/sim/mm2.py) instead of the exact callback
+    feed: "offset-syncs" (the newest readable sync's upstream offset) and, when
+    `mm2.target_progress`, "target-progress" (the production `progress_lros` over the newest sync,
+    the target's end offset and the LEO snapshot), both read at `now`, listed in that order as
+    the poller lists them (the cache takes the highest; the first listed wins a tie), with the
+    poller's resolution for offset-syncs (the offset flush) and the syncs' timestamps dating the
+    first read. The truth's `lro` is then the last acknowledged copy (`Mirror.acked`)."""
     assert 0 < eps < interval
     engine = LagEngine(lambda flow: params)
     cache = LroCache(ttl)
@@ -343,6 +477,11 @@ def run(
     prev_lro: dict[PartitionKey, int] = {}
     rewinds_seen: dict[PartitionKey, int] = {}
     certain: dict[PartitionKey, list[int]] = {sp.key: [0, 0] for sp in partitions}  # [total, covered_upto]
+    models = {sp.key: MM2Model(sp.mirror, mm2, start) for sp in partitions} if mm2 is not None else {}
+    resolution = {OFFSET_SYNCS: mm2.flush_interval} if mm2 is not None else {}
+    fetcher = _LogFetcher({(sp.key.topic, sp.key.partition): sp.log for sp in partitions})
+    # Poller._probe reads only these of the poller: the previous poll's `now` and its probes.
+    poller = SimpleNamespace(_previous_poll=None, _probes={FLOW.source: SourceProbe(None, fetcher=fetcher)})
     k = 0
     while True:
         t = start + k * interval
@@ -352,15 +491,39 @@ def run(
         read_starts = log_start_every is not None and k % log_start_every == 0
         leos = {sp.key: sp.log.leo(t) for sp in partitions}
         starts = {sp.key: sp.log.log_start(t) for sp in partitions}
-        lro_now = {sp.key: sp.mirror.lro(now) for sp in partitions}
-        feed = {key_: v[0] for key_, v in lro_now.items() if v is not None}
-        readings: dict[PartitionKey, LroReading] = cache.update({FEED: feed}, now)
+        syncs: dict[PartitionKey, Sync | None] = {}
+        if mm2 is None:
+            lro_now = {sp.key: sp.mirror.lro(now) for sp in partitions}
+            by_feed: dict[str, dict[PartitionKey, int]] = {FEED: {kk: v[0] for kk, v in lro_now.items() if v is not None}}
+            written_at: dict[str, dict[PartitionKey, float]] = {}
+        else:
+            lro_now = {sp.key: sp.mirror.acked(now) for sp in partitions}
+            syncs = {kk: m.newest_sync(now) for kk, m in models.items()}
+            by_feed = {OFFSET_SYNCS: {kk: s.upstream for kk, s in syncs.items() if s is not None}}
+            # The feed's first read dates its syncs by their timestamps (an old sync is old evidence).
+            written_at = {OFFSET_SYNCS: {kk: s.sent_at for kk, s in syncs.items() if s is not None}} if k == 0 else {}
+            if mm2.target_progress:
+                ks = list(models)
+                u = np.array([syncs[kk].upstream if syncs[kk] else -1 for kk in ks], np.int64)
+                d = np.array([syncs[kk].downstream if syncs[kk] else -1 for kk in ks], np.int64)
+                te = np.array([models[kk].mirror.target_end(now) for kk in ks], np.int64)
+                lt = np.array([leos[kk] for kk in ks], np.int64)
+                tp = progress_lros(u, d, te, lt)
+                by_feed[TARGET_PROGRESS] = {kk: int(v) for kk, v in zip(ks, tp.tolist()) if v != TP_NONE}
+        readings: LroTable = cache.update(by_feed, now, None, written_at)
+        probed: dict[PartitionKey, float | None] = {}
+        if probe:
+            fetcher.now = now
+            probed = Poller._probe(poller, leos, readings)  # type: ignore[arg-type]
+            poller._previous_poll = now
         obs = PollObservation(
             leo_at=t,
             now=now,
             leos=leos,
             lros=readings,
             log_starts=dict(starts) if read_starts else {},
+            resolution_s=resolution,
+            oldest_uncopied=probed,
         )
         snap = engine.update(obs)
         rows = snap.by_key()
@@ -370,7 +533,7 @@ def run(
         for sp in partitions:
             kk = sp.key
             log, mirror = sp.log, sp.mirror
-            a = log.append_times
+            a, vis = log.append_times, log.visible_times
             L = leos[kk]
             cur = lro_now[kk]
             reading = readings.get(kk)
@@ -386,8 +549,10 @@ def run(
             Rmax = lro_max.get(kk)
             nxt = -1 if R is None else R
             nxt += 1
-            exists_now = nxt < log.leo(now)
+            leo_now = log.leo(now)
+            exists_now = nxt < leo_now
             oldest = a[nxt] if exists_now else None
+            first_data = log.next_data[min(nxt, len(log))]  # the oldest data record not copied
             S_known = known_start.get(kk)
             # Proven losses: [LRO_j + 1, S_j) at each poll j that read the log start (both ends
             # non-decreasing without rewinds, so a running "covered up to" suffices).
@@ -398,6 +563,7 @@ def run(
                     c[0] += starts[kk] - lo
                 c[1] = max(c[1], starts[kk])
             hi_next = (Rmax + 1) if Rmax is not None else 0
+            hi_data = log.next_data[min(hi_next, len(log))]
             truth[kk] = Truth(
                 leo=L,
                 log_start=starts[kk],
@@ -410,21 +576,54 @@ def run(
                 record_lag=None if R is None else max(0, L - nxt),
                 caught_up=R is not None and nxt >= L,
                 oldest_uncopied_at=oldest,
-                copied_through=None if hi_next >= L else a[hi_next],
-                busy_since=mirror.busy_start[nxt] if exists_now else None,
+                copied_through=None if hi_data >= L else vis[hi_data],
+                busy_since=mirror.busy_start[first_data] if first_data < leo_now else None,
                 freshness=(now - oldest) if oldest is not None else 0.0,
                 lost=mirror.never_copied_prefix[starts[kk]],
                 lost_certain=c[0],
                 lost_visible=0 if S_known is None or R is None else max(0, S_known - nxt),
                 rewinds_seen=rewinds_seen.get(kk, 0),
                 polls=k + 1,
+                data_lag=None if R is None else log.data_lag(R, L),
+                first_uncopied=first_data if first_data < L else None,
+                probed=kk in probed,
+                probe_answer=probed.get(kk),
+                reported=None if reading is None else reading.offset,
+                feeds={name: offsets[kk] for name, offsets in by_feed.items() if kk in offsets},
+                sync=syncs.get(kk),
+                target_end=mirror.target_end(now),
             )
         poll = Poll(k, t, now, read_starts, rows, truth)
         polls.append(poll)
         if on_poll is not None:
             on_poll(poll)
         k += 1
-    return Run(polls, engine, list(partitions), interval, eps, params, ttl, start)
+    return Run(polls, engine, list(partitions), interval, eps, params, ttl, start, models)
+
+
+class _LogFetcher:
+    """The source as the probe's consumer reads it (SourceProbe's Fetcher), at `now`: from each
+    start, the first record the isolation level hands over (offset, its timestamp: the append
+    time), else (where the end was reached, None). A start below the log start is
+    OFFSET_OUT_OF_RANGE (auto.offset.reset=error): unanswered."""
+
+    def __init__(self, logs: dict[tuple[str, int], SourceLog]) -> None:
+        self.logs = logs
+        self.now = 0.0
+
+    def fetch(self, starts: Mapping[tuple[str, int], int], timeout_s: float) -> dict[tuple[str, int], tuple[int, float | None]]:
+        out: dict[tuple[str, int], tuple[int, float | None]] = {}
+        for tp, s in starts.items():
+            log = self.logs[tp]
+            if s < log.log_start(self.now):
+                continue
+            end = log.leo(self.now)
+            f = log.next_data[min(s, len(log))]
+            out[tp] = (f, log.append_times[f]) if f < end else (max(end, s), None)
+        return out
+
+    def close(self) -> None:
+        pass
 
 
 # --------------------------------------------------------------------------------------------
