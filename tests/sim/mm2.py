@@ -27,7 +27,7 @@ its offset syncs and the target partition.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,7 +62,10 @@ class MM2Model:
         self.config = config
         syncs: list[Sync] = []
         restarts = mirror.restarts
-        lifetime_starts = [start - config.flush_phase, *restarts]
+        # The first task began before its first copy (the model's initial records were copied as
+        # they arrived); its flush schedule runs from then, shifted by `flush_phase`.
+        first = min(start, mirror.copies_t[0]) if mirror.copies_t else start
+        lifetime_starts = [first - config.flush_phase, *restarts]
         lag_max, every = config.offset_lag_max, config.flush_interval
 
         def flushes(life: int, upto: float) -> list[float]:
@@ -116,3 +119,29 @@ class MM2Model:
     def lifetime(self, t: float) -> int:
         """The task lifetime running at t."""
         return bisect_right(self.mirror.restarts, t)
+
+    def recopy_windows(self) -> list[Recopy]:
+        """Per restart that copied anything: from its first ack until its first sync is readable,
+        the newest readable sync is the previous task's, and the target already holds re-copies."""
+        out = []
+        t, u = self.mirror.copies_t, self.mirror.copies_u
+        for life, r in enumerate(self.mirror.restarts, start=1):
+            i = bisect_left(t, r)  # the first ack at or after the restart (acks at r are the new task's)
+            if i >= len(t) or self.lifetime(t[i]) != life:
+                continue  # restarted again (or the run ended) before copying anything
+            first_sync = next(s for s in self.syncs if s.lifetime == life)
+            out.append(Recopy(t[i], first_sync.visible_at, u[i - 1] if i else -1, u[i]))
+        return out
+
+
+@dataclass(frozen=True)
+class Recopy:
+    start: float  # the restarted task's first ack
+    end: float  # its first sync (noPreviousSyncThisLifetime) readable
+    acked_before: int  # the last record acked before the restart
+    resumed_at: int  # the first record copied after it
+
+    @property
+    def twice(self) -> int:
+        """Records copied again: the most the translation can read above the truth."""
+        return max(0, self.acked_before + 1 - self.resumed_at)
