@@ -2,7 +2,11 @@
 
 - `SourceLog`: one source partition. Every offset has an append time (the ground truth behind
   freshness and time lag) and, with retention, a deletion time; the log start at time t is the
-  number of offsets deleted by t, the LEO at t the number appended by t.
+  number of offsets deleted by t, the LEO at t the number appended by t. With transactions
+  (`Txn`) an offset is a plain record, a committed or aborted transaction's record, or a marker
+  (one offset per commit or abort); at the log's isolation level a consumer sees data records
+  only (read_committed: no aborted ones, nothing at or past the LSO) and the LEO is the high
+  watermark or the LSO.
 - `Mirror`: copies the log in offset order at a schedule of speeds (0 = stalled), optionally with
   a pipeline latency, restarts that step the LRO back (MM2 resuming from an older commit), and
   retention skips: a record the source deletes before the target acknowledged it is never copied
@@ -11,10 +15,14 @@
   the record, so lost = never copied, and every offset in [LRO + 1, log start) is lost. (When the
   log start advances faster than one record per copy time, every copy is overtaken and the
   mirror makes no progress: to the engine that is a stall, which is a fair input.)
+  The mirror copies data records only: a marker (or an aborted record at read_committed) is
+  passed over and the LRO stays the last copied data record.
 - `run()`: the poller. Every refresh interval, at t: LEO snapshot L_t (and, on its own cadence,
   the log start), THEN at now = t + eps the LRO is read, fed through a real `LroCache`, and the
   real `LagEngine.update(PollObservation(leo_at=t, now=t+eps, ...))` is called. Each poll keeps
-  the engine's rows beside the ground truth (`Truth`) computed from the model.
+  the engine's rows beside the ground truth (`Truth`) computed from the model. Optionally the
+  poller's source probe (`probe=True`) and, instead of the exact callback feed, an unpatched
+  MM2's evidence: offset syncs and target progress (`mm2=MM2Config(...)`, tests/sim/mm2.py).
 
 Times are float seconds. Conventions (used identically by the model and the truth):
   LEO(t)  = #{o : append_time[o] <= t}      (a record appended at exactly t is in the snapshot)
