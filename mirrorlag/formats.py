@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _TWO_INT64 = struct.Struct(">qq")
-# An OffsetSync value's first field, upstreamOffset: all a feed needs from a value whose key it
-# has already decoded once (see OffsetSyncsFeed._apply).
-SYNC_UPSTREAM_OFFSET = struct.Struct(">q")
+# An OffsetSync value (upstreamOffset, offset): all a feed needs from a record whose key it has
+# already decoded once (see OffsetSyncsFeed._apply).
+SYNC_VALUE = _TWO_INT64
 # An OffsetSync key's last field, its INT32 partition (the bytes before it are the topic).
 SYNC_KEY_PARTITION = _INT32
 

@@ -2,6 +2,8 @@
 
 MM2 writes a sync from its producer callback at most `offset.lag.max` records (or one offset flush)
 behind what it copied, so this LRO is a lower bound: the lag it gives is at most that much too high.
+Each sync's downstream offset is kept too: the target-progress feed translates the target's end
+offset through it.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ import numpy as np
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
-from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_UPSTREAM_OFFSET, BadRecord, decode_offset_sync
+from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_VALUE, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from mirrorlag.interfaces import LroFeed, TopicKeysOf
-from mirrorlag.model import PartitionKey
+from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
 
 FEED_NAME = "offset-syncs"
 
-_unpack_upstream = SYNC_UPSTREAM_OFFSET.unpack_from
+_unpack_sync = SYNC_VALUE.unpack_from
 _unpack_partition = SYNC_KEY_PARTITION.unpack_from
 
 
@@ -45,19 +47,23 @@ _NONE = -1  # a slot with no sync yet (an upstream offset is never negative)
 
 @dataclass
 class _TopicSyncs:
-    """One flow's topic: the newest synced upstream offset by partition number (_NONE: none)."""
+    """One flow's topic: the newest sync by partition number, its upstream offset (_NONE: none)
+    and its downstream offset (the target record it became)."""
 
     flow: FlowSettings
     topic: str
     offsets: array = field(default_factory=lambda: array("q"))
+    downstream: array = field(default_factory=lambda: array("q"))
     # While the feed's first read of the topic lasts: each partition's sync time (the record
     # batch's, seconds; 0: none). Dropped once handed out, so it costs nothing afterwards.
     times: array | None = None
 
-    def store(self, partition: int, upstream: int) -> None:
+    def store(self, partition: int, upstream: int, downstream: int) -> None:
         if partition >= len(self.offsets):
             self.offsets.extend(repeat(_NONE, partition + 1 - len(self.offsets)))
+            self.downstream.extend(repeat(_NONE, partition + 1 - len(self.downstream)))
         self.offsets[partition] = upstream
+        self.downstream[partition] = downstream
 
     def stamp(self, partition: int, at: float) -> None:
         times = self.times
@@ -73,8 +79,8 @@ class OffsetSyncsFeed(LroFeed):
     """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
     `consumer` may be None to drive `_apply` directly (unit tests).
 
-    Per partition it keeps 8 bytes: the newest upstream offset in its topic's array, indexed by
-    partition number. A compacted topic repeats a few thousand keys millions of times: a record
+    Per partition it keeps 16 bytes: the newest sync's upstream and downstream offsets in its
+    topic's arrays, indexed by partition number. A compacted topic repeats a few thousand keys millions of times: a record
     whose key's topic part (everything before its INT32 partition) was seen before is read
     without decoding the key again, by that part's bytes and the key's last four. No dict is kept
     per partition: a key object and a dict entry each would cost many times the 8 bytes."""
@@ -143,10 +149,10 @@ class OffsetSyncsFeed(LroFeed):
         if key is not None and value is not None and len(value) >= 16:
             syncs = prefixes.get(key[:-4])
             if syncs is not None:
-                (upstream,) = _unpack_upstream(value)
+                upstream, downstream = _unpack_sync(value)
                 (partition,) = _unpack_partition(key, len(key) - 4)
                 if upstream >= 0 and 0 <= partition < _SLOTS:
-                    syncs.store(partition, upstream)
+                    syncs.store(partition, upstream, downstream)
                     if self._dating:
                         self._stamp(syncs, partition)
                     return
@@ -166,7 +172,7 @@ class OffsetSyncsFeed(LroFeed):
             syncs = self._topics[sync_topic, sync.topic] = _TopicSyncs(flow, sync.topic)
         if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
             prefixes[key[:-4]] = syncs
-        syncs.store(sync.partition, sync.upstream_offset)
+        syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
         if self._dating:
             self._stamp(syncs, sync.partition)
 
@@ -189,6 +195,13 @@ class OffsetSyncsFeed(LroFeed):
                                   for p in range(len(times))])
             out.update((key, at) for key, at in zip(by_partition, times) if key is not None and at > 0.0)
         return out
+
+    def topic_syncs(self, flow: FlowId) -> list[tuple[str, array, array]]:
+        """The flow's topics with syncs: (topic, upstream offsets, downstream offsets), each array
+        indexed by partition number, _NONE upstream where a partition has none. Live arrays: read
+        them before the next drain."""
+        return [(syncs.topic, syncs.offsets, syncs.downstream) for syncs in self._topics.values()
+                if syncs.flow.id == flow]
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""

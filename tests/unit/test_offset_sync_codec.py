@@ -116,3 +116,15 @@ def test_a_partition_past_the_slots_is_kept_on_its_own():
         feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 1, 3, 3)))
     assert feed.latest() == {PartitionKey("src", "dst", "orders", 2**31 - 1): 8, PartitionKey("src", "dst", "orders", 1): 3}
     assert len(feed._topics["syncs", "orders"].offsets) == 2  # not an array up to the far partition
+
+
+def test_the_feed_keeps_each_syncs_downstream_offset_for_target_progress():
+    """Both paths (a key decoded in full, a key whose topic part was seen) keep D beside U."""
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # orders 3: 1234 -> 567, decoded in full
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 1, 40, 20)))  # the seen-key path
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 3, 1300, 600)))
+    ((topic, upstream, downstream),) = feed.topic_syncs(flow.id)
+    assert (topic, list(upstream), list(downstream)) == ("orders", [-1, 40, -1, 1300], [-1, 20, -1, 600])
+    assert feed.topic_syncs(FlowSettings("dst", "src", re.compile(".*"), re.compile(""), ReplicationPolicy()).id) == []
