@@ -44,6 +44,14 @@ class LroFeed(Protocol):
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
 
+    def see_leos(self, leos: Mapping[PartitionKey, int | None]) -> None:
+        """Called each poll before `offsets()`, with the poll's LEO snapshot (None: unread): a feed
+        whose reading can run ahead of the snapshot caps its LROs there."""
+
+    def health(self) -> FeedHealth | None:
+        """What the feed reads and whether it answers (None: nothing to report)."""
+        return FeedHealth.of(self.name, self.reader, self.bad_records) if self.reader is not None else None
+
     def evidence_times(self) -> Mapping[PartitionKey, float]:
         """When the records behind the offsets last handed out were written (record timestamps,
         seconds), for the partitions the feed can date, then forgotten: an old sync or commit read
@@ -93,6 +101,10 @@ class FeedHealth:
     up: bool = True  # False from a consumer error (cluster unreachable, ...) until it answers again
     errors_total: int = 0
     last_error: str | None = None  # the newest error's short text (secret values masked)
+    # How often the feed's evidence can move at most (s; 0: at every copied record or poll); None
+    # for heartbeats, which are no LRO evidence.
+    resolution_s: float | None = None
+    off: tuple[str, ...] = ()  # where the feed gives no evidence by design, and why
 
     @classmethod
     def of(cls, feed: str, reader: TopicReader, bad_records: int) -> FeedHealth:

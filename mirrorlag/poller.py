@@ -6,6 +6,7 @@ proves the mirror had copied everything that existed when the snapshot began.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -187,6 +188,7 @@ class Poller:
         by_feed: dict[str, Mapping[PartitionKey, int]] = {}
         written_at: dict[str, Mapping[PartitionKey, float]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
+            feed.see_leos(leos)
             offsets = feed.offsets()
             by_feed[feed.name] = {**by_feed[feed.name], **offsets} if feed.name in by_feed else offsets
             if times := feed.evidence_times():
@@ -224,9 +226,9 @@ class Poller:
         stats.records_lost_total = dict(self.engine.records_lost_total)
         stats.mean_record_bytes = sizes
         stats.feeds = [
-            FeedHealth.of(feed.name, feed.reader, feed.bad_records)
-            for feed in (*self.feeds, *self.heartbeats) if feed.reader is not None
-        ]
+            dataclasses.replace(health, resolution_s=self._resolution.get(feed.name, 0.0))
+            for feed in self.feeds if (health := feed.health()) is not None
+        ] + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
         if not failed:
             stats.last_success_at = now
         return snapshot

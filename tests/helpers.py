@@ -100,3 +100,42 @@ def produce_records(bootstrap: str, topic: str, partition: int, timestamps_ms: l
     if transactional:
         producer.commit_transaction(15)
     assert producer.flush(15) == 0
+
+
+@contextmanager
+def running_mirror(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`mirrorlag mirror` (the stand-in MM2) in its own process; SIGUSR1 pauses it, SIGTERM ends it."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "mirror", "--config", str(config)],
+                                stdout=out, stderr=out)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def steady_producer(bootstrap: str, topic: str, every_s: float) -> Iterator[None]:
+    """One record every `every_s` into partition 0 of `topic`, one record per batch (tansu's LEO
+    quirk, DESIGN §8), from a thread, until the block ends."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+        while not stop.wait(every_s):
+            producer.produce(topic, value=b"v", partition=0)
+            producer.poll(0)
+        producer.flush(10)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join(timeout=15)

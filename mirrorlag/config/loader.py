@@ -144,6 +144,9 @@ def _feeds(text: str) -> tuple[str, ...]:
             raise _Bad("feed names", f"unknown feed {name!r}{hint}")
     if not names:
         raise _Bad("feed names", f"expected at least one of {', '.join(LRO_FEEDS)}")
+    if "target-progress" in names and "offset-syncs" not in names:
+        raise _Bad("feed names", "target-progress translates the target's end offsets through the offset "
+                                 "syncs: list offset-syncs too")
     return names
 
 
@@ -457,6 +460,8 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
         # A Connect worker setting: MM2 builds each herder's worker config from the target's
         # `<target>.` keys, so a top-level offset.flush.interval.ms never reaches it.
         offset_flush_interval_s=_value(props.get(f"{target}.offset.flush.interval.ms"), (_seconds(1), "60000")),
+        # A worker setting too (MM2's docs: `<target>.exactly.once.source.support = enabled`).
+        target_transactional=_exactly_once(props.get(f"{target}.exactly.once.source.support")),
     )
 
 
@@ -496,6 +501,17 @@ def _inside(uri: str, directory: Path) -> bool:
         return False
     target = Path(os.path.abspath(os.path.expanduser(path)))
     return target == directory or directory in target.parents
+
+
+def _exactly_once(prop: Prop | None) -> bool:
+    """True when Connect's exactly.once.source.support is `enabled` (`preparing` and `disabled`
+    leave source tasks non-transactional)."""
+    if prop is None:
+        return False
+    value = prop.value.strip().lower()
+    if value not in ("enabled", "preparing", "disabled"):
+        raise error_at(prop, f"exactly.once.source.support must be enabled, preparing or disabled, not {prop.value.strip()!r}")
+    return value == "enabled"
 
 
 def _connect_offsets_topic(props: Props, source: str, target: str) -> str:

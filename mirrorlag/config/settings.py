@@ -17,8 +17,9 @@ from mirrorlag.model import FlowId
 # MM2's DefaultTopicFilter default for `topics.exclude`.
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 
-# Feeds a standalone sidecar can read from MM2's own topics (the callback feed is in-process).
-LRO_FEEDS = ("offset-syncs", "connect-offsets")
+# Feeds a standalone sidecar reads: MM2's own topics, and the target's end offsets translated
+# through the offset syncs (target-progress needs offset-syncs). The callback feed is in-process.
+LRO_FEEDS = ("offset-syncs", "connect-offsets", "target-progress")
 
 SECRET_KEY_PATTERN = re.compile(r"password|secret|sasl\.jaas\.config|ssl\.key|token", re.IGNORECASE)
 
@@ -66,6 +67,9 @@ class FlowSettings:
     # <target>.offset.flush.interval.ms: how often MM2 commits offsets, the resolution of evidence
     # that moves once per flush (connect-offsets; offset syncs of a partition slower than offset.lag.max).
     offset_flush_interval_s: float = 60.0
+    # <target>.exactly.once.source.support = enabled: MM2 writes the target in transactions, whose
+    # markers take target offsets, so the target's end offset no longer counts copied records.
+    target_transactional: bool = False
 
     def __post_init__(self) -> None:
         if not self.connect_offsets_topic:

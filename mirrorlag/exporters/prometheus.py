@@ -372,7 +372,7 @@ class FlowCollector(Collector):
         for flow, age in sorted(heartbeat_ages(s).items()):
             heartbeat.add_metric([flow.source, flow.target], age)
         yield heartbeat
-        present = GaugeMetricFamily("mirrorlag_feed_topic_present", "1 when a feed's MM2 topic exists, 0 while the feed waits for it.", labels=["feed", "cluster", "topic"])
+        present = GaugeMetricFamily("mirrorlag_feed_topic_present", "1 when a topic a feed reads exists (MM2's internal topics; for target-progress, the remote topics), 0 while the feed waits for it.", labels=["feed", "cluster", "topic"])
         bad = CounterMetricFamily("mirrorlag_feed_bad_records", "Records a feed could not decode (counted and skipped).", labels=["feed", "cluster"])
         up = GaugeMetricFamily("mirrorlag_feed_up", "1 while a feed's cluster answers, 0 from a consumer error (unreachable, authentication, ...) until it answers again; the error is last_error in /status.", labels=["feed", "cluster"])
         feed_errors = CounterMetricFamily("mirrorlag_feed_errors", "Errors a feed's consumer ran into (connection failures, all brokers down, failed requests).", labels=["feed", "cluster"])

@@ -115,7 +115,9 @@ def test_no_secret_in_logs_endpoints_check_errors_or_history(tmp_path, clusters)
             doc = status(port)
             assert any(r["lro"] == 4 for r in doc["partitions"]), doc["partitions"]
             vault = [f for f in doc["feeds"] if f["cluster"] == "vault"]
-            assert vault and all(f["missing"] for f in vault)  # its SASL handshakes fail
+            # Its SASL handshakes fail, so its topic readers wait for their topics (target progress has
+            # no sync to translate into vault, so it asks vault nothing).
+            assert vault and all(f["missing"] for f in vault if f["feed"] != "target-progress"), vault
 
         eventually(vault_failed_and_syncs_read, timeout=30)
         for path in ("/metrics", "/status", "/healthz", "/readyz"):

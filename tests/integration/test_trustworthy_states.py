@@ -7,6 +7,7 @@ are written by hand, the bytes MM2 writes."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
@@ -71,23 +72,25 @@ def test_a_mirror_stalled_an_hour_before_start_is_not_in_sync_at_first_look(tmp_
     assert 3_590 <= row["freshness_lag_s"] <= 3_700 and not row["freshness_lower_bound"], row
 
 
-def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(tmp_path, own_clusters):
+@pytest.mark.parametrize(("feeds", "watch_s", "stalled_within_s"), [
+    # Flush-resolution evidence alone: STALLED within max + one flush + one poll of the last
+    # evidence, which can come one flush after the pause (the last records copied are committed
+    # at the next flush): 16.5 s.
+    ("offset-syncs, connect-offsets", 36.0, 16.5),
+    # The default, with target progress: poll resolution, so STALLED within max + one poll.
+    ("offset-syncs, connect-offsets, target-progress", 12.0, 4.5),
+], ids=["flush-evidence", "target-progress"])
+def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(tmp_path, own_clusters, feeds,
+                                                                                  watch_s, stalled_within_s):
     """Issue 23's first case, MM2's defaults scaled down tenfold (offset flush 60 s -> 6 s, poll 15
     -> 1.5 s, replication.lag.time.max 30 -> 3 s, TTL 20 -> 2 s): one record every 0.2 s (fewer
     than offset.lag.max a flush, so `mirrorlag mirror` writes a sync at each flush only, as MM2's
-    OffsetSyncWriter does), copied within milliseconds. Every poll reads IN_SYNC; once the mirror
-    pauses, STALLED within max + one flush + one poll of its last evidence, which can come one
-    flush after the pause (the last records copied are committed at the next flush): 16.5 s."""
-    import signal
-    import subprocess
-    import sys
-    import threading
+    OffsetSyncWriter does), copied within milliseconds. Every poll reads IN_SYNC, whichever
+    evidence wins; once the mirror pauses, STALLED within the bound of its evidence (+3 s of slack)."""
     import uuid
 
-    from confluent_kafka import Producer
-
     from mirrorlag.embedded import free_port
-    from tests.helpers import running_sidecar, status
+    from tests.helpers import running_mirror, running_sidecar, status, steady_producer
 
     tag = uuid.uuid4().hex[:8]
     src, dst, topic = f"s{tag}", f"d{tag}", f"slow-{tag}"
@@ -102,48 +105,37 @@ def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(
     sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
                        "replication.record.lag.metric.refresh.interval = 1500\n"
                        "replication.lag.time.max.ms = 3000\n"
-                       "replication.record.lag.metric.last.replicated.offset.ttl = 2000\n")
-    stop = threading.Event()
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": own_clusters.source, "batch.num.messages": 1, "linger.ms": 0})
-        while not stop.wait(0.2):
-            producer.produce(topic, value=b"v", partition=0)
-            producer.poll(0)
-        producer.flush(10)
+                       "replication.record.lag.metric.last.replicated.offset.ttl = 2000\n"
+                       f"mirrorlag.lro.feeds = {feeds}\n")
 
     def row() -> dict:
         return next(r for r in status(port)["partitions"] if r["topic"] == topic)
 
-    writer = threading.Thread(target=produce, daemon=True)
-    with open(tmp_path / "mirror.log", "ab") as log:
-        mirror = subprocess.Popen([sys.executable, "-m", "mirrorlag", "mirror", "--config", str(config)],
-                                  stdout=log, stderr=log)
-    try:
-        writer.start()
-        with running_sidecar(config, sidecar, port=port, log=tmp_path / "sidecar.log"):
-            deadline = time.monotonic() + 30
-            while row()["state"] != "IN_SYNC":  # the first flush brings the first LRO
-                assert time.monotonic() < deadline, row()
-                time.sleep(0.3)
-            seen = []
-            end = time.monotonic() + 36  # six flushes
-            while time.monotonic() < end:
-                r = row()
-                seen.append((r["state"], r["time_lag_s"], r["lro_feed"]))
-                time.sleep(0.5)
-            assert {s for s, _, _ in seen} == {"IN_SYNC"}, seen
-            assert max(t for _, t, _ in seen) > 3.0  # past max between flushes: the resolution is what keeps it in sync
+    with (running_mirror(config, tmp_path / "mirror.log") as mirror,
+          steady_producer(own_clusters.source, topic, 0.2),
+          running_sidecar(config, sidecar, port=port, log=tmp_path / "sidecar.log")):
+        deadline = time.monotonic() + 30
+        while row()["state"] != "IN_SYNC":  # the first flush (or target read) brings the first LRO
+            assert time.monotonic() < deadline, row()
+            time.sleep(0.3)
+        seen = []
+        end = time.monotonic() + watch_s
+        while time.monotonic() < end:
+            r = row()
+            seen.append((r["state"], r["time_lag_s"], r["lro_feed"]))
+            time.sleep(0.5)
+        assert {s for s, _, _ in seen} == {"IN_SYNC"}, seen
+        if "target-progress" in feeds:
+            assert {f for _, _, f in seen} == {"target-progress"}, seen
+            assert max(t for _, t, _ in seen) <= 1.5 + 0.5, seen  # caught up to the previous poll at worst
+        else:
+            assert max(t for _, t, _ in seen) > 3.0, seen  # past max between flushes: the resolution keeps it in sync
 
-            mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source goes on
-            paused = time.monotonic()
-            after = []
-            while (r := row())["state"] != "STALLED":
-                after.append((round(time.monotonic() - paused, 1), r["state"], r["record_lag"], r["time_lag_s"],
-                              r["lro_age_s"], r["lro_feed"]))
-                assert time.monotonic() - paused < 16.5 + 3.0, after
-                time.sleep(0.3)
-    finally:
-        stop.set()
-        mirror.send_signal(signal.SIGTERM)
-        mirror.wait(timeout=10)
+        mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source goes on
+        paused = time.monotonic()
+        after = []
+        while (r := row())["state"] != "STALLED":
+            after.append((round(time.monotonic() - paused, 1), r["state"], r["record_lag"], r["time_lag_s"],
+                          r["lro_age_s"], r["lro_feed"]))
+            assert time.monotonic() - paused < stalled_within_s + 3.0, after
+            time.sleep(0.3)

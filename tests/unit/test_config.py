@@ -842,9 +842,39 @@ def test_lro_feeds_default_and_choice(tmp_path):
 
     config = tmp_path / "f.properties"
     config.write_text(FEEDS_BASE)
-    assert load_settings([config]).lro_feeds == ("offset-syncs", "connect-offsets")
+    assert load_settings([config]).lro_feeds == ("offset-syncs", "connect-offsets", "target-progress")
     config.write_text(FEEDS_BASE + "mirrorlag.lro.feeds = connect-offsets\n")
     assert load_settings([config]).lro_feeds == ("connect-offsets",)
+
+
+def test_target_progress_needs_the_offset_syncs_it_translates_through(tmp_path):
+    from mirrorlag.config import load_settings
+    from mirrorlag.errors import ConfigError
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE + "mirrorlag.lro.feeds = connect-offsets, target-progress\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings([config])
+    assert f"{config}:5: mirrorlag.lro.feeds" in str(err.value)
+    assert "list offset-syncs too" in str(err.value)
+
+
+def test_exactly_once_is_read_as_mm2_worker_reads_it(tmp_path):
+    """MirrorMakerConfig.workerConfig takes the target's `B.` keys; a top-level
+    exactly.once.source.support never reaches the worker."""
+    from mirrorlag.config import load_settings
+    from mirrorlag.errors import ConfigError
+
+    config = tmp_path / "f.properties"
+    config.write_text(FEEDS_BASE + "exactly.once.source.support = enabled\n")
+    assert not load_settings([config]).flows[0].target_transactional
+    for value, transactional in (("enabled", True), ("Enabled ", True), ("preparing", False), ("disabled", False)):
+        config.write_text(FEEDS_BASE + f"B.exactly.once.source.support = {value}\n")
+        assert load_settings([config]).flows[0].target_transactional is transactional, value
+    config.write_text(FEEDS_BASE + "B.exactly.once.source.support = yes\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings([config])
+    assert f"{config}:5:" in str(err.value) and "enabled, preparing or disabled" in str(err.value)
 
 
 def test_unknown_lro_feed_names_file_line_key_and_suggests(tmp_path):

@@ -1,0 +1,143 @@
+"""The target-progress feed: LROs from the remote partitions' end offsets on the target (DESIGN §6).
+
+MM2 copies a source partition into the remote partition of the same number, in offset order, one
+target record per source data record. An offset sync (U, D) says upstream record U became target
+record D, so the target records D + 1 ... T - 1 below the target's end offset T are copies of
+T - 1 - D distinct upstream records after U:
+
+    LRO >= U + (T - 1 - D), capped at L_t - 1 (this poll's source LEO snapshot, read before T)
+
+Exact where the upstream range holds only data records: MM2 >= 3.7 syncs at every gap it skips
+(a transaction marker, a compacted record), so gaps before the newest sync cost nothing, and the
+source probe proves the ones after the last copied record. The target is read every poll, so this
+evidence has poll resolution from an unpatched MM2.
+
+It is wrong where target offsets are not one per copied record, so it is off there and says so:
+MM2 writing the target in transactions (`<target>.exactly.once.source.support = enabled`: the
+markers take target offsets), and a remote topic that does not exist. Something else writing the
+remote topic, or records MM2 copies again after a restart before its first new sync is read
+(usually within a poll), would make it read high; neither is seen from outside.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import is_not
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
+from mirrorlag.interfaces import FeedHealth, LroFeed, TopicKeysOf
+from mirrorlag.kafka.remote import RemoteEndOffsets
+from mirrorlag.kafka.source import make_admin, secret_values
+from mirrorlag.model import FlowId, PartitionKey
+
+log = logging.getLogger(__name__)
+
+FEED_NAME = "target-progress"
+NONE = -1  # no evidence (an upstream offset is never negative)
+
+
+def progress_lros(upstream: np.ndarray, downstream: np.ndarray, target_end: np.ndarray,
+                  leo: np.ndarray) -> np.ndarray:
+    """Per partition, the LRO the target's end offset proves: U + (T - 1 - D), capped at LEO - 1.
+
+    NONE where it proves nothing: no sync (U < 0), the target's end offset unread (T < 0), a
+    target at or below the sync's own record (T <= D: the remote topic was truncated or created
+    again), or the source LEO unread this poll (LEO < 0: the cap is what keeps a read taken after
+    the LEO snapshot from looking like an LRO beyond the LEO, which would read as a RESET)."""
+    valid = (upstream >= 0) & (target_end > downstream) & (leo >= 0)
+    lro = np.minimum(upstream + (target_end - 1 - downstream), leo - 1)
+    # A sync can only be for a record that existed: never below the sync itself.
+    return np.where(valid, np.maximum(lro, upstream), NONE)
+
+
+@dataclass
+class TargetProgressFeed(LroFeed):
+    """One target cluster's remote partitions, translated through the offset syncs of its flows.
+
+    It reads the target at every poll, after the offset-syncs feeds drained (the poller lists it
+    after them: every sync it uses was written before the end offsets it translates), and keeps
+    nothing per partition between polls."""
+
+    cluster_alias: str  # the target
+    remote: RemoteEndOffsets
+    flows: Sequence[FlowSettings]  # the flows into this target whose evidence is valid
+    syncs: Mapping[FlowId, OffsetSyncsFeed]  # the feed holding each flow's offset syncs
+    off: tuple[str, ...] = ()  # flows into this target where it is off, and why
+    name: str = FEED_NAME
+    bad_records: int = 0
+    reader: None = None
+    errors_total: int = 0
+    topic_keys: TopicKeysOf | None = None
+    _leos: Mapping[PartitionKey, int | None] = field(default_factory=dict)
+    _topics: tuple[str, ...] = ()  # the remote topics read at the last poll
+
+    def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
+        self.topic_keys = topic_keys
+
+    def see_leos(self, leos: Mapping[PartitionKey, int | None]) -> None:
+        self._leos = leos
+
+    def offsets(self) -> dict[PartitionKey, int]:
+        asked: list[tuple[str, np.ndarray]] = []  # (remote topic, partition numbers)
+        synced: list[tuple[np.ndarray, np.ndarray, list[PartitionKey]]] = []  # their U, D and keys
+        for flow in self.flows:
+            keys_of_topic = self.topic_keys(flow.id) if self.topic_keys is not None else {}
+            for topic, upstream, downstream in self.syncs[flow.id].topic_syncs(flow.id):
+                by_partition = keys_of_topic.get(topic)
+                if not by_partition or not upstream:
+                    continue
+                n = min(len(upstream), len(by_partition))
+                u = np.frombuffer(upstream, np.int64, n).copy()  # a copy: the arrays grow in place
+                d = np.frombuffer(downstream, np.int64, n).copy()
+                listed = np.fromiter(map(is_not, by_partition[:n], repeat(None)), bool, n)
+                rows = np.flatnonzero((u >= 0) & listed)
+                if rows.size:
+                    asked.append((flow.policy.remote_topic(flow.source, topic), rows))
+                    synced.append((u[rows], d[rows], [by_partition[p] for p in rows.tolist()]))
+        self._topics = tuple(sorted({topic for topic, _ in asked}))
+        if not asked:
+            return {}
+        ends = self.remote.read(asked)
+        if self.remote.error is not None:
+            self.errors_total += 1
+        out: dict[PartitionKey, int] = {}
+        leos = self._leos
+        for (u, d, keys), t in zip(synced, ends):
+            leo = np.fromiter((-1 if v is None else v for v in map(leos.get, keys)), np.int64, len(keys))
+            lro = progress_lros(u, d, t, leo)
+            have = np.flatnonzero(lro != NONE).tolist()
+            out.update(zip(map(keys.__getitem__, have), lro[have].tolist()))
+        return out
+
+    def health(self) -> FeedHealth:
+        remote = self.remote
+        return FeedHealth(self.name, self.cluster_alias, self._topics, tuple(sorted(remote.missing)), 0,
+                          up=remote.error is None, errors_total=self.errors_total, last_error=remote.error,
+                          off=self.off)
+
+    def close(self) -> None:
+        pass  # an admin client holds no group or assignment to give back
+
+
+def target_progress_feeds(settings: Settings, sync_feeds: Sequence[OffsetSyncsFeed]) -> list[TargetProgressFeed]:
+    """One feed per target cluster of the configured flows, translating through `sync_feeds`."""
+    syncs = {flow.id: feed for feed in sync_feeds for flow in feed.flows_by_topic.values()}
+    feeds = []
+    for target in dict.fromkeys(flow.target for flow in settings.flows):
+        flows = [flow for flow in settings.flows if flow.target == target and flow.id in syncs]
+        on = [flow for flow in flows if not flow.target_transactional]
+        off = tuple(f"{flow.id}: {target}.exactly.once.source.support = enabled (transaction markers take target "
+                    "offsets)" for flow in flows if flow.target_transactional)
+        for line in off:
+            log.info("target progress is off for %s", line)
+        cluster = settings.clusters[target]
+        remote = RemoteEndOffsets(target, make_admin(cluster, settings.request_timeout_s), settings.request_timeout_s,
+                                  settings.leo_chunk_size, secret_values(cluster))
+        feeds.append(TargetProgressFeed(target, remote, on, syncs, off))
+    return feeds
