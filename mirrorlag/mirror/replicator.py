@@ -267,7 +267,6 @@ class Mirror:
         self.options = options if options is not None else mirror_options(settings)
         self._paused = threading.Event()
         self._bucket = TokenBucket(self.options.max_records_per_second) if self.options.max_records_per_second else None
-        self._source_aliases = {f.source for f in settings.flows}
         self._admins: dict[str, AdminClient] = {}
         self._data_producers: dict[str, Producer] = {}
         self._internal_producers: dict[str, Producer] = {}
@@ -344,16 +343,13 @@ class Mirror:
             self._admins[alias] = AdminClient({**self._client(alias), "socket.timeout.ms": int(ADMIN_TIMEOUT_S * 1000)})
         return self._admins[alias]
 
-    def _one_record_batches(self, alias: str) -> dict[str, Any]:
-        # The tansu test broker's `latest` is wrong after a multi-record batch (DESIGN §8), and the
-        # sidecar reads `latest` on source clusters: write single-record batches into those.
-        return {"batch.num.messages": 1, "linger.ms": 0} if alias in self._source_aliases else {}
-
     def _data_producer(self, alias: str) -> Producer:
         if alias not in self._data_producers:
             self._data_producers[alias] = Producer({
-                **self._client(alias), "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                **self._one_record_batches(alias)})
+                **self._client(alias), "acks": "all", "enable.idempotence": True,
+                # The tansu test broker's `latest` is wrong after a multi-record batch (DESIGN §8),
+                # and the sidecar reads `latest` on both sides (source LEOs, target progress).
+                "batch.num.messages": 1, "linger.ms": 0})
         return self._data_producers[alias]
 
     def _internal_producer(self, alias: str) -> Producer:
