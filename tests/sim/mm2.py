@@ -42,6 +42,10 @@ class MM2Config:
     flush_phase: float = 0.0  # the first lifetime's flush schedule began this long before the mirror's start
     sync_delay: float = 0.05  # a sync is readable this long after it is sent
     target_progress: bool = True  # the sidecar's target-progress feed is on
+    # The feed copies the newest syncs, then asks the target for its end offsets (a ListOffsets
+    # round trip): the syncs are taken this long before the target's end offset is read (at the
+    # poll's `now`; at most the poll's eps, so both stay after the LEO snapshot).
+    target_read_delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -130,14 +134,16 @@ class MM2Model:
             if i >= len(t) or self.lifetime(t[i]) != life:
                 continue  # restarted again (or the run ended) before copying anything
             first_sync = next(s for s in self.syncs if s.lifetime == life)
-            out.append(Recopy(t[i], first_sync.visible_at, u[i - 1] if i else -1, u[i]))
+            # A read of the target at x pairs with the syncs taken at x - target_read_delay.
+            end = first_sync.visible_at + self.config.target_read_delay
+            out.append(Recopy(t[i], end, u[i - 1] if i else -1, u[i]))
         return out
 
 
 @dataclass(frozen=True)
 class Recopy:
     start: float  # the restarted task's first ack
-    end: float  # its first sync (noPreviousSyncThisLifetime) readable
+    end: float  # its first sync (noPreviousSyncThisLifetime) readable, plus the target read's delay
     acked_before: int  # the last record acked before the restart
     resumed_at: int  # the first record copied after it
 

@@ -473,10 +473,12 @@ def run(
     feed: "offset-syncs" (the newest readable sync's upstream offset) and, when
     `mm2.target_progress`, "target-progress" (the production `progress_lros` over the newest sync,
     the target's end offset and the LEO snapshot), both read at `now`, listed in that order as
-    the poller lists them (the cache takes the highest; the first listed wins a tie), with the
+    the poller lists them (the cache takes the highest; the first listed wins a tie; the syncs
+    taken `mm2.target_read_delay` before the target is read, as the feed does), with the
     poller's resolution for offset-syncs (the offset flush) and the syncs' timestamps dating the
     first read. The truth's `lro` is then the last acknowledged copy (`Mirror.acked`)."""
     assert 0 < eps < interval
+    assert mm2 is None or 0.0 <= mm2.target_read_delay <= eps
     engine = LagEngine(lambda flow: params)
     cache = LroCache(ttl)
     polls: list[Poll] = []
@@ -506,7 +508,7 @@ def run(
             written_at: dict[str, dict[PartitionKey, float]] = {}
         else:
             lro_now = {sp.key: sp.mirror.acked(now) for sp in partitions}
-            syncs = {kk: m.newest_sync(now) for kk, m in models.items()}
+            syncs = {kk: m.newest_sync(now - mm2.target_read_delay) for kk, m in models.items()}
             by_feed = {OFFSET_SYNCS: {kk: s.upstream for kk, s in syncs.items() if s is not None}}
             # The feed's first read dates its syncs by their timestamps (an old sync is old evidence).
             written_at = {OFFSET_SYNCS: {kk: s.sent_at for kk, s in syncs.items() if s is not None}} if k == 0 else {}

@@ -17,9 +17,10 @@ Known limitation (a restart; the feed's docstring names it): a restarted task's 
 the newest sync is the old task's, while the target already holds re-copies, which the
 translation counts as new records: target progress (and the offset-syncs feed's own U) reads
 above the truth. Measured bound (test_restart_reads_above_the_truth_until_the_new_sync_is_read):
-only at polls whose read falls in [first re-copied ack, that ack + the sync's delay), i.e. for
-the sync's write-and-read latency once per restart, and by at most the records copied twice
-(the last acked before the restart + 1 - the first re-copied), capped at L - 1.
+only at polls whose target read falls in [first re-copied ack, that ack + the sync's delay + the
+feed's delay between taking the syncs and reading the target), i.e. for that latency once per
+restart, and by at most the records copied twice (the last acked before the restart + 1 - the
+first re-copied), capped at L - 1.
 
 State contract (DESIGN §3), at MM2's and KIP-971's defaults (offset.lag.max 100, offset flush
 60 s, Δ 15 s, max 30 s, TTL 20 s): a healthy mirror reads IN_SYNC at every poll, whichever
@@ -98,11 +99,11 @@ def simulate(case: EvCase) -> Run:
                probe=True, mm2=case.mm2)
 
 
-def mm2_configs(sync_delay_max: float = 0.5) -> st.SearchStrategy[MM2Config]:
-    # Syncs every 1 to 200 records or 1 to 120 s; sent within sync_delay_max (below the shortest
-    # phase: one restart's window never overlaps the next one's).
+def mm2_configs(eps: float, sync_delay_max: float = 0.5) -> st.SearchStrategy[MM2Config]:
+    # Syncs every 1 to 200 records or 1 to 120 s; sent within sync_delay_max (with the target read
+    # delay, below the shortest phase: one restart's window never overlaps the next one's).
     return st.builds(MM2Config, st.integers(1, 200), floats(1.0, 120.0), floats(0.0, 120.0), floats(0.0, sync_delay_max),
-                     st.just(True))
+                     st.just(True), floats(0.0, eps))
 
 
 @st.composite
@@ -122,8 +123,9 @@ def evidence_cases(draw: st.DrawFn, *, restarts: bool, max_end: float = 300.0) -
             tuple(draw(st.lists(st.builds(Phase, floats(1.0, 150.0), speed, rewind), min_size=1, max_size=6))),
             draw(st.one_of(st.just(0.0), floats(0.0, 5.0))),
         ))
-    return EvCase(tuple(parts), draw(st.sampled_from([READ_UNCOMMITTED, READ_COMMITTED])), draw(mm2_configs()),
-                  interval, draw(floats(0.001, min(0.5, interval / 4))), end,
+    eps = draw(floats(0.001, min(0.5, interval / 4)))
+    return EvCase(tuple(parts), draw(st.sampled_from([READ_UNCOMMITTED, READ_COMMITTED])), draw(mm2_configs(eps)),
+                  interval, eps, end,
                   EngineParams(lag_time_max_s=draw(floats(max(5.0, interval), 60.0))), draw(floats(2.0, 60.0)))
 
 
@@ -194,34 +196,43 @@ def test_target_progress_restarts_soak() -> None:
 # --- the restart window, measured ----------------------------------------------------------------
 
 
-def restart(at: float, sync_delay: float) -> Run:
+def restart(at: float, sync_delay: float, read_delay: float) -> Run:
     # 10 records/s (record i at 0.05 + 0.1 i), the mirror copies 25/s (each 0.04 s after it
     # arrives while caught up). At `at` MM2 restarts 600 records back and copies them again.
     log = SourceLog([Appends(400, 10.0)], initial=100, initial_rate=10.0)
     mirror = Mirror(log, [Phase(at, 25.0), Phase(300, 25.0, rewind=600)])
     return run([SimPartition(K, log, mirror)], interval=15.0, end=150.0, probe=True,
-               mm2=MM2Config(flush_phase=7.0, sync_delay=sync_delay))
+               mm2=MM2Config(flush_phase=7.0, sync_delay=sync_delay, target_read_delay=read_delay))
 
 
-@pytest.mark.parametrize("at, sync_delay, over", [
+@pytest.mark.parametrize("at, sync_delay, read_delay, over", [
     # Restarted at 105.45 (LRO 1153): offset 554 copied again at 105.49; its sync (554, 1155) is
     # readable at 105.54. The poll at 105 reads at 105.5, inside: the old sync (1129, 1129) and the
     # target's end 1155 (1154 + the re-copy) translate to 1129 + 25 = 1154, capped at L - 1 = 1149:
     # 595 above the truth 554 (600 records copied twice, less the cap). The partition reads
     # caught up (record lag 0, IN_SYNC) while 595 records wait; the next poll reads REWIND.
-    (105.45, 0.05, 595),
+    (105.45, 0.05, 0.0, 595),
     # A slower sync (2 s from send to read) widens the window to [104.04, 106.04): restarted at
     # 104 (LRO 1139), resumed at 540, 37 records copied again by 105.5 (the truth 576): the old
     # sync (1129, 1129) and T = 1140 + 37 give 1176, capped at 1149: 1149 - 576 = 573 above.
-    (104.0, 2.0, 573),
+    (104.0, 2.0, 0.0, 573),
+    # Restarted at 105.4 (LRO 1153, resumed at 554, re-copies at 105.44 and 105.48: the truth
+    # 555 at 105.5); the new sync is readable at 105.49. Syncs taken with the target's end
+    # offset (no read delay): the poll at 105.5 has it, exact. Taken 0.3 s before the target is
+    # read (the feed's ListOffsets round trip): the window is [105.44, 105.79), the poll reads
+    # 1149: 594 above.
+    (105.4, 0.05, 0.0, 0),
+    (105.4, 0.05, 0.3, 594),
     # Restarted at 100 (its sync readable at 100.09): no poll reads inside the window: never above.
-    (100.0, 0.05, 0),
+    (100.0, 0.05, 0.0, 0),
 ])
-def test_restart_reads_above_the_truth_until_the_new_sync_is_read(at: float, sync_delay: float, over: int) -> None:
+def test_restart_reads_above_the_truth_until_the_new_sync_is_read(at: float, sync_delay: float, read_delay: float,
+                                                                  over: int) -> None:
     """Known limitation, bounded (fails if the bound is wrong either way)."""
-    res = restart(at, sync_delay)
+    res = restart(at, sync_delay, read_delay)
     (w,) = res.mm2[K].recopy_windows()
-    assert w.end - w.start == pytest.approx(sync_delay)  # the window is the sync's latency, once per restart
+    # The window: the sync's latency plus the target read's delay, once per restart.
+    assert w.end - w.start == pytest.approx(sync_delay + read_delay)
     assert w.twice == 600
     check_evidence(res)
     excess = {p.t: tr.reported - tr.lro for p, _, tr in res.series(K) if tr.reported > tr.lro}
