@@ -25,14 +25,14 @@ import logging
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import is_not
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
 from mirrorlag.interfaces import FeedHealth, LroFeed, TopicKeysOf
-from mirrorlag.kafka.remote import RemoteEndOffsets
+from mirrorlag.kafka.remote import UNREAD, RemoteEndOffsets
 from mirrorlag.kafka.source import make_admin, secret_values
 from mirrorlag.model import FlowId, PartitionKey
 
@@ -61,8 +61,11 @@ class TargetProgressFeed(LroFeed):
     """One target cluster's remote partitions, translated through the offset syncs of its flows.
 
     It reads the target at every poll, after the offset-syncs feeds drained (the poller lists it
-    after them: every sync it uses was written before the end offsets it translates), and keeps
-    nothing per partition between polls."""
+    after them: every sync it uses was written before the end offsets it translates). Per
+    partition it keeps the LRO it last proved (8 bytes, in an array per topic): a poll that cannot
+    read a remote partition (the target down, a request timed out) hands that out again, as the
+    topic feeds keep their newest record, rather than let the LRO fall back to the sync's and
+    read as a rewind."""
 
     cluster_alias: str  # the target
     remote: RemoteEndOffsets
@@ -76,6 +79,7 @@ class TargetProgressFeed(LroFeed):
     topic_keys: TopicKeysOf | None = None
     _leos: Mapping[PartitionKey, int | None] = field(default_factory=dict)
     _topics: tuple[str, ...] = ()  # the remote topics read at the last poll
+    _proved: dict[tuple[FlowId, str], np.ndarray] = field(default_factory=dict)  # last LRO by partition number
 
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         self.topic_keys = topic_keys
@@ -85,7 +89,7 @@ class TargetProgressFeed(LroFeed):
 
     def offsets(self) -> dict[PartitionKey, int]:
         asked: list[tuple[str, np.ndarray]] = []  # (remote topic, partition numbers)
-        synced: list[tuple[np.ndarray, np.ndarray, list[PartitionKey]]] = []  # their U, D and keys
+        synced: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[PartitionKey]]] = []  # their U, D, last proved, keys
         for flow in self.flows:
             keys_of_topic = self.topic_keys(flow.id) if self.topic_keys is not None else {}
             for topic, upstream, downstream in self.syncs[flow.id].topic_syncs(flow.id):
@@ -99,7 +103,8 @@ class TargetProgressFeed(LroFeed):
                 rows = np.flatnonzero((u >= 0) & listed)
                 if rows.size:
                     asked.append((flow.policy.remote_topic(flow.source, topic), rows))
-                    synced.append((u[rows], d[rows], [by_partition[p] for p in rows.tolist()]))
+                    synced.append((u[rows], d[rows], self._proved_of(flow.id, topic, n),
+                                   [by_partition[p] for p in rows.tolist()]))
         self._topics = tuple(sorted({topic for topic, _ in asked}))
         if not asked:
             return {}
@@ -108,12 +113,30 @@ class TargetProgressFeed(LroFeed):
             self.errors_total += 1
         out: dict[PartitionKey, int] = {}
         leos = self._leos
-        for (u, d, keys), t in zip(synced, ends):
+        for (_, rows), (u, d, proved, keys), t in zip(asked, synced, ends):
             leo = np.fromiter((-1 if v is None else v for v in map(leos.get, keys)), np.int64, len(keys))
-            lro = progress_lros(u, d, t, leo)
+            lro = np.where(t == UNREAD, proved[rows], progress_lros(u, d, t, leo))
+            proved[rows] = lro
             have = np.flatnonzero(lro != NONE).tolist()
             out.update(zip(map(keys.__getitem__, have), lro[have].tolist()))
         return out
+
+    def forget(self, keys: Iterable[PartitionKey]) -> None:
+        """Partitions whose log is gone or new: what was proved of the old log never applies."""
+        for key in keys:
+            proved = self._proved.get((key.flow, key.topic))
+            if proved is not None and key.partition < len(proved):
+                proved[key.partition] = NONE
+
+    def _proved_of(self, flow: FlowId, topic: str, n: int) -> np.ndarray:
+        """The topic's last proved LROs, at least n long (NONE: none yet)."""
+        proved = self._proved.get((flow, topic))
+        if proved is None or len(proved) < n:
+            grown = np.full(n, NONE, np.int64)
+            if proved is not None:
+                grown[:len(proved)] = proved
+            proved = self._proved[flow, topic] = grown
+        return proved
 
     def health(self) -> FeedHealth:
         remote = self.remote

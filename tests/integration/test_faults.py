@@ -204,6 +204,51 @@ def test_target_broker_down_stalls_instead_of_freezing_a_healthy_lag(tmp_path, b
             target.start()
 
 
+def test_target_progress_keeps_what_it_proved_while_the_target_is_down(tmp_path, brokers):
+    """The target's end offset proved LRO 6 where the newest sync says 2: with the target down,
+    the LRO stays 6 (never a rewind to the sync's 2), ages, and the partition turns STALLED once
+    the source goes on; target progress reports itself down, and recovers with the target."""
+    source, target = brokers
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
+    topic = "orders-progress-down"
+    clusters.create_topic(topic, 1)
+    clusters.produce(topic, {0: 10})
+    clusters.create_topic(f"src.{topic}", 1, which="target")
+    clusters.produce(f"src.{topic}", {0: 7}, which="target")
+    clusters.create_topic("mm2-offset-syncs.dst.internal", 1)
+    clusters.write_offset_syncs("mm2-offset-syncs.dst.internal", [OffsetSync(topic, 0, 2, 2)])
+    port = free_port()
+    path = config(tmp_path, clusters, port, f"topics = {topic}\nmirrorlag.lro.feeds = offset-syncs, target-progress\n"
+                                            "replication.lag.time.max.ms = 1000\n"
+                                            "replication.record.lag.metric.last.replicated.offset.ttl = 1000\n")
+
+    def progress() -> dict[str, Any]:
+        [feed] = [f for f in status(port)["feeds"] if f["feed"] == "target-progress"]
+        return feed
+
+    try:
+        with running_sidecar(path, port=port, log=tmp_path / "sidecar.log"):
+            def proved() -> None:
+                row = rows(port, topic)[0]
+                assert (row["lro"], row["lro_feed"], row["record_lag"]) == (6, "target-progress", 3), row
+            eventually(proved)
+            target.kill()
+            clusters.produce(topic, {0: 3})
+            seen = []
+
+            def stalled() -> None:
+                row = rows(port, topic)[0]
+                seen.append((row["lro"], row["state"]))
+                assert not progress()["up"] and row["state"] == "STALLED", row
+            eventually(stalled, timeout=30)
+            assert {lro for lro, _ in seen} == {6} and "REWIND" not in {state for _, state in seen}, seen
+            target.start()
+            eventually(lambda: (progress()["up"] or None) and proved(), timeout=30)
+    finally:
+        if target.process is None:
+            target.start()
+
+
 def test_a_feed_on_a_stopped_target_reports_its_errors_and_recovers(tmp_path, brokers):
     source, target = brokers
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers)
