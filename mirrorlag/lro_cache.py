@@ -62,6 +62,8 @@ class LroCache:
         commit read at start), or that a feed read late, changed then, not now, so its age and
         TTL count from then (DESIGN §3). Newer records count from now: dated by the brokers'
         clock, a record written just after this poll's LEO snapshot must not look older than it.
+        A value several feeds report takes the oldest of their dates: whichever wins the tie, the
+        mirror has been there since the oldest record saying so.
         """
         self._align(keys if keys is not None else self._with_new(by_feed))
         # Expire before applying this poll's offsets: a value that expired and moves again in the
@@ -79,7 +81,7 @@ class LroCache:
         self._stale[at] = ttl <= 0
         self._used[at] = True
         if written_at and at.size:
-            self._date(at, code, written_at, now)
+            self._date(at, best, by_feed, written_at, now)
         self._previous_now = now
         return LroTable(self._keys, self._used.copy(), self._offset.copy(), self._feed.copy(), self._changed.copy(),
                         self._stale.copy(), self._names, self._memo)
@@ -96,21 +98,23 @@ class LroCache:
     def __len__(self) -> int:
         return int(np.count_nonzero(self._used))
 
-    def _date(self, at: np.ndarray, code: np.ndarray, written_at: Mapping[str, Mapping[PartitionKey, float]],
-              now: float) -> None:
-        """Rows `at` took a new value this update: where the winning feed's record was written
-        before the previous update, it changed then."""
+    def _date(self, at: np.ndarray, best: np.ndarray, by_feed: Mapping[str, FeedOffsets],
+              written_at: Mapping[str, Mapping[PartitionKey, float]], now: float) -> None:
+        """Rows `at` took a new value this update: where a feed reporting that value dates its
+        record before the previous update, it changed then (the oldest such date)."""
         before = self._previous_now if self._previous_now is not None else now - self._ttl
+        keys = list(map(self._keys.__getitem__, at.tolist()))
         for feed, times in written_at.items():
-            if not times or feed not in self._codes:
+            offsets = by_feed.get(feed)
+            if not times or not offsets:
                 continue
-            won = at[code[at] == self._codes[feed]]  # only the rows this feed's value took
-            when = np.fromiter(map(times.get, map(self._keys.__getitem__, won.tolist()), repeat(np.nan)),
-                               float, won.size)
+            reported = np.fromiter(map(offsets.get, keys, repeat(_NONE)), np.int64, at.size)
+            same = np.flatnonzero(reported == best[at])  # positions in `at` whose value this feed reports
+            when = np.fromiter(map(times.get, map(keys.__getitem__, same.tolist()), repeat(np.nan)), float, same.size)
             older = when < before
-            rows = won[older]
-            self._changed[rows] = when[older]
-            self._stale[rows] = when[older] + self._ttl <= now
+            rows = at[same[older]]
+            self._changed[rows] = np.minimum(self._changed[rows], when[older])
+            self._stale[rows] = self._changed[rows] + self._ttl <= now
 
     def _highest(self, by_feed: Mapping[str, FeedOffsets]) -> tuple[np.ndarray, np.ndarray]:
         """Per row, the highest offset any feed reports (_NONE where none does) and the code of

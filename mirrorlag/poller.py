@@ -200,6 +200,10 @@ class Poller:
         # (One source: its view's key tuple, in the order of `leos`, which the cache then holds
         # rather than a list of its own.)
         views = [self._views[alias] for alias in self.sources if alias in self._views]
+        # Feeds are read in their order (target progress after the syncs it translates through);
+        # where several prove the same LRO, the finest resolution wins (the cache gives a tie to
+        # the first feed named), its age still that of the oldest record proving it.
+        by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
         lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos),
                                  written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
@@ -251,8 +255,8 @@ class Poller:
         has_r, off, changed, _, _, _ = lros.aligned(keys)
         leo = np.fromiter((-1 if v is None else v for v in leos.values()), np.int64, len(keys))
         behind = has_r & (off + 1 < leo)
-        if self._previous_poll is not None:
-            behind &= changed < self._previous_poll
+        if self._previous_poll is not None:  # unmoved since the previous poll (which dated its changes then)
+            behind &= changed <= self._previous_poll
         rows = np.flatnonzero(behind).tolist()
         if not rows:
             return {}

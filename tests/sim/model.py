@@ -520,6 +520,8 @@ def run(
                 lt = np.array([leos[kk] for kk in ks], np.int64)
                 tp = progress_lros(u, d, te, lt)
                 by_feed[TARGET_PROGRESS] = {kk: int(v) for kk, v in zip(ks, tp.tolist()) if v != TP_NONE}
+                # As the poller hands them to the cache: the finest resolution first, so it wins a tie.
+                by_feed = {TARGET_PROGRESS: by_feed[TARGET_PROGRESS], OFFSET_SYNCS: by_feed[OFFSET_SYNCS]}
         readings: LroTable = cache.update(by_feed, now, None, written_at)
         probed: dict[PartitionKey, float | None] = {}
         if probe:

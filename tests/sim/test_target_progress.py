@@ -25,8 +25,8 @@ first re-copied), capped at L - 1.
 State contract (DESIGN §3), at MM2's and KIP-971's defaults (offset.lag.max 100, offset flush
 60 s, Δ 15 s, max 30 s, TTL 20 s): a healthy mirror reads IN_SYNC at every poll, whichever
 feeds are on; a stalled one reads STALLED within max + Δ of its last copy (or of the oldest
-uncopied record's arrival, whichever is later) with target progress, and within max + flush + Δ
-with offset syncs alone. Strict xfails below pin where the engine breaks the stall bound.
+uncopied record's arrival, whichever is later) with target progress, and within max + 2 flushes
++ 2Δ with offset syncs alone (not DESIGN's max + flush + Δ: see test_stall_with_offset_syncs_alone).
 """
 
 from __future__ import annotations
@@ -393,35 +393,33 @@ def stall_run(target_progress: bool) -> Run:
                mm2=MM2Config(flush_phase=30.0, target_progress=target_progress))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "LroCache: offset-syncs and target-progress report the same LRO first at the same poll (an "
-    "immediate sync of the last copy), the first feed listed (offset-syncs) wins the tie, and the "
-    "engine then allows the offset flush as resolution (resolution_s by the winning feed): "
-    "STALLED comes up to max + flush + Δ after the stall (109 s here) instead of max + Δ (45 s), "
-    "although target progress, of poll resolution, said the same"))
 def test_stall_with_target_progress_tie() -> None:
-    # The oldest uncopied record arrived at 101.0: STALLED is due at every poll after 146.0.
-    # Today the poll at 105 reads LRO 98 from offset-syncs (the tie, as the cache resolves it).
+    # Offset-syncs and target progress first report the same LRO at the same poll (an immediate
+    # sync of the last copy): the tie goes to target progress, of poll resolution, so the flush
+    # allowance does not apply. The oldest uncopied record arrived at 101.0: STALLED is due at
+    # every poll after 146.0 (max + Δ).
     res = stall_run(True)
+    assert {row.lro_feed for p, row, _ in res.series(K) if p.now > 105.0} == {"target-progress"}
     late = [(p.t, row.state.value) for p, row, _ in res.series(K) if p.now > 146.0 and row.state is not STALLED]
-    assert not late, late  # today: IN_SYNC at 150 and 165 (time lag within max + flush), LAGGING to 195
+    assert not late, late
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine states: with flush-resolution evidence the LRO is aged from when the sidecar first "
-    "saw it (the last copy's delayed sync, sent at the next flush), and STALLED needs that age "
-    "past max + flush: up to max + 2 flushes + 2Δ + the sync's delay after the stall (170 s here), "
-    "not DESIGN §3's max + flush + Δ (105 s)"))
 def test_stall_with_offset_syncs_alone() -> None:
+    """Flush-resolution evidence alone cannot keep DESIGN §3's max + flush + Δ: the last copy's
+    sync is a delayed one, sent at the next flush (up to a flush after the copy), and the LRO's
+    age counts from when it is seen; STALLED needs that age past max + flush, or a mirror that
+    still copies, whose syncs come once a flush, would flap between LAGGING and STALLED. The
+    bound kept is max + 2 flushes + 2Δ (the default evidence, target progress, keeps max + Δ)."""
     # Plain records at 1/s; the mirror stops at 100.2 (last copy: offset 99 of 99.5, acked 99.501).
     # The first task's flushes fall at 38.9, 98.9, 158.9 (its schedule from 0 - flush_phase 21.1),
-    # so the last copy's delayed sync is sent at 158.9 and first read at 165.5.
-    # The oldest uncopied record arrived at 100.5: DESIGN §3 wants STALLED after 205.5; the LRO's
-    # age passes max + flush (90 s) only after 255.5: LAGGING at 210 ... 255, STALLED from 270
-    # (now 270.5: 170 s after the record; the measured bound is max + 2 flushes + 2Δ + delay).
+    # so the last copy's delayed sync is sent at 158.9 and first read at 165.5. The oldest
+    # uncopied record arrived at 100.5; the LRO's age passes max + flush (90 s) after 255.5:
+    # LAGGING at 210 ... 255, STALLED from 270 (170 s after the record, within 180 s).
     log = SourceLog([Appends(400, 1.0)])
     res = run([SimPartition(K, log, Mirror(log, [Phase(100.2, 1000.0), Phase(400, 0.0)]))], interval=15.0,
               end=300.0, probe=True, mm2=MM2Config(flush_phase=21.1, target_progress=False))
-    late = [(p.t, row.state.value, row.lro_age_s) for p, row, _ in res.series(K) if p.now > 205.5 and row.state is not STALLED]
+    late = [(p.t, row.state.value, row.lro_age_s) for p, row, _ in res.series(K)
+            if p.now > 100.5 + 30 + 2 * 60 + 2 * 15 and row.state is not STALLED]
     assert not late, late
+    assert [row.state for p, row, _ in res.series(K)][-1] is STALLED
 

@@ -24,10 +24,9 @@ meaning the records MM2's consumer hands over at the isolation level:
  Aborted ranges behave as markers at read_committed and as data at read_uncommitted: X1-X5 hold
  with "data" so defined, and test_aborted_* pin both.
 
-What does not hold (strict xfails below, engine/poller bugs for their owners): the DESIGN §3
-contract "a healthy mirror reads IN_SYNC at every poll" and "time lag high by at most one
-interval" fail after a transaction ends a partition's traffic: see
-test_healthy_transactional_mirror_never_leaves_in_sync.
+And the DESIGN §3 contract "a healthy mirror reads IN_SYNC at every poll" with time lag high by
+at most one interval, after a transaction ends a partition's traffic: the poller probes a
+partition the poll after its LRO last moved (test_healthy_transactional_mirror_never_leaves_in_sync).
 """
 
 from __future__ import annotations
@@ -183,14 +182,13 @@ def table(res: Run, t0: float, t1: float) -> list[tuple[float, State, int | None
 def test_committed_transaction_fully_copied_reads_caught_up_once_probed(isolation: str) -> None:
     # Issue 23 case 2. Offsets 50-54 are copied by 100.03; the commit marker (55) never is: LRO 54,
     # LEO 56, the offset distance 1 for ever. The poller probes a partition behind whose LRO did not
-    # change since the previous poll: the LRO changed at 105.5, so not at 105, and (the cache's
-    # changed_at is 105.5, not below the previous poll's 105.5) not at 120 either: the probe comes
-    # at 135, and from then on the partition reads 0 and IN_SYNC, for ever (never STALLED).
+    # move since the previous poll: the LRO changed at 105.5 (that poll's reading), so the probe
+    # comes at 120, and from then on the partition reads 0 and IN_SYNC, for ever (never STALLED).
     res = one_txn(True, isolation)
     assert table(res, 90, 165) == [
         (90.0, IN_SYNC, 49, 0, 0.0, False),
         (105.0, IN_SYNC, 54, 1, 15.5, False),  # caught up with the snapshot at 90
-        (120.0, LAGGING, 54, 1, 30.5, False),  # see test_healthy_transactional_mirror_never_leaves_in_sync
+        (120.0, IN_SYNC, 54, 0, 0.0, True),
         (135.0, IN_SYNC, 54, 0, 0.0, True),
         (150.0, IN_SYNC, 54, 0, 0.0, True),
         (165.0, IN_SYNC, 54, 0, 0.0, True),
@@ -198,13 +196,6 @@ def test_committed_transaction_fully_copied_reads_caught_up_once_probed(isolatio
     check_transactions(res)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "poller._probe probes only partitions whose LRO reading changed strictly before the previous "
-    "poll (`changed < self._previous_poll`, and the cache dates a change at the poll's own `now`), "
-    "so a fully copied transactional partition is probed two polls after its last copy, not one; "
-    "meanwhile the time-lag rule cannot credit the previous snapshot (LRO + 1 is a marker below "
-    "it), and a healthy mirror reads LAGGING (or STALLED where the TTL is shorter than the interval) "
-    "for one poll: time lag 2 intervals + read delay, not at most one interval over the truth (0)"))
 def test_healthy_transactional_mirror_never_leaves_in_sync() -> None:
     # DESIGN §3: under MM2's defaults a healthy mirror reads IN_SYNC at every poll, and time lag
     # reads high by at most one interval. The mirror here had every data record from 100.03 on.
