@@ -3,12 +3,14 @@
     .venv/bin/python -m tests.bench.bench_memory --partitions 10000 100000 --runs 3
     .venv/bin/python -m tests.bench.bench_memory --attribution 100000   # RSS by owner
     .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed offset-syncs   # as deployed beside MM2
+    .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed target-progress   # the same, with target progress
 
 Each measurement runs in a fresh child process (so one size's freed arenas never count for the
 next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
 ReplicationTracker (or, with `--feed offset-syncs`, by offset-sync records through the real
-OffsetSyncsFeed), with a stand-in source cluster in place of the admin client: no broker, so
-the figure is mirrorlag's own memory. It then runs `--polls` polls 15 s apart on a simulated clock
+OffsetSyncsFeed; with `--feed target-progress`, by syncs every fourth poll and the real
+TargetProgressFeed over a stand-in target's end offsets), with a stand-in source cluster in place
+of the admin client: no broker, so the figure is mirrorlag's own memory. It then runs `--polls` polls 15 s apart on a simulated clock
 through the real `Poller.poll_once` (feeds, LRO cache, engine, snapshot), with every partition
 appending and the mirror a little behind, so the record-lag windows, the rates, the retention
 trackers (log starts every 60 s) and the freshness tables (60 points, the default) are all full.
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Callable
 
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed, sync_topic_location
+from mirrorlag.feeds.target_progress import TargetProgressFeed
 from mirrorlag.formats import OffsetSync, encode_offset_sync
 from mirrorlag.interfaces import LroFeed
 
@@ -90,6 +93,26 @@ class StandInSource:
 
     def start_offsets(self, partitions):
         return {tp: (1 << 30) + self.polls * (i % 3) for i, tp in enumerate(partitions)}
+
+
+class StandInTarget:
+    """What TargetProgressFeed asks of RemoteEndOffsets, answered from memory: each remote
+    partition's end offset is one past the record the simulated mirror copied last (the source
+    offset of partition i at poll n is the target's too: the syncs say U = D)."""
+
+    missing: frozenset[str] = frozenset()
+    error: str | None = None
+
+    def __init__(self) -> None:
+        self.poll = 1
+
+    def read(self, topics):
+        out = []
+        for remote, numbers in topics:
+            first = int(remote.rsplit("-", 1)[1]) * TOPIC_PARTITIONS  # "src.bench.topic-00012"
+            i = first + numbers
+            out.append((1 << 30) + (self.poll - 1) * (3 + i % 5))
+        return out
 
 
 @dataclass
@@ -143,6 +166,7 @@ class StandIn:
         topics = [f"bench.topic-{i:05d}" for i in range(partitions // TOPIC_PARTITIONS)]
         self.tracker: ReplicationTracker | None = None
         self.syncs: OffsetSyncsFeed | None = None
+        self.target: StandInTarget | None = None
         if feed == "callback":
             self.tracker = ReplicationTracker("src", "dst")
             self.sidecar = Sidecar(settings, trackers=[self.tracker])
@@ -151,7 +175,11 @@ class StandIn:
             self.sync_topic = sync_topic_location(flow)[1]
             self.syncs = OffsetSyncsFeed("src", None, {self.sync_topic: flow})
             self.drained = DrainedSyncs(self.syncs)
-            self.sidecar = Sidecar(settings, feeds=[self.drained])
+            feeds: list[LroFeed] = [self.drained]
+            if feed == "target-progress":
+                self.target = StandInTarget()
+                feeds.append(TargetProgressFeed("dst", self.target, [flow], {flow.id: self.syncs}))  # type: ignore[arg-type]
+            self.sidecar = Sidecar(settings, feeds=feeds)
         self.poller = self.sidecar.poller
         self.source = StandInSource("src", self.poller.sources["src"].flows, topics)
         self.poller.sources = {"src": self.source}
@@ -168,11 +196,13 @@ class StandIn:
             replicated = self.tracker.replicated
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
-        else:
+        elif self.target is None or n % 4 == 1:  # with target progress, syncs every fourth poll
             queue, sync_topic = self.drained.queued.append, self.sync_topic
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 offset = (1 << 30) + (n - 1) * (3 + i % 5) - 1
                 queue((sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset))))
+        if self.target is not None:
+            self.target.poll = n
         self.now += POLL_S
         return self.sidecar.poll() if publish else self.poller.poll_once()
 
@@ -392,8 +422,9 @@ def main() -> None:
                         help="instead: RSS per partition of the leanest flat layout of the same state (see floor_layout)")
     parser.add_argument("--attribution", type=int, metavar="PARTITIONS",
                         help="instead: RSS per partition by owner (snapshot, engine, LRO cache, the rest)")
-    parser.add_argument("--feed", choices=["callback", "offset-syncs"], default="callback",
-                        help="the LRO feed: an in-process ReplicationTracker, or MM2's offset syncs (the sidecar as deployed)")
+    parser.add_argument("--feed", choices=["callback", "offset-syncs", "target-progress"], default="callback",
+                        help="the LRO feed: an in-process ReplicationTracker, or MM2's offset syncs (the sidecar as "
+                             "deployed), or those and target progress")
     parser.add_argument("--new-topic-every", type=int, default=0, metavar="POLLS",
                         help="a topic of 100 partitions is created on the source every POLLS polls (0: a static estate)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)

@@ -2,9 +2,14 @@
 
     .venv/bin/python -m tests.bench.bench_poll --partitions 1000 10000 --runs 5
     .venv/bin/python -m tests.bench.bench_poll --partitions 100000 --runs 5 --scrapes 200
+    .venv/bin/python -m tests.bench.bench_poll --partitions 100000 --runs 3 --feed target-progress
 
 For each size it creates topics of 100 partitions, puts one record in every partition, feeds a
 ReplicationTracker for all of them, and measures side by side in one process:
+(With `--feed target-progress`, the sidecar as deployed beside MM2 instead: a second broker holds
+the remote topics, two records a partition on each side, and an offset sync per partition for the
+first record; the feeds are offset-syncs and target progress, which proves the second record
+copied. bare is then the chunked ListOffsets of both clusters, one after the other.)
   - bare: the chunked concurrent ListOffsets alone (the floor a poll cannot beat);
   - poll: one full poll (metadata + ListOffsets + feeds + engine + snapshot);
   - publish: what Sidecar.poll adds to a poll: /metrics rendered and compressed a family at a
@@ -48,7 +53,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
+from mirrorlag.feeds.external import build_feeds
 from mirrorlag.embedded import EmbeddedBroker, free_port
+from mirrorlag.formats import OffsetSync, encode_offset_sync
+from mirrorlag.kafka.source import SourceCluster, isolation_level, make_admin
 from mirrorlag.cli import SWITCH_INTERVAL_S, run_pacing, tune_process
 from mirrorlag.sidecar import Sidecar
 from tests.exposition import metrics_text
@@ -57,22 +65,40 @@ PARTITIONS_PER_TOPIC = 100
 # librdkafka's producer walks all its partitions per wakeup, so one producer over 100k partitions
 # is quadratic (minutes); a fresh producer per 1,000 partitions takes seconds.
 PARTITIONS_PER_PRODUCER = 1000
+SYNC_TOPIC = "mm2-offset-syncs.dst.internal"
 
 
-def prepare(bootstrap: str, total: int, prefix: str) -> list[str]:
+def prepare(bootstrap: str, total: int, prefix: str, records: int = 1) -> list[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [f"{prefix}{i:04d}" for i in range(total // PARTITIONS_PER_TOPIC)]
     for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
         future.result(timeout=120)
     per = PARTITIONS_PER_PRODUCER // PARTITIONS_PER_TOPIC
-    for start in range(0, len(topics), per):
-        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 5})
-        for topic in topics[start:start + per]:
-            for partition in range(PARTITIONS_PER_TOPIC):
-                producer.produce(topic, value=b"x", partition=partition)
-            producer.poll(0)
-        assert producer.flush(120) == 0, "records left unsent"
+    for _ in range(records):
+        for start in range(0, len(topics), per):
+            producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 5})
+            for topic in topics[start:start + per]:
+                for partition in range(PARTITIONS_PER_TOPIC):
+                    producer.produce(topic, value=b"x", partition=partition)
+                producer.poll(0)
+            assert producer.flush(120) == 0, "records left unsent"
     return topics
+
+
+def prepare_target(source: str, target: str, topics: list[str]) -> None:
+    """The remote topics on the target, two records a partition, and an offset sync per partition
+    on the source saying upstream record 0 became target record 0: target progress proves 1."""
+    prepare(target, len(topics) * PARTITIONS_PER_TOPIC, "src." + topics[0].rsplit("-", 1)[0] + "-", records=2)
+    admin = AdminClient({"bootstrap.servers": source})
+    for future in admin.create_topics([NewTopic(SYNC_TOPIC, 1, 1)]).values():
+        future.result(timeout=120)
+    producer = Producer({"bootstrap.servers": source, "batch.num.messages": 1, "linger.ms": 5})
+    for topic in topics:
+        for partition in range(PARTITIONS_PER_TOPIC):
+            key, value = encode_offset_sync(OffsetSync(topic, partition, 0, 0))
+            producer.produce(SYNC_TOPIC, key=key, value=value, partition=0)
+        producer.poll(0)
+    assert producer.flush(300) == 0, "syncs left unsent"
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -207,38 +233,55 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
-               gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0, metadata_max_age_ms: int = 0) -> dict[str, float]:
+               gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0, metadata_max_age_ms: int = 0,
+               target: EmbeddedBroker | None = None) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
     config = tmp / f"mm2-{total}.properties"
     config.write_text(
         f"clusters = src, dst\nsrc.bootstrap.servers = {broker.bootstrap_servers}\n"
-        f"dst.bootstrap.servers = {broker.bootstrap_servers}\nsrc->dst.enabled = true\n"
+        f"dst.bootstrap.servers = {(target or broker).bootstrap_servers}\nsrc->dst.enabled = true\n"
         f"src->dst.topics = {prefix}.*\nmirrorlag.http.listener = 127.0.0.1:{port}\n"
         "mirrorlag.request.timeout.ms = 60000\n"
         f"mirrorlag.metrics.detail = {detail}\n"
         f"mirrorlag.metadata.max.age.ms = {metadata_max_age_ms}\n"
+        + ("mirrorlag.lro.feeds = offset-syncs, target-progress\n" if target is not None else "")
     )
-    tracker = ReplicationTracker("src", "dst")
-    for topic in topics:
-        for partition in range(PARTITIONS_PER_TOPIC):
-            tracker.replicated(topic, partition, 0, 1)
-    sidecar = Sidecar(load_settings([config]), trackers=[tracker], gc_pacing=run_pacing() if gc_pacing else None)
+    settings = load_settings([config])
+    pacing = run_pacing() if gc_pacing else None
+    if target is None:
+        tracker = ReplicationTracker("src", "dst")
+        for topic in topics:
+            for partition in range(PARTITIONS_PER_TOPIC):
+                tracker.replicated(topic, partition, 0, 1)
+        sidecar = Sidecar(settings, trackers=[tracker], gc_pacing=pacing)
+    else:
+        sidecar = Sidecar(settings, feeds=build_feeds(settings), gc_pacing=pacing)
     sidecar.server.start()
     source = sidecar.poller.sources["src"]
     partitions = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
+    remote: SourceCluster | None = None  # the target's ListOffsets, for bare
+    if target is not None:
+        remote = SourceCluster("dst", make_admin(settings.clusters["dst"], settings.request_timeout_s), [],
+                               settings.request_timeout_s, settings.leo_chunk_size, isolation_level("read_uncommitted"))
+    remote_partitions = [(f"src.{t}", p) for t, p in partitions]
+    leo = 1 if target is None else 2
 
     bare, poll, render, publish, collect, scrape, ratios, render_ratios = [], [], [], [], [], [], [], []
-    snapshot = sidecar.poll()  # warm-up: connections, first metadata
+    snapshot = sidecar.poll()  # warm-up: connections, first metadata (and the syncs' first drain)
     assert len(snapshot) == total, len(snapshot)
     lag, known = snapshot.columns.column("record_lag")
     assert known.all() and not lag.any()
+    if target is not None:
+        assert set(snapshot.columns.lro_feed.tolist()) == {"target-progress"}
     for _ in range(runs):
         t0 = time.perf_counter()
         offsets = source.end_offsets(partitions)
+        if remote is not None:
+            assert sum(1 for v in remote.end_offsets(remote_partitions).values() if v == 2) == total
         bare.append(time.perf_counter() - t0)
-        assert sum(1 for v in offsets.values() if v == 1) == total
+        assert sum(1 for v in offsets.values() if v == leo) == total
 
         pacing = sidecar.gc_pacing
         with pacing.around_poll() if pacing is not None else contextlib.nullcontext():  # as Sidecar.poll
@@ -308,20 +351,26 @@ def main() -> None:
                         help="with --scrapes: also print where the poll thread held the GIL longer than this")
     parser.add_argument("--metadata-max-age-ms", type=int, nargs="+", default=[0],
                         help="mirrorlag.metadata.max.age.ms, each measured in turn (0: metadata at every poll)")
+    parser.add_argument("--feed", choices=["callback", "target-progress"], default="callback",
+                        help="callback: a ReplicationTracker; target-progress: offset syncs and the target's end offsets "
+                             "on a second broker, as deployed beside MM2")
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scrape_client:
         print(json.dumps(scrape_client(args.scrape_client, args.scrapes, args.encodings)))
         return
     tune_process()  # as `mirrorlag run`; --switch-interval-ms then overrides its interval
-    with EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp:
+    with (EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp,
+          EmbeddedBroker("bench-target") if args.feed == "target-progress" else contextlib.nullcontext() as target):
         for total in args.partitions:
-            topics = prepare(broker.bootstrap_servers, total, f"b{total}-")
+            topics = prepare(broker.bootstrap_servers, total, f"b{total}-", records=1 if target is None else 2)
+            if target is not None:
+                prepare_target(broker.bootstrap_servers, target.bootstrap_servers, topics)
             for detail, pacing, switch_ms, max_age in itertools.product(args.detail, args.gc_pacing,
                                                                         args.switch_interval_ms, args.metadata_max_age_ms):
                 sys.setswitchinterval(switch_ms / 1000)
                 result = bench_size(broker, topics, args.runs, args.scrapes, detail, Path(tmp), pacing == "on", args.encodings,
-                                    args.holds_ms, max_age)
+                                    args.holds_ms, max_age, target)
                 result["switch_interval_ms"] = switch_ms
                 print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()), flush=True)
 
