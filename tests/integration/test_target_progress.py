@@ -15,7 +15,8 @@ import pytest
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
-from tests.helpers import eventually, mirrorlag, running_mirror, running_sidecar, status, steady_producer
+from tests.helpers import (eventually, mirrorlag, produce_records, running_mirror, running_sidecar, status,
+                           steady_producer)
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +126,25 @@ def test_a_busy_partition_beside_the_mirror_reads_within_a_few_records(tmp_path,
         assert max(lag for _, _, lag, _, _ in seen) <= 10, seen
         assert {feed for *_, feed, _ in seen} == {"target-progress"}, seen
         assert {state for *_, state in seen} == {"IN_SYNC"}, seen
+
+
+def test_a_mirror_stalled_an_hour_before_start_is_stalled_at_first_look_with_target_progress(
+        tmp_path, clusters, topic_name):
+    """MM2 >= 3.7 sends the last copy's sync at its next offset flush, so an hour after a stall the
+    newest sync is for the last record copied: target progress proves the same LRO, wins the tie
+    (finest resolution) and keeps the sync's age. STALLED at `check`'s only look, never IN_SYNC."""
+    hour_ago_ms = int(time.time() * 1000) - 3_600_000
+    clusters.create_topic(topic_name, 1)
+    produce_records(clusters.source, topic_name, 0, [hour_ago_ms + i for i in range(10)])
+    clusters.create_topic(f"src.{topic_name}", 1, which="target")
+    clusters.produce(f"src.{topic_name}", {0: 5}, which="target")  # copies of 0..4
+    try:
+        clusters.create_topic(SYNC_TOPIC, 1)
+    except Exception:
+        pass
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 4, 4)], timestamp_ms=hour_ago_ms + 5)
+    config = write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n")
+    status_code, row = _check(config)
+    assert (row["lro"], row["record_lag"], row["lro_feed"]) == (4, 5, "target-progress"), row
+    assert (row["state"], status_code) == ("STALLED", 1), row
+    assert row["lro_age_s"] >= 3_590 and row["time_lag_s"] >= 3_590, row
