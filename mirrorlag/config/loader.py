@@ -11,6 +11,7 @@ import difflib
 import logging
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -25,6 +26,7 @@ from mirrorlag.config.settings import (
     EngineParams,
     FlowSettings,
     HistorySettings,
+    S3UploadSettings,
     Settings,
     is_secret_key,
 )
@@ -200,8 +202,7 @@ def _upload_uri(text: str) -> str | None:
     # Check every protocol of a chained URL (e.g. simplecache::s3://b/p) without instantiating a
     # filesystem: that would need credentials and a network at config time. The URL itself is never
     # echoed: it may carry a user and password.
-    for part in uri.split("::"):
-        protocol = fsspec.core.split_protocol(part)[0] or "file"
+    for protocol in _protocols(uri):
         try:
             fsspec.get_filesystem_class(protocol)
         except ImportError as err:
@@ -209,6 +210,34 @@ def _upload_uri(text: str) -> str | None:
         except ValueError:
             raise _Bad("an fsspec URL", f"unknown filesystem protocol {protocol!r} (expected e.g. file://, s3://, gs://, hdfs://)") from None
     return uri
+
+
+def _text(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _endpoint_url(text: str) -> str | None:
+    url = text.strip()
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if "@" in parts.netloc:  # never echoed: what precedes the @ may be a password
+        raise _Bad("an http(s) URL", "expected http(s)://host[:port] without credentials "
+                                     "(set ...s3.access.key.id and ...s3.secret.access.key)")
+    try:
+        parts.port  # noqa: B018 (raises for a port that is not a number in 0..65535)
+    except ValueError:
+        raise _Bad("http(s)://host[:port] with a port in 0..65535") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _Bad("http(s)://host[:port]")
+    return url
+
+
+def _protocols(uri: str) -> tuple[str, ...]:
+    """Every protocol of a (chained) fsspec URL, outermost first; `file` for a plain path."""
+    import fsspec
+
+    return tuple(dict.fromkeys(fsspec.core.split_protocol(part)[0] or "file" for part in uri.split("::")))
 
 
 _LISTENER = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>[0-9]{1,5})")
@@ -272,7 +301,15 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.history.upload.max.bytes.per.second": (_bytes_per_second, str(_LONG_MAX)),
     "mirrorlag.history.upload.quota.window.num": (_integer(1), "11"),
     "mirrorlag.history.upload.quota.window.size.seconds": (_integer(1), "1"),
+    # s3:// uploads: instead of botocore's defaults (AWS_* variables, ~/.aws, instance roles).
+    "mirrorlag.history.upload.s3.endpoint.url": (_endpoint_url, ""),
+    "mirrorlag.history.upload.s3.region": (_text, ""),
+    "mirrorlag.history.upload.s3.access.key.id": (_text, ""),
+    "mirrorlag.history.upload.s3.secret.access.key": (_text, ""),
+    "mirrorlag.history.upload.s3.session.token": (_text, ""),
+    "mirrorlag.history.upload.s3.path.style.access": (_boolean, "false"),
 }
+_S3_KEYS = tuple(key for key in GLOBAL_KEYS if key.startswith("mirrorlag.history.upload.s3."))
 
 
 def _value(prop: Prop | None, row: Row) -> Any:
@@ -370,15 +407,15 @@ _FLOW_PREFIX = re.compile(r"[^.]*->[^.]*\.")  # A->B. (MM2's cluster aliases hav
 
 def _warn_global_only(props: Props, source: str, target: str) -> None:
     """One warning per `A->B.K` whose K can only be global, naming where it was set and what is
-    used instead (never silently ignored). None of these keys holds a secret."""
+    used instead (never silently ignored); a secret's value is never shown."""
     for key in GLOBAL_KEYS:
         prop = props.get(f"{source}->{target}.{key}")
         if prop is None:
             continue
         why = _ONLY_GLOBAL.get(key, "it is read once for the whole sidecar")
         used = props.get(key)
-        instead = (f"{key} = {used.value.strip()} from {used.file}:{used.line}" if used is not None
-                   else f"{key} = {GLOBAL_KEYS[key][1]} (the default)")
+        value = "***" if is_secret_key(key) else (used.value.strip() if used is not None else GLOBAL_KEYS[key][1])
+        instead = f"{key} = {value} from {used.file}:{used.line}" if used is not None else f"{key} = {value} (the default)"
         log.warning("%s:%d: %s is ignored: %s cannot take a per-flow value (%s); using %s",
                     prop.file, prop.line, prop.key, key, why, instead)
 
@@ -468,6 +505,7 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
 def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
     directory: Path | None = own["mirrorlag.history.dir"]
     upload_uri: str | None = own["mirrorlag.history.upload.uri"]
+    upload_s3 = _upload_s3(props, own, upload_uri)
     if directory is None:
         if upload_uri is not None:
             raise error_at(props["mirrorlag.history.upload.uri"],
@@ -492,7 +530,33 @@ def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
         upload_max_bytes_per_s=own["mirrorlag.history.upload.max.bytes.per.second"],
         upload_quota_window_num=own["mirrorlag.history.upload.quota.window.num"],
         upload_quota_window_s=float(own["mirrorlag.history.upload.quota.window.size.seconds"]),
+        upload_s3=upload_s3,
     )
+
+
+def _upload_s3(props: Props, own: Mapping[str, Any], upload_uri: str | None) -> S3UploadSettings | None:
+    given = [props[key] for key in _S3_KEYS if key in props and props[key].value.strip()]
+    if not given:
+        return None
+    if upload_uri is None or not {"s3", "s3a"} & set(_protocols(upload_uri)):
+        # A credential that is silently unused is worse than an error.
+        raise error_at(given[0], "applies only to an s3:// mirrorlag.history.upload.uri")
+    prefix = "mirrorlag.history.upload.s3."
+    s3 = S3UploadSettings(
+        endpoint_url=own[prefix + "endpoint.url"],
+        region=own[prefix + "region"],
+        access_key_id=own[prefix + "access.key.id"],
+        secret_access_key=own[prefix + "secret.access.key"],
+        session_token=own[prefix + "session.token"],
+        path_style=own[prefix + "path.style.access"],
+    )
+    key_id, secret, token = (prefix + k for k in ("access.key.id", "secret.access.key", "session.token"))
+    if bool(s3.access_key_id) != bool(s3.secret_access_key):
+        present, missing = (key_id, secret) if s3.access_key_id else (secret, key_id)
+        raise error_at(props[present], f"needs {missing} too")
+    if s3.session_token and not s3.access_key_id:
+        raise error_at(props[token], f"needs {key_id} and {secret} too (a session token goes with a key pair)")
+    return s3
 
 
 def _inside(uri: str, directory: Path) -> bool:

@@ -101,6 +101,25 @@ class FlowSettings:
 
 
 @dataclass(frozen=True)
+class S3UploadSettings:
+    """mirrorlag.history.upload.s3.*: what an s3:// upload uses instead of the AWS SDK's defaults.
+
+    Unset fields fall back to botocore's own chain (AWS_* environment variables, ~/.aws, web
+    identity, instance metadata). The secret fields never appear in a repr."""
+
+    endpoint_url: str | None = None  # ...s3.endpoint.url (MinIO, Ceph, moto); else AWS_ENDPOINT_URL(_S3)
+    region: str | None = None  # ...s3.region; else AWS_REGION / AWS_DEFAULT_REGION
+    access_key_id: str | None = None  # ...s3.access.key.id, with ...s3.secret.access.key
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)  # ...s3.session.token
+    path_style: bool = False  # ...s3.path.style.access: bucket in the path, not the host name
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(v for v in (self.secret_access_key, self.session_token) if v)
+
+
+@dataclass(frozen=True)
 class HistorySettings:
     """Lag history as Parquet segments (DESIGN §7); present only when `mirrorlag.history.dir` is set."""
 
@@ -114,6 +133,7 @@ class HistorySettings:
     upload_max_bytes_per_s: int | None = None
     upload_quota_window_num: int = 11  # mirrorlag.history.upload.quota.window.num (KIP-956)
     upload_quota_window_s: float = 1.0  # mirrorlag.history.upload.quota.window.size.seconds (KIP-956)
+    upload_s3: S3UploadSettings | None = None  # mirrorlag.history.upload.s3.*; None when none is set
 
 
 @dataclass(frozen=True)

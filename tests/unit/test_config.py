@@ -545,6 +545,12 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.history.upload.max.bytes.per.second",
         "mirrorlag.history.upload.quota.window.num",
         "mirrorlag.history.upload.quota.window.size.seconds",
+        "mirrorlag.history.upload.s3.endpoint.url",
+        "mirrorlag.history.upload.s3.region",
+        "mirrorlag.history.upload.s3.access.key.id",
+        "mirrorlag.history.upload.s3.secret.access.key",
+        "mirrorlag.history.upload.s3.session.token",
+        "mirrorlag.history.upload.s3.path.style.access",
     }
 
 
