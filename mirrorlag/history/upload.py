@@ -231,7 +231,10 @@ class Uploader:
             elif hasattr(out, "discard"):
                 out.discard()  # never close(): that would complete a truncated object
         except Exception as err:
-            log.debug("history: aborting an upload: %s", err)
+            log.debug("history: aborting an upload: %s", type(err).__name__)
+        finally:
+            if not self._rename:
+                _disarm(out)
 
     def _mark(self, segment: Path) -> None:
         marker = marker_path(segment)
@@ -258,3 +261,13 @@ class Uploader:
                 self._throttle_s += slept
             if stopped:
                 raise _Stopped
+
+
+def _disarm(out: Any) -> None:
+    """Mark an abandoned object-store upload closed, whether or not its abort got through: fsspec's
+    buffered files close() themselves when collected, and that close would complete the multipart
+    upload with the parts sent so far, a truncated object under the segment's final name."""
+    try:
+        out.closed = True
+    except AttributeError:
+        pass  # a read-only `closed` (io classes): their close() cannot complete anything

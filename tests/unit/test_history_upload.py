@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import threading
@@ -186,3 +187,60 @@ def test_close_interrupts_a_throttle_wait_promptly(tmp_path: Path) -> None:
     done = threading.Event()
     threading.Thread(target=lambda: (u.close(timeout_s=5), done.set())).start()
     assert done.wait(1.0)
+
+
+class CommitOnClose:
+    """Like fsspec's buffered object-store files: close() completes the upload with what was
+    written, and __del__ closes. Its writes fail after the first; its abort cannot get through."""
+
+    def __init__(self, fs: "CommitOnCloseFS", path: str) -> None:
+        self.fs, self.path, self.data, self.closed = fs, path, b"", False
+
+    def write(self, chunk: bytes) -> None:
+        if self.data and self.fs.fail_writes:
+            self.fs.fail_writes -= 1
+            raise OSError(104, "Connection reset by peer")
+        self.data += chunk
+
+    def discard(self) -> None:
+        raise OSError(104, "Connection reset by peer")
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.fs.completed[self.path] = self.data
+            self.fs.commits.append(len(self.data))
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class CommitOnCloseFS:
+    protocol = "fakeobj"
+
+    def __init__(self) -> None:
+        self.completed: dict[str, bytes] = {}
+        self.commits: list[int] = []  # sizes of every upload completed
+        self.fail_writes = 1
+
+    def info(self, path: str) -> dict:
+        if path not in self.completed:
+            raise FileNotFoundError(path)
+        return {"size": len(self.completed[path])}
+
+    def open(self, path: str, mode: str) -> CommitOnClose:
+        return CommitOnClose(self, path)
+
+
+def test_an_abandoned_object_store_upload_is_never_completed_when_collected(tmp_path: Path) -> None:
+    root = tmp_path / "h"
+    seg = segment(root, 1, size=3000)
+    fs = CommitOnCloseFS()
+    u = Uploader(root, "/bucket/h", fs=fs, chunk_bytes=1000, retry_initial_s=0.05)
+    u.start()
+    eventually(lambda: _assert(marker_path(seg).exists()), timeout=5, interval=0.01)
+    u.close()
+    gc.collect()  # the failed attempt's file, closed by nobody but its __del__
+    assert u.stats().upload_failures_total == 1
+    assert fs.commits == [3000]
+    assert fs.completed == {f"/bucket/h/date=2026-05-01/{seg.name}": seg.read_bytes()}
