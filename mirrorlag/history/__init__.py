@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from mirrorlag.config.settings import HistorySettings
 from mirrorlag.history.expiry import Expirer
+from mirrorlag.history.objectstore import quiet_sdk_logs, redactor, s3_protocol, storage_options
 from mirrorlag.history.quota import CopyQuota
 from mirrorlag.history.schema import SCHEMA
 from mirrorlag.history.upload import Uploader
@@ -70,8 +71,12 @@ class History:
             if settings.upload_max_bytes_per_s is not None:
                 quota = CopyQuota(settings.upload_max_bytes_per_s, settings.upload_quota_window_num,
                                   settings.upload_quota_window_s)
+            if s3_protocol(settings.upload_uri):
+                quiet_sdk_logs()
             self.uploader = Uploader(root, settings.upload_uri, quota=quota, fs=upload_fs,
-                                     retry_initial_s=upload_retry_initial_s)
+                                     retry_initial_s=upload_retry_initial_s,
+                                     storage_options=storage_options(settings.upload_uri, settings.upload_s3),
+                                     redact=redactor(settings.upload_s3))
         self.writer = SegmentWriter(
             root,
             segment_s=settings.segment_s,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 
 class FailureState:
-    def __init__(self, log: logging.Logger, what: str) -> None:
+    def __init__(self, log: logging.Logger, what: str, redact: Callable[[str], str] = str) -> None:
         self._log = log
         self._what = what  # e.g. "writing segments"
+        self._redact = redact  # masks secrets a client library may put in its error text
         self._lock = threading.Lock()
         self._failures = 0  # consecutive
         self._last_error = ""
@@ -25,7 +27,7 @@ class FailureState:
         return self._last_error
 
     def failed(self, err: BaseException, detail: str = "") -> None:
-        text = _describe(err)
+        text = self._redact(_describe(err))
         # The kind, not the text: file names differ on every attempt.
         kind = (type(err).__name__, getattr(err, "errno", None))
         with self._lock:

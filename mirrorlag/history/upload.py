@@ -12,6 +12,8 @@ One thread, oldest segment first. A segment goes to the same relative path at th
   place. A restart uploads exactly the segments without one; a crash between the copy and the
   marker costs a size check, not a second copy.
 - Failures are counted and retried with exponential backoff; the log says so once per change.
+  Before retrying a segment on an object store, and before the first attempt of one a previous
+  process left, the multipart uploads left open for its key are aborted (objectstore.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from mirrorlag.history.health import FailureState
 from mirrorlag.history.layout import fsync_dir, list_segments, marker_path, relative
+from mirrorlag.history.objectstore import abort_incomplete
 from mirrorlag.history.quota import CopyQuota
 
 log = logging.getLogger("mirrorlag.history")
@@ -63,9 +66,12 @@ class Uploader:
         chunk_bytes: int = CHUNK_BYTES,
         retry_initial_s: float = 1.0,
         retry_max_s: float = 60.0,
+        storage_options: Mapping[str, Any] | None = None,  # for fsspec.url_to_fs (objectstore.py)
+        redact: Callable[[str], str] = str,  # masks secrets in error texts (log, /status)
     ) -> None:
         self.root = Path(root)
         self._uri = uri
+        self._options = dict(storage_options or {})
         self._fs = fs  # None: made from the URL on the upload thread (it may connect, and fail)
         self._base = str(uri).rstrip("/")
         self._rename = self._local = False  # set with the filesystem, by _filesystem()
@@ -75,13 +81,14 @@ class Uploader:
         self._clock = clock
         self._retry_initial_s = retry_initial_s
         self._retry_max_s = retry_max_s
-        self._health = FailureState(log, "uploading segments")
+        self._health = FailureState(log, "uploading segments", redact)
 
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._queue: deque[Path] = deque()
         self._pending: dict[Path, int] = {}  # segment -> local size, until its marker exists
+        self._interrupted: set[Path] = set()  # may have left an open multipart upload behind
         self._thread: threading.Thread | None = None
         self._bytes = 0
         self._throttle_s = 0.0
@@ -95,6 +102,7 @@ class Uploader:
                     self._add(segment, segment.stat().st_size)
                 except OSError:
                     continue
+                self._interrupted.add(segment)
 
     def _add(self, segment: Path, size: int) -> None:
         if segment not in self._pending:
@@ -157,6 +165,7 @@ class Uploader:
                     continue
                 with self._lock:
                     self._failures += 1
+                    self._interrupted.add(segment)
                 self._health.failed(err, f" (next attempt in {backoff:.0f} s)")
                 if self._stop.wait(backoff):
                     return
@@ -171,6 +180,7 @@ class Uploader:
             if self._queue and self._queue[0] == segment:
                 self._queue.popleft()
             self._pending.pop(segment, None)
+            self._interrupted.discard(segment)
             self._uploaded += uploaded
 
     def _filesystem(self) -> Any:
@@ -178,7 +188,7 @@ class Uploader:
             if self._fs is None:
                 import fsspec
 
-                fs, base = fsspec.core.url_to_fs(self._uri)
+                fs, base = fsspec.core.url_to_fs(self._uri, **self._options)
                 self._fs, self._base = fs, base.rstrip("/")
             protocol = self._fs.protocol
             protocols = {protocol} if isinstance(protocol, str) else set(protocol)
@@ -198,6 +208,8 @@ class Uploader:
         target = f"{parent}/.{name}.tmp" if self._rename else dest
         if self._rename:
             fs.makedirs(parent, exist_ok=True)
+        elif segment in self._interrupted and abort_incomplete(fs, dest):
+            log.info("history: aborted an interrupted multipart upload of %s", dest)
         with open(segment, "rb") as src:
             out = fs.open(target, "wb")
             try:
