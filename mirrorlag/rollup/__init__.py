@@ -1,8 +1,11 @@
 """The nightly rollup of the lag history (DESIGN §7): a PySpark job.
 
     mirrorlag rollup --history DIR_OR_URL --out DIR_OR_URL [--date YYYY-MM-DD | --from D [--to D]]
-                     [--master local[*]] [--conf k=v ...] [--max-gap-seconds 60] [--worst 10]
-    spark-submit [--master yarn|k8s://...] mirrorlag/rollup/__main__.py --history ... --out ...
+                     [--master local[*] | --remote sc://HOST:PORT] [--conf k=v ...] [--max-gap-seconds 60] [--worst 10]
+    spark-submit [--master spark://...|yarn|k8s://...] --py-files mirrorlag.zip mirrorlag/rollup/__main__.py --history ... --out ...
+
+On a cluster the executors import mirrorlag from the zip (`python -m mirrorlag.rollup.ship
+mirrorlag.zip`, ship.py); through Spark Connect the job sends it itself (remote.py).
 
 Exit status 0, 2 on bad arguments or a failed Spark job, 3 when a day has no history (a backfill
 still writes every day that has some). Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per

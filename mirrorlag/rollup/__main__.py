@@ -1,13 +1,15 @@
 """Entry point for spark-submit (YARN, Kubernetes, local) and `python -m mirrorlag.rollup`:
 
-    spark-submit [--master yarn --py-files mirrorlag.zip ...] mirrorlag/rollup/__main__.py \
+    python -m mirrorlag.rollup.ship mirrorlag.zip
+    spark-submit --master spark://HOST:7077 --py-files mirrorlag.zip mirrorlag/rollup/__main__.py \
         --history hdfs:///mirrorlag/history --out hdfs:///mirrorlag/rollup [--date YYYY-MM-DD]
 
 The driver and the executors both run mirrorlag's Python: the day's pass summarises segments and
-merges partitions with numpy in the executors' Python workers (mapInArrow). Both need mirrorlag
-importable (installed, on --py-files, or this checkout) with pyarrow, numpy and pandas (PySpark
-checks for it before any Arrow UDF runs; the rollup never calls it); the driver also needs
-matplotlib and rich. The `spark` extra (and deploy/Dockerfile.rollup) has them all.
+merges partitions with numpy in the executors' Python workers (mapInArrow). The executors get
+mirrorlag from --py-files (the zip ship.py writes: the very package the driver runs); they need
+pyarrow, numpy and pandas installed (PySpark checks for pandas before any Arrow UDF runs; the
+rollup never calls it). The driver needs mirrorlag installed with the `spark` extra (matplotlib
+and rich too); deploy/Dockerfile.rollup has it all.
 """
 
 import os

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from datetime import date, datetime, timedelta, timezone
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from mirrorlag.errors import exit_status
 from mirrorlag.rollup.errors import RollupError
@@ -47,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="... to this day (inclusive; default: yesterday)")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default local[*]; under spark-submit, the one it was given)")
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server instead (default: $SPARK_REMOTE); "
+                        "mirrorlag is sent to it with the job")
     p.add_argument("--conf", action="append", type=_conf, default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.driver.memory=8g; repeat for more")
     p.add_argument("--max-gap-seconds", type=float, default=60.0, metavar="S",
@@ -71,6 +75,20 @@ def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[
     return [args.date_from + timedelta(days=i) for i in range((last - args.date_from).days + 1)]
 
 
+def remote_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The Spark Connect URL: --remote, else SPARK_REMOTE (which PySpark itself would follow
+    anyway); checked here so that a bad one is one line."""
+    remote = args.remote or environ.get("SPARK_REMOTE") or None
+    if remote is None:
+        return None
+    if args.master:
+        raise RollupError("--master and --remote (or SPARK_REMOTE) exclude each other")
+    from mirrorlag.rollup.remote import parse
+
+    parse(remote)
+    return remote
+
+
 def cmd_rollup(args: argparse.Namespace) -> int:
     try:
         from mirrorlag.rollup.options import RollupOptions
@@ -84,12 +102,13 @@ def cmd_rollup(args: argparse.Namespace) -> int:
     if args.max_gap_seconds <= 0:
         raise RollupError("--max-gap-seconds must be positive")
     confs = dict(args.conf)
+    remote = remote_from_args(args)
     opts = RollupOptions(
         history=args.history, out=args.out, days=days_from_args(args),
         max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
         tune_spark=not {"spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled"} & confs.keys(),
     )
-    return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level)
+    return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level, remote=remote)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,3 +14,21 @@ class MissingHistoryError(MirrorlagError):
     a scheduler can tell "the sidecar wrote nothing" from a broken job."""
 
     exit_status = 3
+
+
+def grpc_status(exc: BaseException) -> str | None:
+    """`STATUS: details` of the grpc error behind an exception whose own text is only that
+    error's multi-line repr (a Spark Connect client's, when the server is not there or not
+    Connect); None otherwise (a server's own error says what went wrong itself)."""
+    if not str(exc).lstrip().startswith("<_"):
+        return None
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        details, code = getattr(seen, "details", None), getattr(seen, "code", None)
+        if callable(details) and callable(code):
+            status = code()
+            return f"{getattr(status, 'name', status)}: {details()}"
+        seen = seen.__cause__ or seen.__context__
+    return None

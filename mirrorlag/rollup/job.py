@@ -25,7 +25,7 @@ from py4j.protocol import Py4JJavaError
 
 from mirrorlag.rollup import daily, report, report_data, report_model, trends
 from mirrorlag.rollup.drawer import Drawer
-from mirrorlag.rollup.errors import RollupError
+from mirrorlag.rollup.errors import RollupError, grpc_status
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.rollup.paths import (
@@ -33,7 +33,7 @@ from mirrorlag.rollup.paths import (
 )
 from mirrorlag.rollup.partition_day import PER_PARTITION
 from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, segment_groups
-from mirrorlag.rollup.session import local_workers_use_this_python
+from mirrorlag.rollup.session import local_workers_use_this_python, parallelism
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
 
@@ -81,13 +81,13 @@ BYTES_PER_PARTITION = 128 << 20
 SEGMENT_BYTES = 64 << 20
 
 
-def shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
+def shuffle_partitions(cores: int, input_bytes: int) -> int:
     """Enough merge tasks for the day's one shuffle (samples.partition_days), and no more."""
-    return max(spark.sparkContext.defaultParallelism, -(-input_bytes // BYTES_PER_PARTITION))
+    return max(cores, -(-input_bytes // BYTES_PER_PARTITION))
 
 
 @contextmanager
-def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[int | None]:
+def tuned(spark: SparkSession, input_bytes: int, enabled: bool, cores: int) -> Iterator[int | None]:
     """The day's Spark settings, restored afterwards; yields the task count for the day's pass
     (None: the user's spark.sql.shuffle.partitions). Every other stage works on small frames
     (per partition and bucket, at most a few million rows) and runs one task per core: Spark's
@@ -96,10 +96,10 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool) -> Iterator[int 
     many small stages of a day costs a small day more than the work itself."""
     saved = {key: spark.conf.get(key) for key in TUNED}
     if enabled:
-        spark.conf.set(SHUFFLE_PARTITIONS, str(spark.sparkContext.defaultParallelism))
+        spark.conf.set(SHUFFLE_PARTITIONS, str(cores))
         spark.conf.set(ADAPTIVE, "false")
     try:
-        yield shuffle_partitions(spark, input_bytes) if enabled else None
+        yield shuffle_partitions(cores, input_bytes) if enabled else None
     finally:
         for key, value in saved.items():
             spark.conf.set(key, value)
@@ -112,15 +112,17 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult
         assert found is not None
         if found.status is not DayStatus.PRESENT:
             return DayResult(day, found.status, seconds=time.perf_counter() - t0)
-        with tuned(spark, found.bytes, opts.tune_spark) as tasks:
-            result = _rollup(spark, opts, day, tasks, exact_edges())
+        cores = parallelism(spark)
+        with tuned(spark, found.bytes, opts.tune_spark, cores) as tasks:
+            result = _rollup(spark, opts, day, tasks, cores, exact_edges())
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None, edges: np.ndarray) -> DayResult:
+def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None, cores: int,
+            edges: np.ndarray) -> DayResult:
     window = DayWindow(day)
     drawer: Drawer | None = None
     held: list[DataFrame] = []  # frames read more than once, released at the end
@@ -130,7 +132,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         return df
 
     try:
-        source = day_source(spark, opts.history, day)
+        source = day_source(spark, opts.history, day, cores)
         local_workers_use_this_python(spark)
         drawer = Drawer() if opts.report else None  # imports matplotlib while the pass runs
         per = hold(partition_days(spark, source, window, opts.max_gap_seconds, edges, tasks))
@@ -201,7 +203,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
     return result
 
 
-def day_source(spark: SparkSession, history: str, day: date) -> DaySource:
+def day_source(spark: SparkSession, history: str, day: date, cores: int) -> DaySource:
     """A local day is read by the Python workers with pyarrow, its segments dealt into map tasks
     of about SEGMENT_BYTES; any other URL through Spark's scan (its Hadoop connectors)."""
     path = day_dir(history, day)
@@ -209,13 +211,13 @@ def day_source(spark: SparkSession, history: str, day: date) -> DaySource:
     if local is None:
         return DaySource(path)
     files = local_segments(local)
-    return DaySource(path, segment_groups(files, SEGMENT_BYTES, spark.sparkContext.defaultParallelism))
+    return DaySource(path, segment_groups(files, SEGMENT_BYTES, cores))
 
 
 def _first_line(exc: BaseException) -> str:
     """The cause in one line: a Py4JJavaError's own first line only says which call failed."""
     java = getattr(exc, "java_exception", None)
-    text = (str(java) if java is not None else str(exc)).strip()
+    text = grpc_status(exc) or (str(java) if java is not None else str(exc)).strip()
     first = next((line.strip()[:300] for line in text.splitlines() if line.strip()), type(exc).__name__)
     if "FileSystem" in first and "not found" in first:
         # e.g. s3a:// without hadoop-aws: say what to do, not only what is missing.

@@ -1,18 +1,21 @@
 """Where things are: history day directories, output tables and reports, local or remote.
 
 Local paths are checked with the os module (fast, before Spark starts); any other URL
-(hdfs://, s3a://, gs://, ...) through the Hadoop FileSystem of the running SparkSession, which
-is what will read and write it anyway.
+(hdfs://, s3a://, gs://, ...) is listed by Spark itself (its binaryFile source, which reads no
+content), which is what will read and write it anyway, the same way on a classic session and a
+Spark Connect one. With Spark Connect, local paths are this machine's and the server's alike: the
+client checks them and writes the report, the server's workers read and write the rest.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import date
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -91,10 +94,25 @@ def local_day_input(directory: Path) -> DayInput:
     return DayInput(DayStatus.PRESENT if rows else DayStatus.EMPTY, size)
 
 
-def _hadoop(spark: "SparkSession", url: str) -> tuple[Any, Any]:
-    """Hadoop's FileSystem for a URL (with the session's configuration), and the URL as its Path."""
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(url)
-    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+def _path_not_found(exc: Exception) -> bool:
+    condition = getattr(exc, "getCondition", lambda: None)()
+    return condition == "PATH_NOT_FOUND" or "PATH_NOT_FOUND" in str(exc).split("\n", 1)[0]
+
+
+def remote_day_input(spark: "SparkSession", directory: str) -> DayInput:
+    """A remote day's status and size, listed by Spark itself (binaryFile reads no file's
+    content when asked only its length): the same connectors and credentials as the read, and
+    the same on a classic session and a Spark Connect one (which has no driver JVM to ask)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        (size,) = spark.read.format("binaryFile").load(directory).agg(F.coalesce(F.sum("length"), F.lit(0))).first()
+    except AnalysisException as exc:
+        if _path_not_found(exc):
+            return DayInput(DayStatus.MISSING)
+        raise
+    return DayInput(DayStatus.PRESENT if size else DayStatus.EMPTY, int(size))
 
 
 def day_input(history: str, day: date, spark: "SparkSession | None" = None) -> DayInput | None:
@@ -106,24 +124,47 @@ def day_input(history: str, day: date, spark: "SparkSession | None" = None) -> D
         return local_day_input(local / f"date={day.isoformat()}")
     if spark is None:
         return None
-    fs, path = _hadoop(spark, day_dir(history, day))
-    if not fs.exists(path):
-        return DayInput(DayStatus.MISSING)
-    size = sum(st.getLen() for st in fs.listStatus(path) if st.isFile() and _visible(st.getPath().getName()))
-    return DayInput(DayStatus.PRESENT if size else DayStatus.EMPTY, size)
+    return remote_day_input(spark, day_dir(history, day))
 
 
-def exists(url: str, spark: "SparkSession") -> bool:
-    """Whether a file or directory is there, locally or through Hadoop's FileSystem."""
+_DAY_DIR = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
+
+
+def table_days(url: str, spark: "SparkSession") -> list[date]:
+    """The days (`date=YYYY-MM-DD` partitions holding a file) of a table written by the job."""
     local = local_path(url)
     if local is not None:
-        return local.exists()
-    fs, path = _hadoop(spark, url)
-    return bool(fs.exists(path))
+        if not local.is_dir():
+            return []
+        found = []
+        for entry in os.scandir(local):
+            m = _DAY_DIR.fullmatch(entry.name)
+            if m and entry.is_dir() and any(e.is_file() and _visible(e.name) for e in os.scandir(entry.path)):
+                found.append(date.fromisoformat(m[1]))
+        return sorted(found)
+    return remote_table_days(spark, url)
+
+
+def remote_table_days(spark: "SparkSession", url: str) -> list[date]:
+    """table_days through Spark's listing (the partition column of binaryFile: no file is read)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        listed = spark.read.format("binaryFile").load(url)
+        if "date" not in listed.columns:  # no date=... directory under it
+            return []
+        rows = listed.select("date").distinct().collect()
+    except AnalysisException as exc:
+        if _path_not_found(exc):
+            return []
+        raise
+    return sorted(r["date"] if isinstance(r["date"], date) else date.fromisoformat(str(r["date"])) for r in rows)
 
 
 def write_text(url: str, text: str, spark: "SparkSession | None" = None) -> None:
-    """Write a small file (the report) locally, or through Hadoop's FileSystem for a remote URL."""
+    """Write a small file (the report): locally, through Hadoop's FileSystem for a remote URL on
+    a classic session (the tables' own connectors), through fsspec on this machine on a Spark
+    Connect session (no driver JVM here to write with)."""
     local = local_path(url)
     data = text.encode("utf-8")
     if local is not None:
@@ -132,10 +173,33 @@ def write_text(url: str, text: str, spark: "SparkSession | None" = None) -> None
         tmp.write_bytes(data)
         os.replace(tmp, local)  # a reader never sees half a report
         return
-    assert spark is not None, "a remote report needs the SparkSession's FileSystem"
-    fs, path = _hadoop(spark, url)
-    stream = fs.create(path, True)
+    assert spark is not None, "a remote report needs the SparkSession"
+    from mirrorlag.rollup.remote import is_connect
+
+    if is_connect(spark):
+        _write_fsspec(url, data)
+        return
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(url)
+    stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(path, True)
     try:
         stream.write(bytearray(data))
     finally:
         stream.close()
+
+
+def _write_fsspec(url: str, data: bytes) -> None:
+    from mirrorlag.rollup.errors import RollupError
+
+    scheme = urlparse(url).scheme
+    try:
+        import fsspec
+
+        with fsspec.open(url, "wb") as f:
+            f.write(data)
+    except ImportError as exc:
+        raise RollupError(f"the report to {url} is written from this machine through Spark Connect, and fsspec "
+                          f"cannot write {scheme}:// here ({exc}): install its filesystem (e.g. s3fs for s3a://), "
+                          "or pass --no-report") from None
+    except (OSError, ValueError) as exc:
+        raise RollupError(f"cannot write the report to {url}: {exc}") from None

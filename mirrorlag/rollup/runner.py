@@ -13,10 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from mirrorlag.rollup.errors import MissingHistoryError
-from mirrorlag.rollup.job import DayResult, run_days
+from mirrorlag.rollup.job import TUNED, DayResult, run_days
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.report_model import out_of_sync_share
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, table_path, trends_path
+from mirrorlag.rollup.remote import is_connect, masked
 from mirrorlag.rollup.session import build_session
 
 _WHY = {DayStatus.MISSING: "no directory", DayStatus.EMPTY: "no rows"}
@@ -80,7 +81,7 @@ def _quiet_python_loggers(log_level: str) -> None:
 
 
 def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
-        console: Console | None = None) -> int:
+        console: Console | None = None, remote: str | None = None) -> int:
     _quiet_python_loggers(log_level)
     if console is None:
         console = Console(highlight=False)
@@ -94,9 +95,10 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
         raise MissingHistoryError(_missing_message(opts.history, unavailable, len(days)))
 
     t0 = time.perf_counter()
-    with console.status(f"starting Spark ({master or 'local[*]'}) ..."):
-        spark = build_session(master, confs, log_level)
-    if any(spark.sparkContext.getConf().contains(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")):
+    where = f"Spark Connect at {masked(remote)}" if remote else f"Spark ({master or 'local[*]'})"
+    with console.status(f"starting {where} ..."):
+        spark = build_session(master, confs, log_level, remote=remote)
+    if not is_connect(spark) and any(spark.sparkContext.getConf().contains(k) for k in TUNED):
         opts = dataclasses.replace(opts, tune_spark=False)  # the user's, through spark-submit
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

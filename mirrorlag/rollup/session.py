@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
+from mirrorlag.rollup.remote import is_connect
+
 # Set unless the user (or spark-submit) already did.
 DEFAULTS: dict[str, str] = {
     "spark.app.name": "mirrorlag-rollup",
@@ -49,8 +51,14 @@ def _log4j2_file(level: str) -> Path:
     return path
 
 
-def build_session(master: str | None, confs: Mapping[str, str], log_level: str = "ERROR"):
-    """Start (or join) the SparkSession. `master` None leaves it to spark-submit (default local[*])."""
+def build_session(master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
+                  remote: str | None = None):
+    """Start (or join) the SparkSession. `master` None leaves it to spark-submit (default local[*]);
+    `remote`, a Spark Connect URL, opens a session on that server instead (remote.connect)."""
+    if remote:
+        from mirrorlag.rollup.remote import connect
+
+        return connect(remote, confs)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -62,6 +70,10 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
         conf.set(key, value)
     if master:
         conf.setMaster(master)
+    if (conf.get("spark.master", "") or "").startswith("spark://"):
+        from mirrorlag.rollup.remote import check_standalone_master
+
+        check_standalone_master(conf.get("spark.master"))
     launched_by_us = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started the JVM
     if launched_by_us:
         # Quiet from the first line: setLogLevel only takes effect after Spark's startup chatter.
@@ -69,16 +81,35 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
         if "log4j2.configurationFile" not in opts:
             conf.set("spark.driver.extraJavaOptions",
                      f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(log_level)}".strip())
-    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    try:
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    except Exception as exc:  # Py4JJavaError, PySparkException: one line, not the JVM's stack
+        from mirrorlag.rollup.errors import RollupError
+
+        why = str(getattr(exc, "java_exception", None) or exc).strip().splitlines() or [type(exc).__name__]
+        raise RollupError(f"cannot start Spark (master {conf.get('spark.master', 'local[*]')}): {why[0][:300]}") from None
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def parallelism(spark) -> int:
+    """The session's default parallelism (its executors' cores). A Connect client has no
+    sparkContext to ask: a range without a partition count is split that many ways."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    from pyspark.sql import functions as F
+
+    return int(spark.range(1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()[0]) + 1
 
 
 def local_workers_use_this_python(spark) -> None:
     """The day's pass runs numpy in Python workers (samples.partition_days). On a local master
     they are processes of this machine: unless PYSPARK_PYTHON names one, start them with this
     interpreter, which has the rollup's dependencies, not whatever `python3` is first on the
-    PATH (PySpark's default). On a cluster the deployment sets PYSPARK_PYTHON (the image does)."""
+    PATH (PySpark's default). On a cluster the deployment sets PYSPARK_PYTHON (the image does);
+    a Spark Connect server starts its workers with its own."""
+    if is_connect(spark):
+        return
     sc = spark.sparkContext
     if sc.master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
         sc.pythonExec = sys.executable

@@ -20,11 +20,10 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Mapping
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup.paths import exists, table_path
+from mirrorlag.rollup.paths import join, table_days, table_path
 from mirrorlag.rollup.schema import LEVEL_KEYS, PARTITION_KEY
 
 WINDOWS = (7, 28)
@@ -136,15 +135,15 @@ def compute_trends(spark: SparkSession, out: str, day: date, today: Mapping[str,
 
 
 def _earlier_days(spark: SparkSession, path: str, day: date) -> DataFrame | None:
-    """The table's rows of the days before `day` (None: no table yet). Spark lists the files when
-    the frame is made: the day's own partition, being rewritten meanwhile, is pruned by the date."""
-    if not exists(path, spark):
+    """The table's rows of the days a trend of `day` reads before it (None: none written yet).
+    Listed now, and read by their own directories: the day's partition, rewritten meanwhile,
+    is never listed again when the rows are read (a Spark Connect server plans a frame again at
+    each query, a classic session lists once)."""
+    first = day - timedelta(days=max(WINDOWS) - 1)
+    days = [d for d in table_days(path, spark) if first <= d < day]
+    if not days:
         return None
-    try:
-        df = spark.read.parquet(path)
-    except AnalysisException:  # a directory without any table file yet (a first run that failed)
-        return None
-    return df.where(F.col("date") < F.lit(day))
+    return spark.read.option("basePath", path).parquet(*[join(path, f"date={d.isoformat()}") for d in days])
 
 
 def worst(trend_df: DataFrame, n: int, levels: tuple[str, ...] = ("topic", "partition")) -> DataFrame:
