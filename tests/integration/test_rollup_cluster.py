@@ -1,0 +1,117 @@
+"""The rollup on a real Spark standalone cluster: a master and two workers (1 core each) from the
+pyspark wheel's own launcher on loopback, `spark-submit --master spark://...` in client mode, and
+mirrorlag shipped to the executors as a user would: `python -m mirrorlag.rollup.ship` then
+`--py-files mirrorlag.zip`. The executors' Python cannot import mirrorlag any other way
+(rollup_spark.executor_python), so the job's success is the shipping's proof. Output equals the
+local session's, row for row.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.integration.rollup_spark import (
+    DAYS, ENTRY, GAP_DAY, SPARK_CLASS, SPARK_SUBMIT, SparkProcess, assert_same_output, cannot_import_mirrorlag, clean_env,
+    executor_python, free_port, QUICK_JVM, local_reference, one_error_line, rollup_args, running,
+)
+
+pytestmark = pytest.mark.integration
+WORKERS = 2
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.python = executor_python(root)
+        self.processes: list[SparkProcess] = []
+        self.url = ""
+
+    def start(self) -> None:
+        """Launch the master and the workers; `ready` waits for them."""
+        port = free_port()
+        env = clean_env(SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_JAVA_OPTS=QUICK_JVM)
+        master = SparkProcess.start("master", [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
+                                               "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
+                                    self.root / "master", env)
+        self.processes.append(master)
+        self.url = f"spark://127.0.0.1:{port}"
+        for i in range(WORKERS):
+            work = self.root / f"worker-{i}"
+            self.processes.append(SparkProcess.start(
+                f"worker-{i}", [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                "--webui-port", "0", "--cores", "1", "--memory", "1536m", "--work-dir", str(work / "work"),
+                                self.url], work, env))
+
+    def ready(self) -> None:
+        self.processes[0].wait_for(r"ALIVE")
+        for worker in self.processes[1:]:
+            worker.wait_for(r"Successfully registered with master")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, tmp_path_factory) -> Iterator[Cluster]:
+    yield from running(Cluster(tmp_path_factory.mktemp("spark-cluster")), spark, tmp_path_factory)
+
+
+def submit(cluster: Cluster, zip_path: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """The documented command: client mode, one core per executor, mirrorlag on --py-files."""
+    argv = [str(SPARK_SUBMIT), "--master", cluster.url, "--deploy-mode", "client", "--name", "mirrorlag-rollup",
+            "--driver-memory", "1g", "--executor-memory", "1g", "--executor-cores", "1",
+            "--total-executor-cores", str(WORKERS), "--py-files", str(zip_path),
+            "--conf", f"spark.pyspark.python={cluster.python}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}", "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
+            str(ENTRY), *args]
+    return subprocess.run(argv, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=600)
+
+
+def _rollup_equals_local(cluster: Cluster, spark, tmp_path_factory, tmp_path: Path, days: list[date]) -> None:
+    history, expected = local_reference(spark, tmp_path_factory, days)
+    assert "No module named 'mirrorlag'" in cannot_import_mirrorlag(cluster.python, tmp_path)
+    ship = subprocess.run([sys.executable, "-m", "mirrorlag.rollup.ship", str(tmp_path / "dist" / "mirrorlag.zip")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ship.returncode == 0, ship.stderr
+
+    out = tmp_path / "out-cluster"
+    proc = submit(cluster, tmp_path / "dist" / "mirrorlag.zip", rollup_args(history, out, days), tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert all(f"✓ {d}" in proc.stdout for d in days), proc.stdout
+    assert "Traceback" not in proc.stderr
+    # Its tasks ran in both workers' executors.
+    for worker in cluster.processes[1:]:
+        assert re.search(r"Asked to launch executor app-\S+ for mirrorlag-rollup", worker.log.read_text()), worker.tail()
+    assert_same_output(expected, out, days)
+
+
+def test_a_day_on_the_cluster_equals_local(cluster, spark, tmp_path_factory, tmp_path):
+    """The day with a gap and a stall, mirrorlag on --py-files (the executors have no other)."""
+    _rollup_equals_local(cluster, spark, tmp_path_factory, tmp_path, [GAP_DAY])
+
+
+@pytest.mark.soak
+def test_a_backfill_on_the_cluster_equals_local(cluster, spark, tmp_path_factory, tmp_path):
+    """Three days in one submission: the trends of each day read the days the cluster wrote before.
+    Soak: ~70 s more than the one day (`pytest -m soak tests/integration/test_rollup_cluster.py`)."""
+    _rollup_equals_local(cluster, spark, tmp_path_factory, tmp_path, DAYS)
+
+
+def test_an_unreachable_master_is_one_line(tmp_path):
+    """At once: Spark's own driver would retry for a minute and say so only in its log."""
+    (tmp_path / "history" / "date=2024-01-01").mkdir(parents=True)
+    (tmp_path / "history" / "date=2024-01-01" / "part-0.parquet").write_bytes(b"not read")
+    proc = subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", "--master", f"spark://127.0.0.1:{free_port()}",
+                           "--history", str(tmp_path / "history"), "--out", str(tmp_path / "out"), "--date", "2024-01-01"],
+                          cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert one_error_line(proc).startswith("mirrorlag: error: cannot reach the Spark master at 127.0.0.1:")
