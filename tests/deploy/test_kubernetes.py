@@ -213,9 +213,12 @@ def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):
         connector = mirror["sourceConnector"].get("config", {})
         assert flow.offset_syncs_topic_location == connector.get("offset-syncs.topic.location", "source")
         assert flow.connect_offsets_topic == target["offsetStorageTopic"]
-    # Both feeds: the connect-offsets feed also reads Connect-mode MM2's
-    # "<source>-><target>.MirrorSourceConnector" records from the target's offsetStorageTopic.
-    assert settings.lro_feeds == ("offset-syncs", "connect-offsets")
+    # Every feed: the connect-offsets feed also reads Connect-mode MM2's
+    # "<source>-><target>.MirrorSourceConnector" records from the target's offsetStorageTopic, and
+    # target progress is on wherever the Connect cluster writes the target without transactions.
+    assert settings.lro_feeds == ("offset-syncs", "connect-offsets", "target-progress")
+    transactional = str(target.get("config", {}).get("exactly.once.source.support", "disabled")).lower() == "enabled"
+    assert all(flow.target_transactional is transactional for flow in settings.flows)
 
 
 def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
