@@ -67,6 +67,7 @@ class Family:
     field: str  # the snapshot column it shows
     detail: bool = False  # only with mirrorlag.metrics.detail = full
     positive_only: bool = False  # a series only where the value is > 0
+    kip971: bool = False  # KIP-971's own series: every partition's while the estate is under the cap
 
     def values(self, cols: RowColumns) -> tuple[np.ndarray, np.ndarray]:
         """The family's value per row and where it has a series."""
@@ -78,15 +79,16 @@ class Family:
 
 
 _GONE = STATES.index(State.GONE)
+_IN_SYNC = STATES.index(State.IN_SYNC)
 _STATE_TEXTS = pa.array([state.value for state in STATES], pa.string())
 _FLOW_OF_KEY = itemgetter(0, 1)  # PartitionKey -> (source, target), without a FlowId per row
 _TOPIC_OF_KEY = itemgetter(0, 1, 2)  # PartitionKey -> (source, target, topic)
 
 FAMILIES: tuple[Family, ...] = (
-    Family("mirrorlag_replication_record_lag", RECORD_LAG_HELP, "record_lag"),
-    Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min"),
-    Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max"),
-    Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg"),
+    Family("mirrorlag_replication_record_lag", RECORD_LAG_HELP, "record_lag", kip971=True),
+    Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min", kip971=True),
+    Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max", kip971=True),
+    Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg", kip971=True),
     Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up). Caught up is credited at poll times: high by at most one poll interval, never low.", "time_lag_s"),
     Family("mirrorlag_replication_freshness_lag_seconds", "How long the oldest record the mirror has not copied (offset last replicated + 1) has waited since it was appended, on the sidecar's clock: how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
     Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", "freshness_lower_bound"),
@@ -115,10 +117,19 @@ def _number(value: float | int) -> str:
 
 
 class PartitionBlock:
-    """Writes the per-partition families as exposition text, a family at a time, column-wise."""
+    """Writes the per-partition families as exposition text, a family at a time, column-wise.
 
-    def __init__(self, detail: bool = True) -> None:
+    With `series_max` (mirrorlag.metrics.partition.series.max), the block's size follows what is
+    wrong rather than the estate: KIP-971's series (record lag and its min, max, avg) and the
+    state for every partition, the other families only for partitions not IN_SYNC, while that
+    fits in `series_max` series; past it, the partitions not IN_SYNC first, then the IN_SYNC ones,
+    each group worst time lag first, as many as fit, and `withheld` says how many had none.
+    Without it (mirrorlag.metrics.detail = full or lag), every partition gets every family."""
+
+    def __init__(self, detail: bool = True, series_max: int | None = None) -> None:
         self.families = [f for f in FAMILIES if detail or not f.detail]
+        self.series_max = series_max
+        self.withheld = 0  # partitions the cap left without series at the last render
         self._keys: Sequence[PartitionKey] = []
         self._labels: pa.StringArray = pa.array([], pa.string())
         # Families are written on two threads: Arrow's kernels let the GIL go, so the next
@@ -148,26 +159,61 @@ class PartitionBlock:
         labels = self._label_texts(cols.keys)
         states = cols.state
         live = states != _GONE  # GONE rows show in the state family only
-        everyone = bool(live.all())
-        live_labels = labels if everyone else labels.filter(pa.array(live))
+        shown, detailed = self._rows(cols, live)
+        filtered: dict[int, tuple[np.ndarray | None, pa.StringArray]] = {}
+
+        def rows_of(mask: np.ndarray) -> tuple[np.ndarray | None, pa.StringArray]:
+            """The rows of `mask` (None: all of them) and their label texts, made once per mask."""
+            if id(mask) not in filtered:
+                everyone = bool(mask.all())
+                filtered[id(mask)] = (None, labels) if everyone else (mask, labels.filter(pa.array(mask)))
+            return filtered[id(mask)]
 
         def family_chunk(family: Family) -> Pieces:
+            mask, family_labels = rows_of(shown if family.kip971 else detailed)
             values, valid = family.values(cols)
-            if not everyone:
-                values, valid = values[live], valid[live]
+            if mask is not None:
+                values, valid = values[mask], valid[mask]
             head = f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n"
             if not valid.any():  # no series (often so: catch-up estimates, records lost, ...)
                 return (head.encode(),)
-            return _chunk(head, f"{family.name}{{", live_labels, "} ", _number_texts(values, valid), "\n")
+            return _chunk(head, f"{family.name}{{", family_labels, "} ", _number_texts(values, valid), "\n")
 
         def state_chunk() -> Pieces:
+            mask, state_labels = rows_of(shown | ~live)  # a GONE row shows once, whatever the cap
             return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
                           "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                           "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
-                          labels, ',state="', _STATE_TEXTS.take(pa.array(states)), '"} 1\n')
+                          state_labels, ',state="', _STATE_TEXTS.take(pa.array(states if mask is None else states[mask])),
+                          '"} 1\n')
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
         yield from _in_order(self._pool, [partial(_then, job, encode) for job in jobs], ahead=_WRITERS)
+
+
+    def _rows(self, cols: RowColumns, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which rows get KIP-971's families (and a state), and which the others too."""
+        if self.series_max is None:
+            self.withheld = 0
+            return live, live
+        in_sync = cols.state == _IN_SYNC
+        kip = sum(f.kip971 for f in self.families) + 1  # + the state
+        cost = np.where(in_sync, kip, kip + sum(not f.kip971 for f in self.families))
+        cost[~live] = 0
+        if int(cost.sum()) <= self.series_max:
+            self.withheld = 0
+            return live, live & ~in_sync
+        # Past the cap: not IN_SYNC first, then IN_SYNC, each worst time lag first (unknown
+        # time lag, e.g. UNKNOWN, counts as the worst), as many as the series allow.
+        time_lag, known = cols.column("time_lag_s")
+        worst = np.where(known, time_lag, np.inf)
+        order = np.lexsort((-worst, in_sync))
+        order = order[live[order]]
+        fits = order[:int(np.searchsorted(np.cumsum(cost[order]), self.series_max, side="right"))]
+        shown = np.zeros(len(live), bool)
+        shown[fits] = True
+        self.withheld = int(np.count_nonzero(live)) - fits.size
+        return shown, shown & ~in_sync
 
 
 def _then(job: Callable[[], Pieces], encode: Callable[[Pieces], T]) -> T:
@@ -263,6 +309,61 @@ class TopicInfo:
         return self._text
 
 
+TOPIC_FAMILIES = (
+    # (name, help, column, how: "sum" or "max")
+    ("mirrorlag_topic_record_lag_sum", "Records the mirror still has to copy, summed over the topic's partitions (those with a known record lag).", "record_lag", "sum"),
+    ("mirrorlag_topic_record_lag_max", "The largest record lag among the topic's partitions.", "record_lag", "max"),
+    ("mirrorlag_topic_time_lag_max_seconds", "The largest time lag among the topic's partitions (KIP-16: seconds since caught up).", "time_lag_s", "max"),
+    ("mirrorlag_topic_freshness_lag_max_seconds", "How long the oldest uncopied record of the topic has waited: the largest freshness lag among its partitions.", "freshness_lag_s", "max"),
+)
+
+
+class TopicAggregates:
+    """Per flow and source topic: partitions by state and the lag figures an SRE reads first,
+    whatever the per-partition cap leaves out. A few lines per topic, made with numpy over a
+    topic code per row (recomputed only when the rows' keys change)."""
+
+    def __init__(self) -> None:
+        self._keys: Sequence[PartitionKey] | None = None
+        self._labels: list[str] = []
+        self._code = np.zeros(0, np.int64)
+
+    def text(self, cols: RowColumns) -> bytes:
+        labels, code = self._codes(cols.keys)
+        live = cols.state != _GONE
+        n, n_states = len(labels), len(STATES)
+        out = ["# HELP mirrorlag_topic_partitions Partitions of each flow's source topic by state.\n"
+               "# TYPE mirrorlag_topic_partitions gauge\n"]
+        counts = np.bincount(code[live] * n_states + cols.state[live], minlength=n * n_states)
+        for i in np.flatnonzero(counts).tolist():
+            out.append(f'mirrorlag_topic_partitions{{{labels[i // n_states]},state="{STATES[i % n_states].value}"}} {counts[i]}\n')
+        for name, help_text, column, how in TOPIC_FAMILIES:
+            values, valid = cols.column(column)
+            valid = valid & live
+            out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")
+            known = np.bincount(code[valid], minlength=n)
+            if how == "sum":
+                figure = np.bincount(code[valid], weights=values[valid].astype(np.float64), minlength=n)
+            else:
+                figure = np.full(n, -np.inf)
+                np.maximum.at(figure, code[valid], values[valid].astype(np.float64))
+            integral = values.dtype.kind in "iu"
+            for i in np.flatnonzero(known).tolist():
+                value = int(figure[i]) if integral else float(figure[i])
+                out.append(f"{name}{{{labels[i]}}} {_number(value)}\n")
+        return "".join(out).encode()
+
+    def _codes(self, keys: Sequence[PartitionKey]) -> tuple[list[str], np.ndarray]:
+        if keys is not self._keys and keys != self._keys:
+            first_seen: dict[tuple[str, str, str], int] = {}
+            seen = np.fromiter(map(first_seen.setdefault, map(_TOPIC_OF_KEY, keys), itertools.count()), np.int64, len(keys))
+            self._code = np.unique(seen, return_inverse=True)[1].reshape(-1)  # dense, in first-seen order
+            self._labels = [f'source="{_label_value(source)}",target="{_label_value(target)}",topic="{_label_value(topic)}"'
+                            for source, target, topic in first_seen]
+            self._keys = keys
+        return self._labels, self._code
+
+
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
     """Seconds between the newest replicated heartbeat (the emitter's clock) and the last poll."""
     if stats.last_poll_at is None:
@@ -277,6 +378,8 @@ class FlowCollector(Collector):
         self.snapshot: Snapshot | None = None
         self.stats = PollStats()
         self.history: HistoryStats | None = None
+        self.withheld = 0  # partitions the per-partition series cap left out of the last render
+        self.capped = False
         self._keys: Sequence[PartitionKey] = []
         self._flows: list[tuple[str, str]] = []
         self._code = np.zeros(0, np.int64)
@@ -307,6 +410,12 @@ class FlowCollector(Collector):
         yield _distribution("mirrorlag_flow_time_lag_seconds_partitions", "Partitions of the flow by time lag in seconds, at the last poll (a gauge histogram).",
                             flows, code, time_lag, time_known, TIME_LAG_BUCKETS)
         yield self._by_feed(cols, flows, code)
+        if self.capped:
+            yield GaugeMetricFamily("mirrorlag_metrics_partitions_withheld",
+                                    "Partitions without series of their own at the last render: past "
+                                    "mirrorlag.metrics.partition.series.max, the worst are shown first and the "
+                                    "rest are counted here (their topic's and flow's aggregates still count them).",
+                                    value=self.withheld)
 
     @staticmethod
     def _by_feed(cols: RowColumns, flows: list[tuple[str, str]], code: np.ndarray) -> GaugeMetricFamily:
@@ -428,11 +537,14 @@ def _distribution(name: str, doc: str, flows: list[tuple[str, str]], code: np.nd
 class MetricsRenderer:
     """Renders the whole exposition once per poll, never per scrape."""
 
-    def __init__(self, detail: bool = True, policies: Mapping[tuple[str, str], ReplicationPolicy] | None = None) -> None:
+    def __init__(self, detail: bool = True, policies: Mapping[tuple[str, str], ReplicationPolicy] | None = None,
+                 series_max: int | None = None) -> None:
         """`policies`: each flow's (source, target) replication policy, for mirrorlag_topic_info
-        (`policies_of(settings.flows)`); a flow without one has no info series."""
-        self.partitions = PartitionBlock(detail)
+        (`policies_of(settings.flows)`); a flow without one has no info series. `series_max`:
+        the per-partition series cap (PartitionBlock), None for every partition's series."""
+        self.partitions = PartitionBlock(detail, series_max)
         self.topics = TopicInfo(policies or {})
+        self.topic_figures = TopicAggregates()
         self.collector = FlowCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
@@ -443,10 +555,12 @@ class MetricsRenderer:
         families encoded on the threads that write them: PartitionBlock.families_encoded)."""
         if snapshot is not None and len(snapshot):
             yield from self.partitions.families_encoded(snapshot.columns, encode)
-            yield encode((self.topics.text(snapshot.columns.keys),))
+            yield encode((self.topics.text(snapshot.columns.keys), self.topic_figures.text(snapshot.columns)))
             # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise.
             pa.default_memory_pool().release_unused()
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
+        self.collector.withheld = self.partitions.withheld if snapshot is not None else 0
+        self.collector.capped = self.partitions.series_max is not None
         yield encode((generate_latest(self.registry),))
 
 

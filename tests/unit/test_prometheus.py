@@ -271,3 +271,71 @@ def test_metadata_errors_are_counted_per_source_cluster():
 def test_freshness_help_names_the_oldest_uncopied_record():
     help_text = {f.name: f.help for f in FAMILIES}["mirrorlag_replication_freshness_lag_seconds"]
     assert "oldest" in help_text and "newest" not in help_text and "last replicated + 1" in help_text
+
+
+# --- the per-partition series cap (mirrorlag.metrics.partition.series.max) -------------------
+
+def partition_series(samples: dict) -> dict[tuple, set[str]]:
+    """Per partition (its labels without state), the names of its series."""
+    out: dict[tuple, set[str]] = {}
+    for (name, label_items), _ in samples.items():
+        items = dict(label_items)
+        if "partition" in items:
+            items.pop("state", None)
+            out.setdefault(tuple(sorted(items.items())), set()).add(name)
+    return out
+
+
+KIP971 = {"mirrorlag_replication_record_lag", "mirrorlag_replication_record_lag_min",
+          "mirrorlag_replication_record_lag_max", "mirrorlag_replication_record_lag_avg", "mirrorlag_partition_state"}
+
+
+def test_under_the_cap_every_partition_has_kip971_series_and_only_the_unhealthy_the_rest():
+    healthy = [row(PartitionKey("A", "B", "orders", p), State.IN_SYNC, 0, time_lag_s=0.0) for p in range(3)]
+    lagging = row(PartitionKey("A", "B", "orders", 3), State.LAGGING, 7, freshness_lag_s=3.5)
+    renderer = MetricsRenderer(series_max=1000)
+    samples = parse(metrics_text(renderer, Snapshot(1.0, (*healthy, lagging)), stats()))
+    series = partition_series(samples)
+    for r in healthy:
+        assert series[labels(r.key)] == KIP971, r.key
+    assert KIP971 < series[labels(lagging.key)]
+    assert {"mirrorlag_replication_time_lag_seconds", "mirrorlag_replication_freshness_lag_seconds",
+            "mirrorlag_last_replicated_offset"} <= series[labels(lagging.key)]
+    assert samples[("mirrorlag_metrics_partitions_withheld", ())] == 0
+
+
+def test_past_the_cap_the_worst_come_first_and_the_rest_are_counted():
+    # 40 IN_SYNC partitions (5 series each) and 3 out of sync (KIP-971's 5 + up to 14 more):
+    # a cap of 3 * 19 + 2 * 5 series shows the 3 unhealthy ones and the 2 IN_SYNC ones of the
+    # largest time lag; a GONE partition shows once in the state family whatever the cap.
+    keys = [PartitionKey("A", "B", "t", p) for p in range(45)]
+    rows = [row(k, State.IN_SYNC, 0, time_lag_s=float(p % 20)) for p, k in enumerate(keys[:40])]
+    rows += [row(keys[40], State.STALLED, 9, time_lag_s=100.0), row(keys[41], State.LAGGING, 5, time_lag_s=40.0),
+             row(keys[42], State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
+             row(keys[43], State.GONE, None, lro=None, lro_feed=None, time_lag_s=None)]
+    renderer = MetricsRenderer(series_max=3 * 19 + 2 * 5)
+    samples = parse(metrics_text(renderer, Snapshot(1.0, tuple(rows)), stats()))
+    shown = partition_series(samples)
+    assert {labels(keys[p]) for p in (40, 41, 42, 19, 39, 43)} == set(shown)  # time lag 19 twice: p 19 and 39
+    assert shown[labels(keys[43])] == {"mirrorlag_partition_state"}
+    assert samples[("mirrorlag_metrics_partitions_withheld", ())] == 43 - 5  # 43 live partitions, 5 shown
+    per_partition = sum(1 for (_, items) in samples if "partition" in dict(items))
+    assert per_partition <= 3 * 19 + 2 * 5 + 1  # + the GONE row's one state line
+    # The aggregates still count every partition.
+    topic = (("source", "A"), ("target", "B"), ("topic", "t"))
+    assert samples[("mirrorlag_topic_partitions", tuple(sorted((*topic, ("state", "IN_SYNC")))))] == 40
+    assert samples[("mirrorlag_topic_record_lag_sum", topic)] == 14
+    assert samples[("mirrorlag_topic_time_lag_max_seconds", topic)] == 100.0
+
+
+def test_topic_aggregates_have_no_series_for_what_no_partition_knows():
+    rows = (row(K0, State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
+            row(PartitionKey("A", "B", "other", 0), State.IN_SYNC, 0, time_lag_s=0.0, freshness_lag_s=0.0))
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, rows), stats()))
+    orders = (("source", "A"), ("target", "B"), ("topic", "orders"))
+    other = (("source", "A"), ("target", "B"), ("topic", "other"))
+    assert ("mirrorlag_topic_record_lag_max", orders) not in samples  # unknown is never 0
+    assert samples[("mirrorlag_topic_partitions", tuple(sorted((*orders, ("state", "UNKNOWN")))))] == 1
+    assert samples[("mirrorlag_topic_record_lag_max", other)] == 0
+    assert samples[("mirrorlag_topic_freshness_lag_max_seconds", other)] == 0.0
+    assert ("mirrorlag_metrics_partitions_withheld", ()) not in samples  # no cap: no such series
