@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the sidecar: poll lag and serve /metrics, /status, /healthz, /readyz")
     add_config(run)
+    run.add_argument("--web.config.file", dest="web_config_file", type=Path, default=None, metavar="FILE",
+                     help="TLS and basic auth for the listener, in the Prometheus exporter-toolkit's web "
+                          "config format (as node_exporter's flag); default: plain HTTP, no auth")
 
     check = sub.add_parser("check", help="one-shot check: exit 0 when every partition is IN_SYNC, 1 otherwise, 2 on error")
     add_config(check)
@@ -127,10 +130,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
+    web = None
+    if args.web_config_file is not None:
+        from mirrorlag.exporters.web_config import load_web_config
+
+        web = load_web_config(args.web_config_file)
     tune_process()
     try:
         sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),
-                          gc_pacing=run_pacing())
+                          gc_pacing=run_pacing(), web=web)
     except OSError as exc:  # e.g. the HTTP port is taken
         raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
     stop = threading.Event()

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -26,6 +26,9 @@ from mirrorlag.interfaces import HeartbeatSource, LroFeed
 from mirrorlag.poller import Poller
 from mirrorlag.wiring import lag_engine
 
+if TYPE_CHECKING:
+    from mirrorlag.exporters.web_config import WebConfig
+
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +41,7 @@ class Sidecar:
         heartbeats: Sequence[HeartbeatSource] = (),
         serve_http: bool = True,
         gc_pacing: GcPacing | None = None,
+        web: WebConfig | None = None,
     ) -> None:
         self.settings = settings
         # The long-running process (`mirrorlag run`) owns the interpreter's collector; a Sidecar
@@ -45,7 +49,8 @@ class Sidecar:
         self.gc_pacing = gc_pacing
         self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
         self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full", policies=policies_of(settings.flows))
-        self.server = ExpositionServer(settings.http_host, settings.http_port) if serve_http else None
+        self.web = web  # TLS and basic auth of the listener (--web.config.file); None: plain HTTP
+        self.server = ExpositionServer(settings.http_host, settings.http_port, web=web) if serve_http else None
         self.latest: Snapshot | None = None
         self.listeners: list[Callable[[Snapshot], None]] = []
         self.history = History.from_settings(settings.history)  # None when mirrorlag.history.dir is unset
@@ -113,8 +118,9 @@ class Sidecar:
         if self.server is not None:
             self._publish(None)  # /healthz and /metrics answer before the first poll completes
             self.server.start()
-            log.info("serving /metrics, /healthz, /readyz, /status on %s:%d",
-                     self.settings.http_host, self.server.port)
+            log.info("serving /metrics, /healthz, /readyz, /status on %s:%d%s",
+                     self.settings.http_host, self.server.port,
+                     f" ({self.web.describe()}, from {self.web.path})" if self.web is not None else "")
         interval = self.settings.refresh_interval_s
         if interval is None:
             log.warning("replication.record.lag.metric.refresh.interval = -1: lag polling is disabled")

@@ -7,23 +7,34 @@ client that wants them plain gets them inflated piece by piece as they are sent.
 requests) must arrive within one deadline in total, not per read: a client that trickles a byte at
 a time is cut off like a silent one, so a slow client holds one thread for a bounded time and never
 blocks others.
+
+With a web config file (exporter-toolkit's format, web_config.py) the listener speaks TLS and may
+ask for a password. The TLS handshake runs on the connection's own thread, not in the accept
+loop, under the same deadline as a request: a client that connects and says nothing holds one
+thread for that long and nobody else waits. Every endpoint needs the password when one is set,
+as in exporter-toolkit; a request without it gets a bare 401.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
+import ssl
 import struct
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from isal import isal_zlib
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from mirrorlag.exporters.web_config import ServerTls, WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +155,24 @@ class _DeadlineReader(io.RawIOBase):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's backlog is 5: a burst of connections (slow clients, a scan) overflows it and
+    # the kernel drops their ACKs, which clients resend only after 1 s, then 3 s: a scrape waits.
+    request_queue_size = 128
+    tls: ServerTls | None = None
+    client_timeout_s = CLIENT_TIMEOUT_S
+
+    def finish_request(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
+        """On the connection's own thread: the TLS handshake first, when there is TLS."""
+        if self.tls is None:
+            return super().finish_request(request, client_address)
+        conn = self.tls.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        try:
+            _handshake(conn, self.client_timeout_s)
+            if not self.tls.peer_allowed(conn):
+                raise ssl.SSLError("client certificate names none of client_allowed_sans")
+            super().finish_request(conn, client_address)
+        finally:
+            _close(conn)
 
     def handle_error(self, request: object, client_address: tuple) -> None:
         """One log line, not socketserver's traceback on stderr: a scraper that hangs up or
@@ -155,10 +184,42 @@ class _Server(ThreadingHTTPServer):
             log.warning("request from %s:%s failed: %r", *client_address[:2], exc)
 
 
+_PLAIN_TO_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                 b"Client sent an HTTP request to an HTTPS server.\n")  # Go's answer, word for word
+
+
+def _handshake(conn: ssl.SSLSocket, seconds: float) -> None:
+    """The server side of the handshake, all of it within `seconds` (CPython's handshake counts
+    one deadline over its reads, so a client trickling its hello gains nothing). A plain HTTP
+    request gets a 400 that says what went wrong, as Go's servers answer it."""
+    conn.settimeout(seconds)
+    try:
+        conn.do_handshake()
+    except ssl.SSLError as exc:
+        if exc.reason == "HTTP_REQUEST":
+            with contextlib.suppress(OSError):
+                socket.socket.sendall(conn, _PLAIN_TO_TLS)  # the TCP socket under the failed TLS
+        raise
+
+
+def _close(conn: ssl.SSLSocket) -> None:
+    """socketserver's shutdown_request, for the TLS socket that took over the accepted one."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+    conn.close()
+
+
+_UNAUTHORIZED = b"Unauthorized\n"  # the same few bytes whatever was sent: nothing to learn from them
+
+
 class ExpositionServer:
-    def __init__(self, host: str, port: int, client_timeout_s: float = CLIENT_TIMEOUT_S) -> None:
+    def __init__(self, host: str, port: int, client_timeout_s: float = CLIENT_TIMEOUT_S,
+                 web: WebConfig | None = None) -> None:
         self.current = Exposition()
+        self.web = web
         server = self
+        auth = web.auth if web is not None else None
+        extra_headers = web.headers if web is not None else ()
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "mirrorlag"
@@ -184,7 +245,28 @@ class ExpositionServer:
             def do_HEAD(self) -> None:
                 self._respond(send_body=False)
 
+            def send_response(self, code: int, message: str | None = None) -> None:
+                super().send_response(code, message)
+                for name, value in extra_headers:  # http_server_config.headers, on every answer
+                    self.send_header(name, value)
+
+            def _authorized(self, send_body: bool) -> bool:
+                """True when no password is set or the request carries a right one; else a 401."""
+                if auth is None or auth.check(self.headers.get("Authorization")):
+                    return True
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", "Basic")
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(_UNAUTHORIZED)))
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(_UNAUTHORIZED)
+                return False
+
             def _not_allowed(self) -> None:
+                if not self._authorized(send_body=True):
+                    self.close_connection = True  # its body, if any, is never read
+                    return
                 self.send_response(405)
                 self.send_header("Allow", "GET, HEAD")
                 self.send_header("Content-Length", "0")
@@ -195,6 +277,8 @@ class ExpositionServer:
             do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
             def _respond(self, send_body: bool) -> None:
+                if not self._authorized(send_body):
+                    return
                 exp = server.current  # one read: all parts come from the same poll
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -234,6 +318,8 @@ class ExpositionServer:
                 log.debug("%s " + format, self.address_string(), *args)
 
         self.httpd = _Server((host, port), Handler)
+        self.httpd.tls = web.tls if web is not None else None
+        self.httpd.client_timeout_s = client_timeout_s
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="mirrorlag-http", daemon=True)
 
