@@ -235,6 +235,10 @@ class Uploader:
             return int(self._fs.info(dest)["size"]) == size
         except FileNotFoundError:
             return False
+        except PermissionError:
+            # S3 answers 403, not 404, for a missing key to a role without s3:ListBucket: upload it
+            # (again, at worst); a role that cannot write either fails at the write, with its error.
+            return False
 
     def _abort(self, out: Any) -> None:
         try:

@@ -244,3 +244,20 @@ def test_an_abandoned_object_store_upload_is_never_completed_when_collected(tmp_
     assert u.stats().upload_failures_total == 1
     assert fs.commits == [3000]
     assert fs.completed == {f"/bucket/h/date=2026-05-01/{seg.name}": seg.read_bytes()}
+
+
+def test_a_destination_that_cannot_be_looked_at_is_still_written(tmp_path: Path) -> None:
+    """A role with s3:PutObject but not s3:ListBucket gets 403 for a missing key, not 404."""
+
+    class NoList(SpyFS):
+        def info(self, path: str, **kw: Any) -> Any:
+            raise PermissionError(13, "Forbidden")
+
+    root, dest = tmp_path / "h", tmp_path / "remote"
+    seg = segment(root, 1)
+    u = Uploader(root, str(dest), fs=NoList())
+    u.start()
+    eventually(lambda: _assert(marker_path(seg).exists()), timeout=5, interval=0.01)
+    u.close()
+    assert (dest / "date=2026-05-01" / seg.name).read_bytes() == seg.read_bytes()
+    assert u.stats().upload_failures_total == 0
