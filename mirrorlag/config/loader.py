@@ -209,6 +209,11 @@ def _upload_uri(text: str) -> str | None:
             raise _Bad("an fsspec URL", f"the {protocol}:// filesystem is not installed ({err})") from None
         except ValueError:
             raise _Bad("an fsspec URL", f"unknown filesystem protocol {protocol!r} (expected e.g. file://, s3://, gs://, hdfs://)") from None
+    for part in map(urllib.parse.urlsplit, uri.split("::")):
+        if part.scheme in ("s3", "s3a") and "@" in part.netloc:
+            # s3fs would take key:secret@bucket for a bucket name, and show it in every error.
+            raise _Bad("an fsspec URL", "an s3:// URL carries no credentials: set mirrorlag.history.upload.s3."
+                                        "access.key.id and ...s3.secret.access.key, or the AWS_* variables")
     return uri
 
 

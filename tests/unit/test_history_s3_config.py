@@ -118,3 +118,10 @@ def test_an_s3_upload_holds_botocore_logs_at_info(tmp_path: Path, monkeypatch: p
     History(h)
     assert logging.getLogger("botocore.endpoint").getEffectiveLevel() == logging.INFO
     assert logging.getLogger("aiobotocore.endpoint").getEffectiveLevel() == logging.INFO
+
+
+def test_credentials_in_an_s3_url_are_refused_without_showing_them(tmp_path: Path) -> None:
+    err = error(tmp_path, BASE + f"mirrorlag.history.upload.uri = s3://AKID:{SECRET}@bucket/h\n"
+                "mirrorlag.history.dir = /x\n")
+    shown = at(err, tmp_path, NEXT, "mirrorlag.history.upload.uri")
+    assert "carries no credentials" in shown and SECRET not in shown
