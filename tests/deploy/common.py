@@ -143,3 +143,15 @@ def run_tool(argv: list[str], timeout: float = 60, **kwargs: Any) -> subprocess.
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
     assert proc.returncode == 0, f"{shlex.join(argv)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+ROLLUP_DOCKERFILE = DEPLOY / "Dockerfile.rollup"
+ROLLUP_ENTRY = "/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/rollup/__main__.py"
+
+
+def rollup_image_zip() -> str:
+    """The zip of mirrorlag the rollup image writes for executors (`python -m mirrorlag.rollup.ship PATH`)."""
+    runs = " ".join(rest for kw, rest in dockerfile_instructions(ROLLUP_DOCKERFILE) if kw == "RUN")
+    m = re.search(r"-m mirrorlag\.rollup\.ship (\S+\.zip)", runs)
+    assert m, "Dockerfile.rollup does not write the executors' zip"
+    return m[1]

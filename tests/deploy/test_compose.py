@@ -13,9 +13,10 @@ from urllib.parse import urlparse
 import jsonschema
 import pytest
 
+from mirrorlag.cli import build_parser
 from mirrorlag.config import load_settings
-from tests.deploy.common import CONFIG, DASHBOARD, DEPLOY, SCHEMAS, dockerfile_instructions, exec_form, last, \
-    parse_run, yaml_docs
+from tests.deploy.common import CONFIG, DASHBOARD, DEPLOY, ROLLUP_ENTRY, SCHEMAS, dockerfile_instructions, exec_form, \
+    last, parse_run, rollup_image_zip, yaml_docs
 
 COMPOSE = DEPLOY / "docker-compose.yml"
 
@@ -111,3 +112,39 @@ def test_prometheus_scrapes_mirrorlag_and_grafana_reads_prometheus():
 def test_example_configs_load(files):
     settings = load_settings([CONFIG / f for f in files])
     assert [(f.source, f.target) for f in settings.flows] == [("source", "target")]
+
+
+def test_the_rollup_profile_is_a_standalone_cluster_the_rollup_ships_mirrorlag_to():
+    """`--profile rollup`: a master, two 1-core workers and spark-submit, all of the rollup image;
+    the executors get mirrorlag from the image's zip on --py-files, and every Spark container sees
+    the history (read-only) and the output at the driver's paths, from the same volumes."""
+    spark = {name: s for name, s in services().items() if "rollup" in s.get("profiles", [])}
+    assert set(spark) == {"spark-master", "spark-worker-1", "spark-worker-2", "rollup"}
+    assert all(s.get("profiles") is None for name, s in services().items() if name not in spark)  # `up` alone: no Spark
+    built = {s["image"] for s in spark.values()}
+    assert built == {services()["spark-master"]["image"]}
+    assert services()["spark-master"]["build"]["dockerfile"] == "deploy/Dockerfile.rollup"
+
+    master = services()["spark-master"]
+    assert master["entrypoint"][-1] == "org.apache.spark.deploy.master.Master"
+    args = master["command"]
+    url = f"spark://{args[args.index('--host') + 1]}:{args[args.index('--port') + 1]}"
+    assert master["hostname"] == args[args.index("--host") + 1]
+    for name in ("spark-worker-1", "spark-worker-2"):
+        worker = spark[name]
+        assert worker["entrypoint"][-1] == "org.apache.spark.deploy.worker.Worker"
+        assert worker["command"][-1] == url and worker["command"][worker["command"].index("--cores") + 1] == "1"
+
+    argv = spark["rollup"]["command"]  # the image's entrypoint is spark-submit
+    assert argv[argv.index("--master") + 1] == url
+    assert argv[argv.index("--py-files") + 1] == rollup_image_zip()
+    assert argv[argv.index("--total-executor-cores") + 1] == "2"
+    script = argv.index(ROLLUP_ENTRY)
+    args = build_parser().parse_args(["rollup", *argv[script + 1:]])
+    volumes = {v.split(":")[1]: v for v in spark["rollup"]["volumes"]}
+    assert volumes[args.history].endswith(":ro") and not volumes[args.out].endswith(":ro")
+    history_volume = next(v.split(":")[0] for v in services()["mirrorlag"]["volumes"] if v.endswith("/history"))
+    assert volumes[args.history].split(":")[0] == history_volume  # the sidecar's
+    for name in ("spark-worker-1", "spark-worker-2"):
+        assert sorted(spark[name]["volumes"]) == sorted(spark["rollup"]["volumes"])
+    assert {v.split(":")[0] for v in volumes.values()} <= compose()["volumes"].keys()

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from mirrorlag.embedded import free_port
-from tests.deploy.common import CONFIG, DEPLOY, REPO, dockerfile_instructions, exec_form, last, parse_run, properties
+from tests.deploy.common import CONFIG, DEPLOY, REPO, dockerfile_instructions, exec_form, last, parse_run, properties, \
+    rollup_image_zip
 from tests.helpers import eventually, status, wait_ready
 
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -107,6 +108,7 @@ def test_the_build_context_builds_the_package_the_images_run(tmp_path):
 
 def test_rollup_image_runs_spark_submit_from_the_venv():
     ins = dockerfile_instructions(ROLLUP_DOCKERFILE)
+    assert rollup_image_zip().startswith("/opt/mirrorlag/")  # written in the venv the final stage copies
     assert exec_form(last(ins, "ENTRYPOINT")) == ["spark-submit"]
     env = last(ins, "ENV")
     assert "PATH=/opt/mirrorlag/bin" in env and "PYSPARK_PYTHON=/opt/mirrorlag/bin/python" in env

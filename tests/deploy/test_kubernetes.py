@@ -21,7 +21,8 @@ import kubernetes_validate
 import pytest
 
 import mirrorlag
-from tests.deploy.common import DEPLOY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, yaml_docs
+from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, \
+    rollup_image_zip, yaml_docs
 
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")  # podFailurePolicy is GA from 1.31
 STRIMZI_KIND = ("kafka.strimzi.io/v1", "KafkaMirrorMaker2")
@@ -228,7 +229,9 @@ def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
     argv = container["command"] + container["args"]
     assert argv[0] == "spark-submit" and argv[argv.index("--deploy-mode") + 1] == "client"
     script = next(a for a in argv if a.endswith(".py"))
-    assert script == "/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/rollup/__main__.py"
+    assert script == ROLLUP_ENTRY
+    # Executors get mirrorlag the documented way: the zip the image writes, on --py-files.
+    assert argv[argv.index("--py-files") + 1] == rollup_image_zip()
     args = mirrorlag.cli.build_parser().parse_args(["rollup", *argv[argv.index(script) + 1:]])
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -249,7 +252,11 @@ def test_rollup_cronjob_command_runs_with_spark_submit(tmp_path):
     (cronjob,) = by_kind("CronJob").values()
     (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     package = Path(mirrorlag.__file__).parent
-    mapped = {"/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/": f"{package}/"}
+    shipped = subprocess.run([sys.executable, "-m", "mirrorlag.rollup.ship", str(tmp_path / "mirrorlag.zip")],
+                             capture_output=True, text=True, timeout=60)
+    assert shipped.returncode == 0, shipped.stderr
+    mapped = {"/opt/mirrorlag/lib/python3.11/site-packages/mirrorlag/": f"{package}/",
+              rollup_image_zip(): str(tmp_path / "mirrorlag.zip")}
     for mount in container["volumeMounts"]:
         local = tmp_path / mount["name"]
         local.mkdir()
