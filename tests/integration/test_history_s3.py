@@ -255,6 +255,22 @@ def test_an_interrupted_multipart_upload_is_never_completed(tmp_path, moto, prox
     assert history.stats().upload_failures_total >= 1
 
 
+def test_a_start_aborts_the_multipart_upload_a_killed_process_left_open(tmp_path, moto, bucket):
+    root = tmp_path / "h"
+    (segment,) = write_segments(root, 1, 1000)
+    key = f"history/{segment.relative_to(root).as_posix()}"
+    s3 = moto.client()
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"x" * 100)
+    history = start_history(config(tmp_path, s3_config(root, bucket, moto.url)))
+    try:
+        eventually(lambda: _assert(marker_path(segment).exists()), timeout=10, interval=0.02)
+    finally:
+        history.close()
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")
+    assert_whole(moto, bucket, [segment], root)
+
+
 def test_an_unreachable_endpoint_is_one_line_and_never_a_traceback(tmp_path, caplog, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     caplog.set_level(logging.DEBUG)
