@@ -3,9 +3,11 @@ on /metrics; Ctrl-C leaves no process behind; the history it kept rolls up into 
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 from datetime import date
@@ -40,7 +42,10 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
     history = tmp_path / "history"
     proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--no-ui", "--port", str(port),
                              "--history", str(history)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []  # the demo's status lines: "mirror: copying | ... | IN_SYNC 9"
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 60
         lag: dict = {}
@@ -60,10 +65,24 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
         assert sum("tansu" in args for args in started.values()) == 2, started
         assert any("mirrorlag mirror" in args for args in commands), commands
         assert any("mirrorlag run" in args for args in commands), commands
+        # The table tells the truth at a glance: IN_SYNC while the mirror copies (bursts included),
+        # STALLED while it is paused.
+        def states(line: str) -> str:  # "IN_SYNC 10" (9 partitions and the heartbeats), "LAGGING 3, STALLED 7", ...
+            return line.rsplit(" | ", 1)[-1].strip()
+
+        deadline = time.monotonic() + 70
+        while not any("mirror: paused" in line and re.fullmatch(r"STALLED \d+", states(line)) for line in lines):
+            assert time.monotonic() < deadline, "".join(lines[-30:])
+            time.sleep(0.5)
+        status = [line for line in lines if "mirror: " in line]
+        copying = [states(line) for line in status[:next(i for i, line in enumerate(status) if "mirror: paused" in line)]]
+        in_sync = [re.fullmatch(r"IN_SYNC \d+", s) is not None for s in copying]
+        assert in_sync and all(in_sync[in_sync.index(True):]), copying  # from the first LRO on
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-    assert proc.returncode == 0, proc.stderr.read()
+    reader.join(timeout=10)
+    assert proc.returncode == 0, "".join(lines[-30:])
     assert [pid for pid in started if alive(pid)] == []
     _rolls_up(spark, history, tmp_path / "rollup")
 
