@@ -10,6 +10,14 @@ local[2]) times, side by side:
   - rollup: the whole `mirrorlag rollup` for that day (daily tables, trends, HTML report), --runs times.
 Prints wall and Spark CPU seconds (JVM and Python workers), the load average, and the ratios to
 the warm floors. Target: rollup <= 3 min and <= 4x the 10-column floor on a 2-core machine.
+
+With `--cluster N`, the same again, in the same run, on a Spark standalone cluster of N workers of
+one core each (master and workers from the pyspark wheel, on loopback, as
+tests/integration/test_rollup_cluster.py starts them): this process is the driver (client mode),
+the executors run in a venv without mirrorlag and get it as the shipped zip (addPyFile, what
+spark-submit --py-files does), `--executor-memory` each:
+
+    .venv/bin/python -m tests.bench.bench_rollup --master 'local[2]' --cluster 2
 """
 
 from __future__ import annotations
@@ -133,12 +141,11 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="12g")
     parser.add_argument("--conf", action="append", default=[], metavar="K=V")
     parser.add_argument("--runs", type=int, default=1, help="rollups of the day, one after the other")
+    parser.add_argument("--cluster", type=int, default=0, metavar="N",
+                        help="then the same on a standalone cluster of N 1-core workers (0: not)")
+    parser.add_argument("--executor-memory", default="4g", help="each cluster executor's (whole GiB)")
     args = parser.parse_args()
 
-    from pyspark.sql import functions as F
-
-    from mirrorlag.rollup.job import run_days
-    from mirrorlag.rollup.options import RollupOptions
     from mirrorlag.rollup.session import build_session
 
     day = date.fromisoformat(args.day)
@@ -156,7 +163,53 @@ def main() -> None:
     confs.setdefault("spark.driver.memory", args.driver_memory)
     t0 = time.perf_counter()
     spark = build_session(args.master, confs)
-    print(f"SparkSession up in {time.perf_counter() - t0:.1f} s ({spark.sparkContext.defaultParallelism} cores)")
+    print(f"SparkSession up in {time.perf_counter() - t0:.1f} s ({args.master}, "
+          f"{spark.sparkContext.defaultParallelism} cores)")
+    measure(spark, args, history, day_dir, day)
+    spark.stop()
+    if args.cluster:
+        on_cluster(args, confs, history, day_dir, day)
+
+
+def on_cluster(args: argparse.Namespace, confs: dict[str, str], history: Path, day_dir: Path, day: date) -> None:
+    """The same measurements with the executors on a standalone cluster (this process the driver)."""
+    from mirrorlag.rollup.session import build_session
+    from mirrorlag.rollup.ship import package_zip
+    from tests.integration.rollup_spark import Cluster, executor_python
+
+    root = Path(tempfile.mkdtemp(prefix="mirrorlag-bench-cluster-"))
+    memory_mb = int(args.executor_memory.rstrip("g")) * 1024 + 512
+    cluster = Cluster(root, executor_python(root), workers_n=args.cluster, worker_memory=f"{memory_mb}m")
+    try:
+        t0 = time.perf_counter()
+        cluster.start()
+        cluster.ready()
+        print(f"standalone cluster up in {time.perf_counter() - t0:.1f} s: {cluster.url}, "
+              f"{args.cluster} workers x 1 core, executors of {args.executor_memory}")
+        spark = build_session(cluster.url, {
+            **confs, "spark.executor.memory": args.executor_memory, "spark.executor.cores": "1",
+            "spark.cores.max": str(args.cluster), "spark.pyspark.python": str(cluster.python),
+            "spark.ui.enabled": "false",
+        })
+        spark.sparkContext.addPyFile(str(package_zip(root / "mirrorlag.zip")))
+        deadline = time.monotonic() + 60
+        while spark.sparkContext.defaultParallelism < args.cluster and time.monotonic() < deadline:
+            time.sleep(0.2)  # the executors register; their cores make the parallelism
+        print(f"SparkSession up in {time.perf_counter() - t0:.1f} s ({cluster.url}, "
+              f"{spark.sparkContext.defaultParallelism} cores)")
+        measure(spark, args, history, day_dir, day, label="cluster")
+        spark.stop()
+    finally:
+        cluster.stop()
+
+
+def measure(spark, args: argparse.Namespace, history: Path, day_dir: Path, day: date, label: str = "") -> None:
+    from pyspark.sql import functions as F
+
+    from mirrorlag.rollup.job import run_days
+    from mirrorlag.rollup.options import RollupOptions
+
+    tag = f"[{label}] " if label else ""
 
     def timed(run: Callable[[], object]) -> tuple[float, float]:
         t0, cpu0 = time.perf_counter(), spark_cpu_seconds()
@@ -179,20 +232,18 @@ def main() -> None:
     for name, run in floors.items():
         (cold_s, cold_cpu), (warm_s, warm_cpu) = timed(run), timed(run)
         warm[name] = warm_s
-        print(f"floor, {name:34s}: {warm_s:6.1f} s, CPU {warm_cpu:5.1f} s  (first: {cold_s:.1f} s, CPU {cold_cpu:.1f} s)")
+        print(f"{tag}floor, {name:34s}: {warm_s:6.1f} s, CPU {warm_cpu:5.1f} s  (first: {cold_s:.1f} s, CPU {cold_cpu:.1f} s)")
     floor, wide = warm.values()
 
-    out = args.data / f"out-{args.partitions}-{args.interval}"
+    out = args.data / f"out-{args.partitions}-{args.interval}{'-' + label if label else ''}"
     for run in range(args.runs):
         shutil.rmtree(out, ignore_errors=True)
         opts = RollupOptions(history=str(history), out=str(out), days=[day])
         before = load()
         rollup, cpu = timed(lambda: run_days(spark, opts))
-        print(f"rollup {run + 1} (daily tables, trends, report): {rollup:6.1f} s, Spark CPU {cpu:5.1f} s  (load {before} -> {load()})")
-        print(f"  ratio to the 1-column floor : {rollup / floor:6.2f}")
-        print(f"  ratio to the {len(read)}-column floor: {rollup / wide:6.2f}  (target <= 4; <= 180 s)")
-    spark.stop()
-
+        print(f"{tag}rollup {run + 1} (daily tables, trends, report): {rollup:6.1f} s, Spark CPU {cpu:5.1f} s  (load {before} -> {load()})")
+        print(f"{tag}  ratio to the 1-column floor : {rollup / floor:6.2f}")
+        print(f"{tag}  ratio to the {len(read)}-column floor: {rollup / wide:6.2f}  (target <= 4; <= 180 s)")
 
 if __name__ == "__main__":
     main()

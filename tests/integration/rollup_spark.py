@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence, TypeVar
@@ -62,7 +62,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 def executor_python(root: Path) -> Path:
     """A venv for the executors: numpy, pyarrow, pandas, pyspark (this venv's, by a path line in
     a .pth file: a plain path, so the .pth files over there, mirrorlag's editable hook among
-    them, are not run) and no mirrorlag."""
+    them, are not run) and no mirrorlag. Returned as a wrapper that logs each start to
+    `started_by(python)`, so a test can tell the workers ran it."""
     venv = root / "executor-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     python = venv / "bin" / "python"
@@ -70,7 +71,14 @@ def executor_python(root: Path) -> Path:
                           check=True, capture_output=True, text=True).stdout.strip()
     ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p).resolve().is_relative_to(Path(sys.prefix).resolve()))
     (Path(site) / "rollup-deps.pth").write_text(ours + "\n")
-    return python
+    wrapper = venv / "bin" / "python-logged"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {started_by(wrapper)}\nexec {python} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def started_by(python: Path) -> Path:
+    return python.with_name("started.log")
 
 
 def cannot_import_mirrorlag(python: Path, cwd: Path) -> str:
@@ -119,6 +127,48 @@ class SparkProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=15)
+
+
+@dataclass
+class Cluster:
+    """A standalone master and `workers` workers of one core each, on loopback: the Service the
+    cluster test runs in, and the bench's (tests/bench/bench_rollup.py --cluster)."""
+
+    root: Path
+    python: Path  # the executors' Python (PYSPARK_PYTHON)
+    workers_n: int = 2
+    worker_memory: str = "1536m"
+    daemon_java_opts: str = ""
+    processes: list[SparkProcess] = field(default_factory=list)
+    url: str = ""
+
+    @property
+    def workers(self) -> list[SparkProcess]:
+        return self.processes[1:]
+
+    def start(self) -> None:
+        """Launch the master and the workers; `ready` waits for them."""
+        port = free_port()
+        env = clean_env(SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_JAVA_OPTS=self.daemon_java_opts)
+        self.url = f"spark://127.0.0.1:{port}"
+        self.processes.append(SparkProcess.start(
+            "master", [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                       "--port", str(port), "--webui-port", "0"], self.root / "master", env))
+        for i in range(self.workers_n):
+            work = self.root / f"worker-{i}"
+            self.processes.append(SparkProcess.start(
+                f"worker-{i}", [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                "--webui-port", "0", "--cores", "1", "--memory", self.worker_memory,
+                                "--work-dir", str(work / "work"), self.url], work, env))
+
+    def ready(self) -> None:
+        self.processes[0].wait_for(r"ALIVE")
+        for worker in self.workers:
+            worker.wait_for(r"Successfully registered with master")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
 
 
 class Service(Protocol):

@@ -18,57 +18,24 @@ from typing import Iterator
 import pytest
 
 from tests.integration.rollup_spark import (
-    DAYS, ENTRY, GAP_DAY, SPARK_CLASS, SPARK_SUBMIT, SparkProcess, assert_same_output, cannot_import_mirrorlag, clean_env,
-    executor_python, free_port, QUICK_JVM, local_reference, one_error_line, rollup_args, running,
+    DAYS, ENTRY, GAP_DAY, SPARK_SUBMIT, Cluster, assert_same_output, cannot_import_mirrorlag, clean_env,
+    executor_python, free_port, QUICK_JVM, local_reference, one_error_line, rollup_args, running, started_by,
 )
 
 pytestmark = pytest.mark.integration
-WORKERS = 2
-
-
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.python = executor_python(root)
-        self.processes: list[SparkProcess] = []
-        self.url = ""
-
-    def start(self) -> None:
-        """Launch the master and the workers; `ready` waits for them."""
-        port = free_port()
-        env = clean_env(SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_JAVA_OPTS=QUICK_JVM)
-        master = SparkProcess.start("master", [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
-                                               "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
-                                    self.root / "master", env)
-        self.processes.append(master)
-        self.url = f"spark://127.0.0.1:{port}"
-        for i in range(WORKERS):
-            work = self.root / f"worker-{i}"
-            self.processes.append(SparkProcess.start(
-                f"worker-{i}", [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                "--webui-port", "0", "--cores", "1", "--memory", "1536m", "--work-dir", str(work / "work"),
-                                self.url], work, env))
-
-    def ready(self) -> None:
-        self.processes[0].wait_for(r"ALIVE")
-        for worker in self.processes[1:]:
-            worker.wait_for(r"Successfully registered with master")
-
-    def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
 
 
 @pytest.fixture(scope="module")
 def cluster(spark, tmp_path_factory) -> Iterator[Cluster]:
-    yield from running(Cluster(tmp_path_factory.mktemp("spark-cluster")), spark, tmp_path_factory)
+    root = tmp_path_factory.mktemp("spark-cluster")
+    yield from running(Cluster(root, executor_python(root), daemon_java_opts=QUICK_JVM), spark, tmp_path_factory)
 
 
 def submit(cluster: Cluster, zip_path: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """The documented command: client mode, one core per executor, mirrorlag on --py-files."""
     argv = [str(SPARK_SUBMIT), "--master", cluster.url, "--deploy-mode", "client", "--name", "mirrorlag-rollup",
             "--driver-memory", "1g", "--executor-memory", "1g", "--executor-cores", "1",
-            "--total-executor-cores", str(WORKERS), "--py-files", str(zip_path),
+            "--total-executor-cores", str(len(cluster.workers)), "--py-files", str(zip_path),
             "--conf", f"spark.pyspark.python={cluster.python}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
             "--conf", "spark.ui.enabled=false",
             "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}", "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
@@ -89,9 +56,10 @@ def _rollup_equals_local(cluster: Cluster, spark, tmp_path_factory, tmp_path: Pa
     assert all(f"✓ {d}" in proc.stdout for d in days), proc.stdout
     assert "Traceback" not in proc.stderr
     # Its tasks ran in both workers' executors.
-    for worker in cluster.processes[1:]:
+    for worker in cluster.workers:
         assert re.search(r"Asked to launch executor app-\S+ for mirrorlag-rollup", worker.log.read_text()), worker.tail()
     assert_same_output(expected, out, days)
+    assert "-m pyspark.daemon" in started_by(cluster.python).read_text()  # the workers' Python was it
 
 
 def test_a_day_on_the_cluster_equals_local(cluster, spark, tmp_path_factory, tmp_path):

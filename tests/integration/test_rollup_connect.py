@@ -25,6 +25,7 @@ import pytest
 from tests.integration.rollup_spark import (
     DAYS, GAP_DAY, SPARK_SUBMIT, SparkProcess, assert_same_output, cannot_import_mirrorlag, clean_env,
     executor_python, free_port, QUICK_JVM, local_reference, one_error_line, rollup_args, running, shared_history,
+    started_by,
 )
 
 pytestmark = pytest.mark.integration
@@ -76,6 +77,7 @@ def _rollup_equals_local(server: ConnectServer, spark, tmp_path_factory, tmp_pat
     assert all(f"✓ {d}" in proc.stdout for d in days), proc.stdout
     assert "Traceback" not in proc.stderr
     assert_same_output(expected, out, days)
+    assert "-m pyspark.daemon" in started_by(server.python).read_text()  # the workers' Python was it
 
 
 def test_a_day_through_connect_equals_local(server, spark, tmp_path_factory, tmp_path):
