@@ -160,6 +160,14 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     tls: ServerTls | None = None
     client_timeout_s = CLIENT_TIMEOUT_S
+    _tls_logged_at = -float("inf")
+
+    def _tls_log_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._tls_logged_at < 60:
+            return False
+        self._tls_logged_at = now
+        return True
 
     def finish_request(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
         """On the connection's own thread: the TLS handshake first, when there is TLS."""
@@ -169,7 +177,7 @@ class _Server(ThreadingHTTPServer):
         try:
             _handshake(conn, self.client_timeout_s)
             if not self.tls.peer_allowed(conn):
-                raise ssl.SSLError("client certificate names none of client_allowed_sans")
+                raise _NotAllowed("the client certificate names none of client_allowed_sans")
             super().finish_request(conn, client_address)
         finally:
             _close(conn)
@@ -178,10 +186,29 @@ class _Server(ThreadingHTTPServer):
         """One log line, not socketserver's traceback on stderr: a scraper that hangs up or
         times out mid-response is the client's business, never the sidecar's failure."""
         exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):
+        if self.tls is not None and _refused(exc):
+            # An operator's question ("why is Prometheus refused?"), so said once a minute, not
+            # once per scrape or port scan.
+            if self._tls_log_due():
+                log.warning("TLS handshake from %s:%s refused: %s (more in the next minute at DEBUG)",
+                            *client_address[:2], exc)
+            else:
+                log.debug("TLS handshake from %s:%s refused: %s", *client_address[:2], exc)
+        elif isinstance(exc, OSError):
             log.debug("client %s:%s went away: %s", *client_address[:2], exc)
         else:
             log.warning("request from %s:%s failed: %r", *client_address[:2], exc)
+
+
+class _NotAllowed(ssl.SSLError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _refused(exc: BaseException | None) -> bool:
+    """A TLS refusal worth a word: a certificate or protocol the listener turned down, not a
+    client that hung up (EOF) or never spoke (timeout)."""
+    return isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError)
 
 
 _PLAIN_TO_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"

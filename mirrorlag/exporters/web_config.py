@@ -32,6 +32,8 @@ from mirrorlag.exporters.basic_auth import BasicAuth
 _TLS_KEYS = ("cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
              "client_allowed_sans", "min_version", "max_version", "cipher_suites",
              "prefer_server_cipher_suites", "curve_preferences")
+# Any of these switches TLS on (exporter-toolkit's TLSConfig.IsEnabled); min_version alone does not.
+_TLS_ENABLING = ("cert", "key", "client_ca", "cert_file", "key_file", "client_ca_file", "client_auth_type")
 _SECTIONS = {"tls_server_config": _TLS_KEYS, "http_server_config": ("http2", "headers"),
              "basic_auth_users": None, "rate_limit": ("interval", "burst")}
 _UNSUPPORTED = {"tls_server_config.curve_preferences": "Python's ssl sets no curve list",
@@ -111,8 +113,6 @@ def load_web_config(path: str | Path) -> WebConfig:
     )
 
 
-_TLS_ENABLING = ("cert", "key", "client_ca", "cert_file", "key_file", "client_ca_file", "client_auth_type")
-
 
 def _error(path: Path, key: str | None, message: str) -> ConfigError:
     return ConfigError(message, file=path, key=key)
@@ -157,7 +157,9 @@ def _check_keys(path: Path, doc: dict[str, Any]) -> None:
                 raise unknown(key, keys, f"{section}.")
             if f"{section}.{key}" in _UNSUPPORTED:
                 raise _error(path, f"{section}.{key}", f"not supported by mirrorlag ({_UNSUPPORTED[f'{section}.{key}']})")
-        if section in _UNSUPPORTED and value:
+        if section == "rate_limit" and str(value.get("interval") or 0) in ("0", "0s"):
+            continue  # interval 0 is the rate limiter off
+        if section in _UNSUPPORTED:
             raise _error(path, section, f"not supported by mirrorlag ({_UNSUPPORTED[section]})")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import logging
 import socket
 import ssl
 import threading
@@ -16,6 +17,7 @@ import pytest
 
 from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.web_config import load_web_config
+from tests.helpers import eventually
 from tests.web_pki import PASSWORD, USER, WebPki, make_web_pki, password_hash
 
 BODY = b"# TYPE x gauge\n" + b"x 1\n" * 1000
@@ -102,14 +104,25 @@ def test_tls_serves_every_endpoint_gzip_or_plain_and_keeps_the_connection_alive(
         get(server, ssl.create_default_context())  # the system's CAs do not know this server
 
 
-def test_mutual_tls_accepts_the_cas_clients_only(serve, pki, capfd):
+def test_mutual_tls_accepts_the_cas_clients_only_and_says_why_once_a_minute(serve, pki, capfd, caplog):
+    caplog.set_level(logging.DEBUG, logger="mirrorlag.exporters.http")
     server = serve(MTLS)
     assert get(server, pki.client_context(pki.client))[2] == BODY
-    for refused in (None, pki.self_signed):
+    for refused in (None, pki.self_signed, None):
         with pytest.raises((ssl.SSLError, ConnectionError)):
             get(server, pki.client_context(refused))
     assert get(server, pki.client_context(pki.client))[0] == 200  # the server lives on
     assert "Traceback" not in capfd.readouterr().err
+    refusals = eventually(lambda: _refusals(caplog, 3))
+    assert [r.levelname for r in refusals] == ["WARNING", "DEBUG", "DEBUG"]
+    assert "peer did not return a certificate" in refusals[0].getMessage()
+    assert "certificate verify failed: self-signed certificate" in refusals[1].getMessage()
+
+
+def _refusals(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
+    found = [r for r in caplog.records if "TLS handshake from" in r.getMessage()]
+    assert len(found) == count, [r.getMessage() for r in found]
+    return found
 
 
 def test_verify_if_given_lets_a_client_without_a_certificate_in_but_not_a_stranger(serve, pki):

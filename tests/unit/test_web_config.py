@@ -75,6 +75,10 @@ def test_inline_pem_versions_ciphers_headers_and_users(pki):
     assert web.auth is not None and web.describe() == "TLS, client certificates: NoClientCert, basic auth"
 
 
+def test_rate_limit_off_is_accepted(pki):
+    assert load_web_config(write(pki, "rate_limit:\n  interval: 0s\n  burst: 0\n")).tls is None
+
+
 def test_basic_auth_alone_keeps_plain_http(pki):
     web = load_web_config(write(pki, f"basic_auth_users:\n  {USER}: '{password_hash()}'\n"))
     assert web.tls is None and web.auth is not None
