@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import secrets
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +71,9 @@ def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[st
 def make_web_pki(directory: Path) -> WebPki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = _certificate("mirrorlag-test-ca", ca_key, None, [], None)
-    ca, _ = _write(directory, "ca", ca_cert, ca_key)
-    ca_issuer = ("mirrorlag-test-ca", ca_key)
+    ca_name = f"mirrorlag-test-ca-{secrets.token_hex(4)}"  # two PKIs' CAs must not share a name
+    ca, _ = _write(directory, "ca", _certificate(ca_name, ca_key, None, [], None), ca_key)
+    ca_issuer = (ca_name, ca_key)
 
     def leaf(name: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier,
              self_signed: bool = False) -> tuple[Path, Path]:

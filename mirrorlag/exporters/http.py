@@ -34,7 +34,7 @@ from isal import isal_zlib
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
-    from mirrorlag.exporters.web_config import ServerTls, WebConfig
+    from mirrorlag.exporters.web_config import LiveWebConfig, WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class _Server(ThreadingHTTPServer):
     # socketserver's backlog is 5: a burst of connections (slow clients, a scan) overflows it and
     # the kernel drops their ACKs, which clients resend only after 1 s, then 3 s: a scrape waits.
     request_queue_size = 128
-    tls: ServerTls | None = None
+    web: LiveWebConfig | None = None
     client_timeout_s = CLIENT_TIMEOUT_S
     _tls_logged_at = -float("inf")
 
@@ -171,12 +171,13 @@ class _Server(ThreadingHTTPServer):
 
     def finish_request(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
         """On the connection's own thread: the TLS handshake first, when there is TLS."""
-        if self.tls is None:
+        tls = self.web.current().tls if self.web is not None else None
+        if tls is None:
             return super().finish_request(request, client_address)
-        conn = self.tls.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        conn = tls.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         try:
             _handshake(conn, self.client_timeout_s)
-            if not self.tls.peer_allowed(conn):
+            if not tls.peer_allowed(conn):
                 raise _NotAllowed("the client certificate names none of client_allowed_sans")
             super().finish_request(conn, client_address)
         finally:
@@ -186,7 +187,7 @@ class _Server(ThreadingHTTPServer):
         """One log line, not socketserver's traceback on stderr: a scraper that hangs up or
         times out mid-response is the client's business, never the sidecar's failure."""
         exc = sys.exc_info()[1]
-        if self.tls is not None and _refused(exc):
+        if self.web is not None and _refused(exc):
             # An operator's question ("why is Prometheus refused?"), so said once a minute, not
             # once per scrape or port scan.
             if self._tls_log_due():
@@ -241,12 +242,15 @@ _UNAUTHORIZED = b"Unauthorized\n"  # the same few bytes whatever was sent: nothi
 
 class ExpositionServer:
     def __init__(self, host: str, port: int, client_timeout_s: float = CLIENT_TIMEOUT_S,
-                 web: WebConfig | None = None) -> None:
+                 web: WebConfig | None = None, web_reload_check_s: float | None = None) -> None:
         self.current = Exposition()
-        self.web = web
+        live: LiveWebConfig | None = None
+        if web is not None:  # imported only then: without a web config nothing of it is loaded
+            from mirrorlag.exporters.web_config import RELOAD_CHECK_S, LiveWebConfig
+
+            live = LiveWebConfig(web, RELOAD_CHECK_S if web_reload_check_s is None else web_reload_check_s)
+        self.web = live
         server = self
-        auth = web.auth if web is not None else None
-        extra_headers = web.headers if web is not None else ()
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "mirrorlag"
@@ -261,9 +265,11 @@ class ExpositionServer:
                 super().setup()
                 self._reader = _DeadlineReader(self.connection, client_timeout_s)
                 self.rfile = io.BufferedReader(self._reader)
+                self._web: WebConfig | None = None
 
             def handle_one_request(self) -> None:
                 self._reader.restart()  # the deadline covers one request, or one keep-alive wait
+                self._web = live.current() if live is not None else None  # one config per request
                 super().handle_one_request()
 
             def do_GET(self) -> None:
@@ -274,11 +280,12 @@ class ExpositionServer:
 
             def send_response(self, code: int, message: str | None = None) -> None:
                 super().send_response(code, message)
-                for name, value in extra_headers:  # http_server_config.headers, on every answer
-                    self.send_header(name, value)
+                for name, value in self._web.headers if self._web is not None else ():
+                    self.send_header(name, value)  # http_server_config.headers, on every answer
 
             def _authorized(self, send_body: bool) -> bool:
                 """True when no password is set or the request carries a right one; else a 401."""
+                auth = self._web.auth if self._web is not None else None
                 if auth is None or auth.check(self.headers.get("Authorization")):
                     return True
                 self.send_response(401)
@@ -345,7 +352,7 @@ class ExpositionServer:
                 log.debug("%s " + format, self.address_string(), *args)
 
         self.httpd = _Server((host, port), Handler)
-        self.httpd.tls = web.tls if web is not None else None
+        self.httpd.web = live
         self.httpd.client_timeout_s = client_timeout_s
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="mirrorlag-http", daemon=True)

@@ -4,8 +4,10 @@ node_exporter secures mirrorlag: TLS, client certificates, basic auth with bcryp
 response headers. Relative paths are read from the file's own directory, unknown keys are an
 error, as there.
 
-Read once at start (exporter-toolkit rereads it per request: restart mirrorlag to pick up new
-certificates). Not supported, each a clear error rather than a silent difference:
+Checked whole at start (a mistake stops `mirrorlag run` with one line). While running, a change
+to the file or to a file it names is picked up by the next connection (looked for at most every
+few seconds), so renewed certificates need no restart, as exporter-toolkit rereads it per
+request; a changed file that does not load leaves the config in force and is logged. Not supported, each a clear error rather than a silent difference:
 `client_auth_type: RequireAnyClientCert` (Python's ssl checks every certificate it asks for
 against a CA), `curve_preferences` and `rate_limit`; `cipher_suites` names TLS 1.2 suites only
 (TLS 1.3's are OpenSSL's defaults, as Go ignores the list for 1.3), `http_server_config.http2`
@@ -17,9 +19,12 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import logging
 import os
 import re
 import ssl
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,8 @@ import yaml
 
 from mirrorlag.errors import ConfigError
 from mirrorlag.exporters.basic_auth import BasicAuth
+
+log = logging.getLogger(__name__)
 
 _TLS_KEYS = ("cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
              "client_allowed_sans", "min_version", "max_version", "cipher_suites",
@@ -87,6 +94,7 @@ class WebConfig:
     tls: ServerTls | None = None
     auth: BasicAuth | None = None
     headers: tuple[tuple[str, str], ...] = field(default=())
+    files: tuple[Path, ...] = ()  # the config file and every file it names, watched for changes
 
     def describe(self) -> str:
         """How the listener is secured, for the start-up log line (no secrets)."""
@@ -105,12 +113,62 @@ def load_web_config(path: str | Path) -> WebConfig:
     base = path.parent
     tls_doc = doc.get("tls_server_config") or {}
     http_doc = doc.get("http_server_config") or {}
+    tls = _server_tls(path, base, tls_doc) if any(tls_doc.get(k) for k in _TLS_ENABLING) else None
+    named = [base / tls_doc[k] for k in ("cert_file", "key_file", "client_ca_file") if tls and tls_doc.get(k)]
     return WebConfig(
         path=path,
-        tls=_server_tls(path, base, tls_doc) if any(tls_doc.get(k) for k in _TLS_ENABLING) else None,
+        tls=tls,
         auth=_basic_auth(path, doc.get("basic_auth_users") or {}),
         headers=_headers(path, http_doc.get("headers") or {}),
+        files=(path, *named),
     )
+
+
+RELOAD_CHECK_S = 5.0
+
+
+class LiveWebConfig:
+    """The web config in force: reloaded when the file or one it names changes (a new inode,
+    size or mtime: Kubernetes swaps a Secret's files by a symlink), looked for at most every
+    `check_every_s`, from the thread of a new connection or request."""
+
+    def __init__(self, web: WebConfig, check_every_s: float = RELOAD_CHECK_S) -> None:
+        self.web, self.check_every_s = web, check_every_s
+        self._stamp = _stamp(web.files)
+        self._failed: tuple | None = None  # the stamp of files that did not load, said once
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def current(self) -> WebConfig:
+        if time.monotonic() - self._checked < self.check_every_s:
+            return self.web
+        with self._lock:
+            if time.monotonic() - self._checked < self.check_every_s:
+                return self.web  # another thread looked meanwhile
+            self._checked = time.monotonic()
+            stamp = _stamp(self.web.files)
+            if stamp == self._stamp or stamp == self._failed:
+                return self.web
+            try:
+                web = load_web_config(self.web.path)
+            except ConfigError as exc:
+                self._failed = stamp
+                log.error("web config changed but does not load, the one loaded before stays in force: %s", exc)
+                return self.web
+            self.web, self._stamp, self._failed = web, _stamp(web.files), None
+            log.info("web config reloaded from %s (%s)", web.path, web.describe())
+            return web
+
+
+def _stamp(files: tuple[Path, ...]) -> tuple:
+    def one(path: Path) -> tuple | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns
+
+    return tuple(one(path) for path in files)
 
 
 

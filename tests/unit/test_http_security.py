@@ -29,7 +29,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> WebPki:
     return make_web_pki(tmp_path_factory.mktemp("web") / "pki")
 
 
-Serve = Callable[[str], ExpositionServer]
+Serve = Callable[..., ExpositionServer]
 
 
 @pytest.fixture
@@ -37,10 +37,11 @@ def serve(pki: WebPki) -> Iterator[Serve]:
     """An ExpositionServer configured by a web config text (paths relative to the PKI's parent)."""
     servers: list[ExpositionServer] = []
 
-    def start(text: str) -> ExpositionServer:
+    def start(text: str, reload_check_s: float | None = None) -> ExpositionServer:
         path = pki.directory.parent / "web.yml"
         path.write_text(text)
-        server = ExpositionServer("127.0.0.1", 0, client_timeout_s=DEADLINE_S, web=load_web_config(path))
+        server = ExpositionServer("127.0.0.1", 0, client_timeout_s=DEADLINE_S, web=load_web_config(path),
+                                  web_reload_check_s=reload_check_s)
         server.current = Exposition(metrics=GzipBody.compress([BODY]), status=GzipBody.compress([b"{}"]), ready=True)
         server.start()
         servers.append(server)
@@ -173,7 +174,7 @@ def test_basic_auth_without_tls(serve):
 
 def test_a_verified_password_is_remembered_a_wrong_one_never(serve):
     server = serve(AUTH)
-    checks = lambda: server.web.auth.bcrypt_checks  # noqa: E731
+    checks = lambda: server.web.current().auth.bcrypt_checks  # noqa: E731
     for _ in range(5):
         assert get(server, None, headers={"Authorization": basic(USER, PASSWORD)})[0] == 200
     assert checks() == 1
@@ -256,3 +257,48 @@ def test_a_large_body_over_tls_while_another_client_stalls_mid_handshake(serve, 
         reader.join(timeout=10)
     stalled.close()
     assert results == [text] * 3
+
+
+def served_certificate(server: ExpositionServer, context: ssl.SSLContext) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def replace(path: Path, data: bytes) -> None:
+    """As Kubernetes updates a Secret's files: a new file moved into place (a new inode)."""
+    fresh = path.with_suffix(".new")
+    fresh.write_bytes(data)
+    fresh.replace(path)
+
+
+def test_a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_never(serve, pki, tmp_path, caplog):
+    renewed = make_web_pki(tmp_path / "renewed")
+    both = pki.client_context()
+    both.load_verify_locations(cafile=str(renewed.ca))
+    old_cert, old_key = (p.read_bytes() for p in pki.server)
+    server = serve(TLS, reload_check_s=0)
+    try:
+        assert served_certificate(server, both) == ssl.PEM_cert_to_DER_cert(old_cert.decode())
+        replace(pki.server[1], b"-----BEGIN PRIVATE KEY-----\ntruncated")  # mid-rotation: a key that does not load
+        with caplog.at_level(logging.ERROR, logger="mirrorlag.exporters.web_config"):
+            for _ in range(3):
+                assert served_certificate(server, both) == ssl.PEM_cert_to_DER_cert(old_cert.decode())
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and "server.key: no PEM private key in it" in errors[0], errors
+        replace(pki.server[0], renewed.server[0].read_bytes())
+        replace(pki.server[1], renewed.server[1].read_bytes())
+        assert served_certificate(server, both) == ssl.PEM_cert_to_DER_cert(renewed.server[0].read_text())
+        assert get(server, both)[2] == BODY
+    finally:
+        replace(pki.server[0], old_cert)
+        replace(pki.server[1], old_key)
+
+
+def test_a_user_added_to_the_file_can_scrape_at_once(serve, pki):
+    server = serve(AUTH, reload_check_s=0)
+    newcomer = {"Authorization": basic("newcomer", "new-pw")}
+    assert get(server, None, headers=newcomer)[0] == 401
+    (pki.directory.parent / "web.yml").write_text(AUTH + f"  newcomer: {password_hash('new-pw')}\n")
+    assert get(server, None, headers=newcomer)[0] == 200
+    assert get(server, None, headers={"Authorization": basic(USER, PASSWORD)})[0] == 200
