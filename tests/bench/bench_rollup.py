@@ -186,10 +186,13 @@ def on_cluster(args: argparse.Namespace, confs: dict[str, str], history: Path, d
         cluster.ready()
         print(f"standalone cluster up in {time.perf_counter() - t0:.1f} s: {cluster.url}, "
               f"{args.cluster} workers x 1 core, executors of {args.executor_memory}")
+        t0 = time.perf_counter()
+        # A SparkContext made in Python takes its workers' Python from the environment only
+        # (spark-submit turns spark.pyspark.python into this variable).
+        os.environ["PYSPARK_PYTHON"] = str(cluster.python)
         spark = build_session(cluster.url, {
             **confs, "spark.executor.memory": args.executor_memory, "spark.executor.cores": "1",
-            "spark.cores.max": str(args.cluster), "spark.pyspark.python": str(cluster.python),
-            "spark.ui.enabled": "false",
+            "spark.cores.max": str(args.cluster), "spark.ui.enabled": "false",
         })
         spark.sparkContext.addPyFile(str(package_zip(root / "mirrorlag.zip")))
         deadline = time.monotonic() + 60
