@@ -12,8 +12,9 @@ handshake each). Listeners, in rotation per run so drift hits them alike:
   - mtls+auth: TLS 1.3, client certificate required and verified, basic auth (bcrypt cost 10,
                as `htpasswd -B` writes; verified once, then remembered).
 Printed per listener: median and p90 wall time per scrape, the server process's CPU time per
-scrape, and while the scrapes run, how far a CPU-bound Python thread in the server process (a
-stand-in for the poll) is slowed against the same thread alone.
+scrape, and while the scrapes run, in the server process: how far a CPU-bound Python thread (a
+stand-in for the poll) is slowed against the same thread alone, and how late a thread sleeping
+1 ms at a time wakes (p99 and max: how long a poll thread can wait for the GIL behind a scrape).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
+from mirrorlag.cli import SWITCH_INTERVAL_S
 from mirrorlag.exporters.http import Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.web_config import load_web_config
 from tests.web_pki import PASSWORD, USER, make_web_pki, password_hash
@@ -105,10 +108,19 @@ def run_client(port: int, scrapes: int, tls: dict | None) -> subprocess.Popen[by
                              "--scrapes", str(scrapes), "--tls", json.dumps(tls)], stdout=subprocess.PIPE)
 
 
-def spun(during: subprocess.Popen[bytes] | None) -> float:
-    """The spinner's rate alone for 1 s (`during` None), or while the client process runs."""
+def probe(stop: threading.Event, late: list[float]) -> None:
+    """Sleeps 1 ms at a time and notes how late it wakes: a thread that wants the GIL back
+    (as the poll does) waits this long behind whoever holds it (and behind the OS)."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        time.sleep(0.001)
+        late.append(time.perf_counter() - started - 0.001)
+
+
+def beside(worker: Callable[[threading.Event, list[float]], None], during: subprocess.Popen[bytes] | None) -> list[float]:
+    """What `worker` notes alone for 1 s (`during` None), or while the client process runs."""
     stop, out = threading.Event(), []
-    thread = threading.Thread(target=spin_rate, args=(stop, out))
+    thread = threading.Thread(target=worker, args=(stop, out))
     thread.start()
     if during is None:
         time.sleep(1.0)
@@ -116,17 +128,22 @@ def spun(during: subprocess.Popen[bytes] | None) -> float:
         during.wait()
     stop.set()
     thread.join()
-    return out[0]
+    return out
 
 
 def measure(server: ExpositionServer, scrapes: int, tls: dict | None) -> dict:
-    """Two client runs: one beside the spinner (scrape times, the spinner's slowdown), one alone
-    (this process's CPU time per scrape served, nothing else running in it)."""
-    alone = spun(None)
+    """Three client runs: beside the spinner (scrape times, the spinner's slowdown), beside the
+    probe (its lateness), and alone (this process's CPU time per scrape served)."""
+    alone = beside(spin_rate, None)[0]
     proc = run_client(server.port, scrapes, tls)
-    beside = spun(proc)
+    spinning = beside(spin_rate, proc)[0]
     result = json.loads(proc.stdout.read())
-    result["poll_slowdown"] = alone / beside
+    result["poll_slowdown"] = alone / spinning
+    proc = run_client(server.port, scrapes, tls)
+    late = sorted(beside(probe, proc))
+    proc.wait()
+    result["probe_late_p99_ms"] = late[int(0.99 * (len(late) - 1))] * 1000
+    result["probe_late_max_ms"] = late[-1] * 1000
     cpu = time.process_time()
     run_client(server.port, scrapes, tls).wait()
     served = scrapes + max(1, scrapes // 4) + 2  # kept-alive, fresh, the warm-up and the size probe
@@ -146,8 +163,11 @@ def main() -> None:
         print(json.dumps(client(args.client, args.scrapes, json.loads(args.tls))))
         return
 
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as `mirrorlag run` (its GIL hand-over)
     body = exposition(args.gzip_mb)
     print(f"/metrics: {body.size / 1e6:.1f} MB of text, {len(body.gzipped) / 1e6:.2f} MB gzip")
+    idle = sorted(beside(probe, None))
+    print(f"GIL probe alone: late p99 {idle[int(0.99 * (len(idle) - 1))] * 1000:.2f} ms, max {idle[-1] * 1000:.2f} ms")
     tmp = Path(tempfile.mkdtemp(prefix="bench-tls-"))
     pki = make_web_pki(tmp / "pki")
     tls_file, mtls_file = tmp / "tls.yml", tmp / "mtls.yml"
@@ -175,8 +195,9 @@ def main() -> None:
         server.stop()
 
     print(f"{args.runs} runs x {args.scrapes} keep-alive scrapes (+{max(1, args.scrapes // 4)} on new connections); medians over runs")
-    print("| listener | keep-alive p50 | keep-alive p90 | new connection p50 | server CPU / scrape | poll thread slowed |")
-    print("|---|---|---|---|---|---|")
+    print("| listener | keep-alive p50 | keep-alive p90 | new connection p50 | server CPU / scrape "
+          "| Python thread slowed | GIL probe late p99 / max |")
+    print("|---|---|---|---|---|---|---|")
     for name, runs in results.items():
         def med(values: list[float]) -> float:
             return statistics.median(values)
@@ -187,7 +208,10 @@ def main() -> None:
         fresh = med([statistics.median(r["fresh"]) for r in runs]) * 1000
         cpu = med([r["cpu_per_scrape_ms"] for r in runs])
         slow = med([r["poll_slowdown"] for r in runs])
-        print(f"| {name} | {p50:.1f} ms | {p90:.1f} ms | {fresh:.1f} ms | {cpu:.1f} ms | {slow:.2f}x |")
+        p99_late = med([r["probe_late_p99_ms"] for r in runs])
+        max_late = med([r["probe_late_max_ms"] for r in runs])
+        print(f"| {name} | {p50:.1f} ms | {p90:.1f} ms | {fresh:.1f} ms | {cpu:.1f} ms | {slow:.2f}x "
+              f"| {p99_late:.1f} / {max_late:.1f} ms |")
 
 
 if __name__ == "__main__":
