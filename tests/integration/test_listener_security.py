@@ -38,6 +38,7 @@ class Secured:
     pki: WebPki
     web_config: Path
     proc: subprocess.Popen[bytes]
+    log: Path
 
     def get(self, path: str = "/metrics", cert: tuple[Path, Path] | None = None,
             password: str | None = PASSWORD) -> tuple[int, dict[str, str], bytes]:
@@ -78,7 +79,7 @@ def secured(tmp_path_factory, clusters) -> Iterator[Secured]:
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config),
                                  "--web.config.file", str(web_config(pki))], stdout=out, stderr=out, cwd=tmp_path_factory.getbasetemp())
-    sidecar = Secured(port, pki, web_config(pki), proc)
+    sidecar = Secured(port, pki, web_config(pki), proc, log)
     try:
         def ready() -> None:
             assert proc.poll() is None, log.read_text()
@@ -126,6 +127,36 @@ def test_silent_clients_on_the_tls_port_never_hold_up_a_scrape(secured):
     finally:
         for sock in silent:
             sock.close()
+
+
+def _client_hello(pki: WebPki) -> bytes:
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = pki.client_context(pki.client).wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("kind", ["plain http", "garbage", "half a hello", "a hello then a reset", "sslv2 hello"])
+def test_hostile_bytes_on_the_tls_port_end_that_connection_only(secured, kind):
+    hello = _client_hello(secured.pki)
+    data = {"plain http": b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            "garbage": bytes(range(256)) * 4,
+            "half a hello": hello[: len(hello) // 2],
+            "a hello then a reset": hello,
+            "sslv2 hello": bytes.fromhex("802b0103010012000000100700c0030080010080060040040080020080") + b"\x00" * 16}[kind]
+    with socket.create_connection(("127.0.0.1", secured.port), timeout=5) as sock:
+        sock.sendall(data)
+        if kind == "a hello then a reset":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        elif kind != "half a hello":
+            answer = sock.recv(200)
+            if kind == "plain http":
+                assert answer.startswith(b"HTTP/1.0 400 Bad Request") and b"HTTPS server" in answer
+            else:
+                assert answer == b"" or answer[:1] == b"\x15", answer  # closed, or a TLS alert record
+    assert secured.get("/metrics")[0] == 200 and secured.proc.poll() is None
+    assert "Traceback" not in secured.log.read_text()
 
 
 def test_a_bad_certificate_key_or_hash_is_one_line_and_exit_2(tmp_path, clusters):
