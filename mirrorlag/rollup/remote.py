@@ -88,7 +88,6 @@ def connect(url: str, confs: Mapping[str, str]) -> "SparkSession":
     """A Connect session with the job's settings, mirrorlag shipped to its Python workers."""
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     remote = parse(url)
     check_reachable(remote.host, remote.port, "Spark Connect server")
@@ -96,29 +95,47 @@ def connect(url: str, confs: Mapping[str, str]) -> "SparkSession":
         spark = SparkSession.builder.remote(remote.url).create()
     except (PySparkException, ValueError) as exc:
         raise RollupError(f"--remote {masked(url)}: {_first_line(exc)}") from None
+    try:
+        _handshake(spark, remote)
+        _configure(spark, {**SESSION_DEFAULTS, **confs})
+        ship_to(spark)
+    except BaseException:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spark.stop()
+        raise
+    return spark
+
+
+def _handshake(spark: "SparkSession", remote: RemoteUrl) -> None:
+    """Something listens, but it may not be Connect: ask once, with few retries."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
     client = spark.client
-    # Something listens, but it may not be Connect (or not answer): ask once, with few retries.
     default = client.get_retry_policies()
     client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=2000)])
     try:
         with warnings.catch_warnings():  # the client warns of its retries before it raises
             warnings.simplefilter("ignore")
-            try:
-                spark.version
-            except PySparkException as exc:
-                spark.stop()
-                raise RollupError(f"no Spark Connect server answers at {remote.where}: {_first_line(exc)}") from None
+            spark.version
+    except PySparkException as exc:
+        raise RollupError(f"no Spark Connect server answers at {remote.where}: {_first_line(exc)}") from None
     finally:
         client.set_retry_policies(default)
-    for key, value in {**SESSION_DEFAULTS, **confs}.items():
+
+
+def _configure(spark: "SparkSession", confs: Mapping[str, str]) -> None:
+    from pyspark.errors import PySparkException
+
+    for key, value in confs.items():
         try:
             spark.conf.set(key, value)
         except PySparkException as exc:
-            spark.stop()
-            raise RollupError(f"--conf {key}: the Spark Connect server does not take it from a client "
-                              f"(set it in the server's configuration): {_first_line(exc)}") from None
-    ship_to(spark)
-    return spark
+            if "CANNOT_MODIFY_CONFIG" in str(exc):
+                raise RollupError(f"--conf {key}: the Spark Connect server does not take it from a client "
+                                  "(set it in the server's configuration)") from None
+            raise RollupError(f"--conf {key}: {_first_line(exc)}") from None
 
 
 def ship_to(spark: "SparkSession") -> None:

@@ -115,13 +115,18 @@ def test_listing_through_connect(server, tmp_path_factory, tmp_path):
     assert days == repr(DAYS) and none == "[]"
 
 
-def test_a_setting_only_the_server_can_have_is_one_line(server, tmp_path_factory, tmp_path):
+@pytest.mark.parametrize("conf, says", [
+    ("spark.executor.memory=2g", "the Spark Connect server does not take it from a client"),
+    ("spark.sql.shuffle.partitions=many", "[INVALID_CONF_VALUE.TYPE_MISMATCH]"),
+])
+def test_a_setting_the_server_refuses_is_one_line(server, tmp_path_factory, tmp_path, conf, says):
     history = shared_history(tmp_path_factory)
     proc = rollup("--remote", server.url, "--history", str(history), "--out", str(tmp_path / "out"),
-                  "--date", GAP_DAY.isoformat(), "--conf", "spark.executor.memory=2g", cwd=tmp_path, timeout=120)
+                  "--date", GAP_DAY.isoformat(), "--conf", conf, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     line = one_error_line(proc)
-    assert line.startswith("mirrorlag: error: --conf spark.executor.memory: the Spark Connect server does not take it"), line
+    assert line.startswith(f"mirrorlag: error: --conf {conf.split('=')[0]}: {says}"), line
+    assert not (tmp_path / "out").exists()
 
 
 # Without a server: each is one line and exit 2, at once.
