@@ -278,6 +278,9 @@ class ExpositionServer:
             def do_HEAD(self) -> None:
                 self._respond(send_body=False)
 
+            def version_string(self) -> str:
+                return self.server_version  # not http.server's "Python/3.x.y": nothing for a scanner
+
             def send_response(self, code: int, message: str | None = None) -> None:
                 super().send_response(code, message)
                 for name, value in self._web.headers if self._web is not None else ():

@@ -152,7 +152,7 @@ def test_basic_auth_401_says_nothing_and_the_right_password_opens_every_endpoint
         for path in ("/metrics", "/healthz", "/status", "/nope"):
             status, response_headers, body = get(server, context, path, headers)
             assert (status, response_headers["WWW-Authenticate"], body) == (401, "Basic", b"Unauthorized\n"), authorization
-            assert response_headers["X-Content-Type-Options"] == "nosniff"
+            assert response_headers["X-Content-Type-Options"] == "nosniff" and response_headers["Server"] == "mirrorlag"
             assert set(response_headers) == {"Server", "Date", "X-Content-Type-Options", "WWW-Authenticate",
                                              "Content-Type", "Content-Length"}
     assert get(server, context, method="HEAD")[::2] == (401, b"")
