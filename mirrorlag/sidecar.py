@@ -48,7 +48,9 @@ class Sidecar:
         # embedded in someone else's process (tests, the demo) leaves it alone.
         self.gc_pacing = gc_pacing
         self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
-        self.renderer = MetricsRenderer(detail=settings.metrics_detail == "full", policies=policies_of(settings.flows))
+        self.renderer = MetricsRenderer(
+            detail=settings.metrics_detail != "lag", policies=policies_of(settings.flows),
+            series_max=settings.metrics_partition_series_max if settings.metrics_detail == "auto" else None)
         self.web = web  # TLS and basic auth of the listener (--web.config.file); None: plain HTTP
         self.server = ExpositionServer(settings.http_host, settings.http_port, web=web) if serve_http else None
         self.latest: Snapshot | None = None

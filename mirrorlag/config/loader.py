@@ -294,7 +294,8 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
     "mirrorlag.retention.poll.interval.ms": (_seconds(1), "60000"),
     "mirrorlag.metadata.max.age.ms": (_seconds(0), "0"),
-    "mirrorlag.metrics.detail": (_choice("full", "lag"), "full"),
+    "mirrorlag.metrics.detail": (_choice("auto", "full", "lag"), "auto"),
+    "mirrorlag.metrics.partition.series.max": (_integer(0), "10000"),
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
     "mirrorlag.history.dir": (_optional_path, ""),
     "mirrorlag.history.segment.ms": (_seconds(1), "300000"),
@@ -355,6 +356,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         retention_poll_interval_s=own["mirrorlag.retention.poll.interval.ms"],
         metadata_max_age_s=own["mirrorlag.metadata.max.age.ms"],
         metrics_detail=own["mirrorlag.metrics.detail"],
+        metrics_partition_series_max=own["mirrorlag.metrics.partition.series.max"],
         history=_history(props, own),
     )
 

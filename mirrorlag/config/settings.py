@@ -151,7 +151,11 @@ class Settings:
     leo_chunk_size: int = 250  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
     lro_feeds: tuple[str, ...] = LRO_FEEDS  # mirrorlag.lro.feeds: MM2 topics to read LROs from
-    metrics_detail: str = "full"  # mirrorlag.metrics.detail: full | lag (fewer series per partition)
+    # mirrorlag.metrics.detail: auto (KIP-971's series for every partition, the rest for those not
+    # IN_SYNC, within metrics_partition_series_max), full (every series of every partition), or
+    # lag (fewer series per partition, every partition)
+    metrics_detail: str = "auto"
+    metrics_partition_series_max: int = 10_000  # mirrorlag.metrics.partition.series.max (auto)
     retention_poll_interval_s: float = 60.0  # mirrorlag.retention.poll.interval.ms: log starts move slowly
     # mirrorlag.metadata.max.age.ms: how old the topic metadata may be before a poll reads it again
     # (0: every poll). A read costs client CPU in proportion to the cluster's partitions.

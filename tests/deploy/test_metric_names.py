@@ -112,6 +112,8 @@ def exposition(tmp_path_factory, own_clusters: Clusters) -> Iterator[Exposition]
                 body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
                 lag = parse_samples(port, "mirrorlag_replication_record_lag", topic, body)
                 assert sorted(lag.values()) == [3, 7]
+                # Out of IN_SYNC: the default exposition (detail auto) gives them every family.
+                assert len(parse_samples(port, "mirrorlag_replication_time_lag_seconds", topic, body)) == 2
                 assert "mirrorlag_flow_heartbeat_age_seconds{" in body
                 assert re.search(r"(?m)^mirrorlag_history_segments_written_total [1-9]", body)
                 return body

@@ -128,7 +128,7 @@ def test_lag_figures_come_through_mutual_tls(tmp_path: Path, brokers: Brokers) -
         f"src.ssl.truststore.location = {b.pki.ca}\nsrc.ssl.keystore.location = {b.pki.keystore}\n"
         # odd: its certificate names wrong.example; an empty algorithm skips the hostname check.
         f"odd.ssl.truststore.location = {b.pki.ca}\nodd.ssl.endpoint.identification.algorithm =\n"
-        "mirrorlag.request.timeout.ms = 2000\n"
+        "mirrorlag.request.timeout.ms = 2000\nmirrorlag.metrics.detail = full\n"  # every series, IN_SYNC or not
     ))
     b.tls_only()
     with running_sidecar(config, port=port, log=log) as proc:  # ready: every source was read

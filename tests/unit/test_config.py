@@ -536,6 +536,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.retention.poll.interval.ms",
         "mirrorlag.metadata.max.age.ms",
         "mirrorlag.metrics.detail",
+        "mirrorlag.metrics.partition.series.max",
         "mirrorlag.history.dir",
         "mirrorlag.history.segment.ms",
         "mirrorlag.history.segment.max.rows",
