@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_config(run)
     run.add_argument("--web.config.file", dest="web_config_file", type=Path, default=None, metavar="FILE",
                      help="TLS and basic auth for the listener, in the Prometheus exporter-toolkit's web "
-                          "config format (as node_exporter's flag); default: plain HTTP, no auth")
+                          "config format (as node_exporter's flag); default: mirrorlag.http.web.config.file, "
+                          "else plain HTTP, no auth")
 
     check = sub.add_parser("check", help="one-shot check: exit 0 when every partition is IN_SYNC, 1 otherwise, 2 on error")
     add_config(check)
@@ -131,10 +132,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     web = None
-    if args.web_config_file is not None:
+    web_config_file = args.web_config_file or settings.http_web_config_file  # the flag wins
+    if web_config_file is not None:
         from mirrorlag.exporters.web_config import load_web_config
 
-        web = load_web_config(args.web_config_file)
+        web = load_web_config(web_config_file)
     tune_process()
     try:
         sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),

@@ -288,6 +288,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "replication.record.lag.metric.refresh.interval": (_refresh_interval, "15000"),
     "replication.record.lag.metric.last.replicated.offset.ttl": (_seconds(1), "20000"),
     "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
+    "mirrorlag.http.web.config.file": (_optional_path, ""),  # blank: plain HTTP, no auth
     "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
     "mirrorlag.leo.chunk.size": (_integer(1), "250"),
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
@@ -349,6 +350,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         lro_ttl_s=own["replication.record.lag.metric.last.replicated.offset.ttl"],
         http_host=host,
         http_port=port,
+        http_web_config_file=own["mirrorlag.http.web.config.file"],
         leo_isolation=own["mirrorlag.leo.isolation.level"],
         leo_chunk_size=own["mirrorlag.leo.chunk.size"],
         request_timeout_s=own["mirrorlag.request.timeout.ms"],

@@ -147,6 +147,9 @@ class Settings:
     lro_ttl_s: float = 20.0
     http_host: str = "0.0.0.0"  # mirrorlag.http.listener, host part
     http_port: int = 9464  # mirrorlag.http.listener, port part
+    # mirrorlag.http.web.config.file: TLS and basic auth of the listener (exporter-toolkit's web
+    # config format); None: plain HTTP. `mirrorlag run --web.config.file` wins over it.
+    http_web_config_file: Path | None = None
     leo_isolation: str = "read_uncommitted"  # mirrorlag.leo.isolation.level
     leo_chunk_size: int = 250  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline

@@ -176,6 +176,10 @@ def test_a_bad_certificate_key_or_hash_is_one_line_and_exit_2(tmp_path, clusters
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(f"mirrorlag: error: {web}: {expected}"), result.stderr
         assert len(result.stderr.splitlines()) == 1 and PASSWORD not in result.stderr
+    # The same file named by the properties key instead of the flag.
+    keyed = write_properties(tmp_path / "keyed.properties", clusters, f"mirrorlag.http.web.config.file = {web}\n")
+    result = mirrorlag("run", "--config", str(keyed), timeout=30)
+    assert result.returncode == 2 and result.stderr.startswith(f"mirrorlag: error: {web}: {expected}"), result.stderr
 
 
 def _api(port: int, path: str, **params: str) -> dict:

@@ -527,6 +527,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
     assert not set(loader.GLOBAL_KEYS) & set(loader.FLOW_KEYS)
     assert own == {
         "mirrorlag.http.listener",
+        "mirrorlag.http.web.config.file",
         "mirrorlag.leo.isolation.level",
         "mirrorlag.leo.chunk.size",
         "mirrorlag.request.timeout.ms",
