@@ -8,7 +8,9 @@ module rather than on one another. It imports nothing of mirrorlag but the model
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+
+import numpy as np
 
 from mirrorlag.model import FlowId, PartitionKey, PollObservation, Snapshot
 
@@ -19,6 +21,41 @@ if TYPE_CHECKING:
 KeyOf = Callable[[FlowId, str, int], PartitionKey | None]
 # Per flow, its topics' keys by partition number (None where metadata lists none).
 TopicKeysOf = Callable[[FlowId], Mapping[str, Sequence[PartitionKey | None]]]
+# Where a flow's topic sits in the poll's rows (the order the LRO cache holds the partitions): its
+# first row and its partition numbers (sorted), or None while metadata does not list it.
+TopicRowsOf = Callable[[FlowId, str], "tuple[int, Sequence[int]] | None"]
+
+NO_OFFSET = -1  # a PollRows row without an offset (an offset is never negative)
+
+
+class PollRows(Mapping[PartitionKey, int]):
+    """A feed's LROs as one int64 array aligned with the poll's rows (NO_OFFSET where none): how
+    a feed of 100k partitions hands them over without a dict entry and an int object each. The
+    LRO cache reads the array as it is when `rows` is the very sequence it holds; anything else
+    reads it as a Mapping (its index is built at the first lookup)."""
+
+    def __init__(self, rows: Sequence[PartitionKey], offsets: np.ndarray) -> None:
+        self.rows = rows
+        self.offsets = offsets
+        self._index: dict[PartitionKey, int] | None = None
+
+    def __getitem__(self, key: PartitionKey) -> int:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.rows)}
+        value = int(self.offsets[self._index[key]])
+        if value == NO_OFFSET:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[PartitionKey]:
+        return (self.rows[i] for i in np.flatnonzero(self.offsets != NO_OFFSET).tolist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.offsets != NO_OFFSET))
+
+    def merged(self, other: PollRows) -> PollRows:
+        """Two feeds of one kind on different clusters (disjoint flows): one array."""
+        return PollRows(self.rows, np.maximum(self.offsets, other.offsets))
 
 
 class LroFeed(Protocol):
@@ -41,12 +78,17 @@ class LroFeed(Protocol):
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         """As `use_keys`, for a feed that looks partitions up a topic at a time."""
 
+    def use_topic_rows(self, topic_rows: TopicRowsOf) -> None:
+        """Called once, at the poller's construction: where each flow's topic sits in the poll's
+        rows, for a feed that hands its LROs as PollRows."""
+
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
 
-    def see_leos(self, leos: Mapping[PartitionKey, int | None]) -> None:
-        """Called each poll before `offsets()`, with the poll's LEO snapshot (None: unread): a feed
-        whose reading can run ahead of the snapshot caps its LROs there."""
+    def see_leos(self, leos: Mapping[PartitionKey, int | None], rows: Sequence[PartitionKey]) -> None:
+        """Called each poll before `offsets()`, with the poll's LEO snapshot (None: unread) and its
+        rows (`leos`'s keys, in order, as the LRO cache will hold them): a feed whose reading can
+        run ahead of the snapshot caps its LROs there, and a feed may hand PollRows over `rows`."""
 
     def health(self) -> FeedHealth | None:
         """What the feed reads and whether it answers (None: nothing to report)."""

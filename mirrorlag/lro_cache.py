@@ -27,6 +27,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from mirrorlag.interfaces import NO_OFFSET, PollRows
 from mirrorlag.model import LroTable, PartitionKey, rows_in
 
 FeedOffsets = Mapping[PartitionKey, int]
@@ -126,7 +127,10 @@ class LroCache:
         for feed, offsets in by_feed.items():
             if not offsets:
                 continue
-            values = np.fromiter(map(offsets.get, self._keys, repeat(_NONE)), np.int64, n)
+            if isinstance(offsets, PollRows) and offsets.rows is self._keys:  # aligned already
+                values = np.where(offsets.offsets == NO_OFFSET, _NONE, offsets.offsets)
+            else:
+                values = np.fromiter(map(offsets.get, self._keys, repeat(_NONE)), np.int64, n)
             wins = values > best
             best[wins] = values[wins]
             code[wins] = self._code(feed)

@@ -20,7 +20,7 @@ from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
 from mirrorlag.gil import pieces
-from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollStats
+from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollRows, PollStats
 from mirrorlag.kafka.probe import SourceProbe
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
 from mirrorlag.lro_cache import LroCache
@@ -98,6 +98,10 @@ class _TopicKeys(Mapping[str, Sequence[PartitionKey | None]]):
             return self._keys[start + partition] if type(partition) is int and 0 <= partition < len(numbers) else None
         return self._keys[start + numbers.index(partition)] if partition in numbers else None
 
+    def rows(self, topic: str) -> tuple[int, Sequence[int]] | None:
+        """Where the topic's keys start among the view's keys, and its partition numbers."""
+        return self._topics.get(topic)
+
     def __getitem__(self, topic: str) -> Sequence[PartitionKey | None]:
         start, numbers = self._topics[topic]
         if type(numbers) is range:
@@ -112,6 +116,13 @@ class _TopicKeys(Mapping[str, Sequence[PartitionKey | None]]):
 
     def __len__(self) -> int:
         return len(self._topics)
+
+
+def _merged(first: Mapping[PartitionKey, int], second: Mapping[PartitionKey, int]) -> Mapping[PartitionKey, int]:
+    """Two feeds of one kind (disjoint flows): one mapping, or one array where both are rows."""
+    if isinstance(first, PollRows) and isinstance(second, PollRows) and first.rows is second.rows:
+        return first.merged(second)
+    return {**first, **second}
 
 
 class Poller:
@@ -135,9 +146,11 @@ class Poller:
         ]
         for feed in feeds:
             # Feeds that decode keys from MM2's records take the poller's key objects rather than
-            # keeping a second one per partition: one at a time, or per topic.
+            # keeping a second one per partition: one at a time, or per topic; a feed may hand
+            # its LROs over as an array aligned with the poll's rows.
             feed.use_keys(self._key_of)
             feed.use_topic_keys(self._topic_keys)
+            feed.use_topic_rows(self._topic_rows)
         self.heartbeats = list(heartbeats)
         self.engine = engine
         self.cache = LroCache(settings.lro_ttl_s)
@@ -168,6 +181,7 @@ class Poller:
         flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
         self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
         self._probes: dict[str, SourceProbe] = {}  # per source alias, made when first needed
+        self._row_base: dict[str, int] = {}  # per source alias, its view's first row in the poll's rows
         self._previous_poll: float | None = None  # when the previous poll read its LROs
 
     def poll_once(self) -> Snapshot:
@@ -177,6 +191,7 @@ class Poller:
         failed = False
         self._new_logs = []
         for source in self.sources.values():
+            self._row_base[source.alias] = len(leos)  # its view's keys follow those of the sources before it
             failed |= not self._read_source(source, leos, started)
         log_starts = self._read_log_starts(leos, started)
         new_logs = self._new_logs
@@ -185,27 +200,27 @@ class Poller:
             # the feeds and the cache before any LRO is read, and the engine is told (RESET).
             self._drop_lros(new_logs)
         now = self.clock()
+        # The poll's rows, as the LRO cache holds them: `leos`'s keys in order (one source: its
+        # view's key tuple itself, which the cache then keeps rather than a list of its own).
+        views = [self._views[alias] for alias in self.sources if alias in self._views]
+        rows = views[0].keys if len(views) == 1 == len(self.sources) else list(leos)
         by_feed: dict[str, Mapping[PartitionKey, int]] = {}
         written_at: dict[str, Mapping[PartitionKey, float]] = {}
         for feed in self.feeds:  # feeds of one kind on several clusters hold disjoint flows
-            feed.see_leos(leos)
+            feed.see_leos(leos, rows)
             offsets = feed.offsets()
-            by_feed[feed.name] = {**by_feed[feed.name], **offsets} if feed.name in by_feed else offsets
+            by_feed[feed.name] = _merged(by_feed[feed.name], offsets) if feed.name in by_feed else offsets
             if times := feed.evidence_times():
                 written_at[feed.name] = {**written_at.get(feed.name, {}), **times}
         # Only the partitions this poll knows (`leos`: those of the configured flows that the
         # source has) may hold an LRO: a feed record naming one that does not exist (junk, or a
         # deleted topic) must not grow the cache. Feeds keep what they read, so a partition
         # discovered later gets its LRO then.
-        # (One source: its view's key tuple, in the order of `leos`, which the cache then holds
-        # rather than a list of its own.)
-        views = [self._views[alias] for alias in self.sources if alias in self._views]
         # Feeds are read in their order (target progress after the syncs it translates through);
         # where several prove the same LRO, the finest resolution wins (the cache gives a tie to
         # the first feed named), its age still that of the oldest record proving it.
         by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
-        lros = self.cache.update(by_feed, now, views[0].keys if len(views) == 1 == len(self.sources) else list(leos),
-                                 written_at)
+        lros = self.cache.update(by_feed, now, rows, written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         probed = self._probe(leos, lros)
         self._previous_poll = now
@@ -324,6 +339,13 @@ class Poller:
     def _topic_keys(self, flow: FlowId) -> Mapping[str, Sequence[PartitionKey | None]]:
         """A flow's keys per topic, by partition number (empty while metadata lists none)."""
         return self._keys_by_topic.get(flow, {})
+
+    def _topic_rows(self, flow: FlowId, topic: str) -> tuple[int, Sequence[int]] | None:
+        """Where a flow's topic sits in this poll's rows: its first row and its partition numbers."""
+        by_topic = self._keys_by_topic.get(flow)
+        entry = by_topic.rows(topic) if by_topic is not None else None
+        base = self._row_base.get(flow.source)
+        return None if entry is None or base is None else (base + entry[0], entry[1])
 
     def _key_of(self, flow: FlowId, topic: str, partition: int) -> PartitionKey | None:
         """The view's key of a flow's partition, or None while metadata does not list it."""

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import is_not
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
-from mirrorlag.interfaces import FeedHealth, LroFeed, TopicKeysOf
+from mirrorlag.interfaces import NO_OFFSET, FeedHealth, LroFeed, PollRows, TopicRowsOf
 from mirrorlag.kafka.remote import UNREAD, RemoteEndOffsets
 from mirrorlag.kafka.source import make_admin, secret_values
 from mirrorlag.model import FlowId, PartitionKey
@@ -39,7 +37,7 @@ from mirrorlag.model import FlowId, PartitionKey
 log = logging.getLogger(__name__)
 
 FEED_NAME = "target-progress"
-NONE = -1  # no evidence (an upstream offset is never negative)
+NONE = NO_OFFSET  # no evidence (an upstream offset is never negative)
 
 
 def progress_lros(upstream: np.ndarray, downstream: np.ndarray, target_end: np.ndarray,
@@ -76,50 +74,55 @@ class TargetProgressFeed(LroFeed):
     bad_records: int = 0
     reader: None = None
     errors_total: int = 0
-    topic_keys: TopicKeysOf | None = None
+    topic_rows: TopicRowsOf | None = None
     _leos: Mapping[PartitionKey, int | None] = field(default_factory=dict)
+    _rows: Sequence[PartitionKey] = ()
     _topics: tuple[str, ...] = ()  # the remote topics read at the last poll
     _proved: dict[tuple[FlowId, str], np.ndarray] = field(default_factory=dict)  # last LRO by partition number
 
-    def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
-        self.topic_keys = topic_keys
+    def use_topic_rows(self, topic_rows: TopicRowsOf) -> None:
+        self.topic_rows = topic_rows
 
-    def see_leos(self, leos: Mapping[PartitionKey, int | None]) -> None:
-        self._leos = leos
+    def see_leos(self, leos: Mapping[PartitionKey, int | None], rows: Sequence[PartitionKey]) -> None:
+        self._leos, self._rows = leos, rows
 
-    def offsets(self) -> dict[PartitionKey, int]:
+    def offsets(self) -> PollRows:
+        """The poll's LROs as an array over its rows: no dict entry or int object per partition."""
+        out = np.full(len(self._rows), NONE, np.int64)
         asked: list[tuple[str, np.ndarray]] = []  # (remote topic, partition numbers)
-        synced: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[PartitionKey]]] = []  # their U, D, last proved, keys
+        synced: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # their U, D, last proved, rows
         for flow in self.flows:
-            keys_of_topic = self.topic_keys(flow.id) if self.topic_keys is not None else {}
             for topic, upstream, downstream in self.syncs[flow.id].topic_syncs(flow.id):
-                by_partition = keys_of_topic.get(topic)
-                if not by_partition or not upstream:
+                where = self.topic_rows(flow.id, topic) if self.topic_rows is not None else None
+                if where is None or not upstream:
                     continue
-                n = min(len(upstream), len(by_partition))
-                u = np.frombuffer(upstream, np.int64, n).copy()  # a copy: the arrays grow in place
-                d = np.frombuffer(downstream, np.int64, n).copy()
-                listed = np.fromiter(map(is_not, by_partition[:n], repeat(None)), bool, n)
-                rows = np.flatnonzero((u >= 0) & listed)
-                if rows.size:
-                    asked.append((flow.policy.remote_topic(flow.source, topic), rows))
-                    synced.append((u[rows], d[rows], self._proved_of(flow.id, topic, n),
-                                   [by_partition[p] for p in rows.tolist()]))
+                first, numbers = where
+                u = np.frombuffer(upstream, np.int64).copy()  # a copy: the arrays grow in place
+                d = np.frombuffer(downstream, np.int64).copy()
+                partitions = np.flatnonzero(u >= 0)
+                if type(numbers) is range:  # 0..n-1, the usual case
+                    listed = partitions < len(numbers)
+                    offset = partitions
+                else:
+                    listed_numbers = np.asarray(numbers, np.int64)
+                    offset = np.minimum(np.searchsorted(listed_numbers, partitions), max(len(listed_numbers) - 1, 0))
+                    listed = listed_numbers[offset] == partitions if len(listed_numbers) else np.zeros(len(partitions), bool)
+                partitions, offset = partitions[listed], offset[listed]
+                if partitions.size:
+                    asked.append((flow.policy.remote_topic(flow.source, topic), partitions))
+                    synced.append((u[partitions], d[partitions], self._proved_of(flow.id, topic, len(u)), first + offset))
         self._topics = tuple(sorted({topic for topic, _ in asked}))
         if not asked:
-            return {}
+            return PollRows(self._rows, out)
         ends = self.remote.read(asked)
         if self.remote.error is not None:
             self.errors_total += 1
-        out: dict[PartitionKey, int] = {}
-        leos = self._leos
-        for (_, rows), (u, d, proved, keys), t in zip(asked, synced, ends):
-            leo = np.fromiter((-1 if v is None else v for v in map(leos.get, keys)), np.int64, len(keys))
-            lro = np.where(t == UNREAD, proved[rows], progress_lros(u, d, t, leo))
-            proved[rows] = lro
-            have = np.flatnonzero(lro != NONE).tolist()
-            out.update(zip(map(keys.__getitem__, have), lro[have].tolist()))
-        return out
+        leo_of_row = np.fromiter((-1 if v is None else v for v in self._leos.values()), np.int64, len(self._leos))
+        for (_, partitions), (u, d, proved, rows), t in zip(asked, synced, ends):
+            lro = np.where(t == UNREAD, proved[partitions], progress_lros(u, d, t, leo_of_row[rows]))
+            proved[partitions] = lro
+            out[rows] = lro
+        return PollRows(self._rows, out)
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions whose log is gone or new: what was proved of the old log never applies."""

@@ -148,3 +148,35 @@ def test_a_mirror_stalled_an_hour_before_start_is_stalled_at_first_look_with_tar
     assert (row["lro"], row["record_lag"], row["lro_feed"]) == (4, 5, "target-progress"), row
     assert (row["state"], status_code) == ("STALLED", 1), row
     assert row["lro_age_s"] >= 3_590 and row["time_lag_s"] >= 3_590, row
+
+
+def test_target_progress_of_two_source_clusters_lands_on_the_right_partitions(tmp_path, clusters):
+    """Two source aliases (on one broker here), a flow each into dst: each flow's partitions get
+    the LRO its own remote topic and syncs prove (the feed hands LROs as an array over the poll's
+    rows, the second source's after the first's)."""
+    first, second = (f"t-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    for topic, records in ((first, 10), (second, 20)):
+        clusters.create_topic(topic, 2)
+        clusters.produce(topic, {0: records, 1: records})
+    clusters.create_topic(f"src.{first}", 2, which="target")
+    clusters.produce(f"src.{first}", {0: 7, 1: 3}, which="target")
+    clusters.create_topic(f"two.{second}", 2, which="target")
+    clusters.produce(f"two.{second}", {0: 15, 1: 20}, which="target")
+    try:
+        clusters.create_topic(SYNC_TOPIC, 1)
+    except Exception:
+        pass
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(first, 0, 2, 2), OffsetSync(first, 1, 1, 1)])
+    second_syncs = "mm2-offset-syncs.two.internal"  # on the target: offset-syncs.topic.location = target
+    clusters.create_topic(second_syncs, 1, which="target")
+    clusters.write_offset_syncs(second_syncs, [OffsetSync(second, 0, 4, 4), OffsetSync(second, 1, 0, 0)],
+                                which="target")
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = src, two, dst\nsrc.bootstrap.servers = {clusters.source}\ntwo.bootstrap.servers = {clusters.source}\n"
+        f"dst.bootstrap.servers = {clusters.target}\nsrc->dst.enabled = true\ntwo->dst.enabled = true\n"
+        f"src->dst.topics = {first}\ntwo->dst.topics = {second}\ntwo->dst.offset-syncs.topic.location = target\n")
+    result = mirrorlag("check", "--config", str(config), "--json", "--timeout", "3")
+    got = {(r["source"], r["topic"], r["partition"]): (r["lro"], r["lro_feed"]) for r in json.loads(result.stdout)}
+    assert got == {("src", first, 0): (6, "target-progress"), ("src", first, 1): (2, "target-progress"),
+                   ("two", second, 0): (14, "target-progress"), ("two", second, 1): (19, "target-progress")}, got

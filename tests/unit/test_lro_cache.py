@@ -207,3 +207,24 @@ def test_an_old_record_is_old_evidence_and_a_new_one_counts_from_the_poll():
                  written_at={"offset-syncs": {K2: 100.0}})
     assert t[K1] == LroReading(11, "offset-syncs", 4_990.0, True)
     assert t[K2] == LroReading(22, "callback", 5_030.0, False)
+
+
+def test_offsets_handed_as_poll_rows_read_as_a_mapping_would():
+    """A feed may hand its LROs as an array over the poll's rows (PollRows); the cache then reads
+    the array, and must come to exactly what the same offsets as a dict give."""
+    import numpy as np
+
+    from mirrorlag.interfaces import NO_OFFSET, PollRows
+
+    rows = tuple(PartitionKey("A", "B", "t", p) for p in range(5))
+    offsets = np.array([7, NO_OFFSET, 0, 12, NO_OFFSET], np.int64)
+    as_rows, as_dict = PollRows(rows, offsets), {rows[0]: 7, rows[2]: 0, rows[3]: 12}
+    assert dict(as_rows) == as_dict and len(as_rows) == 3 and as_rows.get(rows[1]) is None
+    for feeds in ({"target-progress": as_rows, "offset-syncs": {rows[0]: 9, rows[1]: 3}},
+                  {"target-progress": as_dict, "offset-syncs": {rows[0]: 9, rows[1]: 3}}):
+        table = LroCache(ttl_s=20).update(feeds, now=100.0, keys=rows)
+        got = {k: (r.offset, r.feed) for k, r in table.items()}
+        assert got == {rows[0]: (9, "offset-syncs"), rows[1]: (3, "offset-syncs"), rows[2]: (0, "target-progress"),
+                       rows[3]: (12, "target-progress")}
+    other = PollRows(rows, np.array([NO_OFFSET, 4, NO_OFFSET, NO_OFFSET, 8], np.int64))
+    assert dict(as_rows.merged(other)) == {**as_dict, rows[1]: 4, rows[4]: 8}
