@@ -75,6 +75,12 @@ def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[
     return [args.date_from + timedelta(days=i) for i in range((last - args.date_from).days + 1)]
 
 
+def absolute(url: str) -> str:
+    """A plain path made absolute here: executors (and a Spark Connect server) resolve a relative
+    one against their own working directories."""
+    return os.path.abspath(url) if "://" not in url and not url.startswith("file:") else url
+
+
 def remote_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> str | None:
     """The Spark Connect URL: --remote, else SPARK_REMOTE (which PySpark itself would follow
     anyway); checked here so that a bad one is one line."""
@@ -104,7 +110,7 @@ def cmd_rollup(args: argparse.Namespace) -> int:
     confs = dict(args.conf)
     remote = remote_from_args(args)
     opts = RollupOptions(
-        history=args.history, out=args.out, days=days_from_args(args),
+        history=absolute(args.history), out=absolute(args.out), days=days_from_args(args),
         max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
         tune_spark=not {"spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled"} & confs.keys(),
     )

@@ -10,6 +10,7 @@ written (trends.py), so a backfill, which runs days in order, sees every day it 
 
 from __future__ import annotations
 
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -219,11 +220,23 @@ def _first_line(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)
     text = grpc_status(exc) or (str(java) if java is not None else str(exc)).strip()
     first = next((line.strip()[:300] for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if first.startswith("An exception was thrown from the Python worker"):
+        first = f"in a Python worker: {_python_error(text) or first}"
     if "FileSystem" in first and "not found" in first:
         # e.g. s3a:// without hadoop-aws: say what to do, not only what is missing.
         first += (" (Spark has no Hadoop connector for this URL scheme: add it, e.g. "
                   "--conf spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>)")
     return first
+
+
+_PY_ERROR = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s.*|(?<=Error)|(?<=Exception))")  # `pkg.SomeError: what`
+
+
+def _python_error(text: str) -> str | None:
+    """The last `SomeError: message` line of a Python worker's traceback (before any JVM stack)."""
+    python = text.split("JVM stacktrace:", 1)[0]
+    found = [line.strip() for line in python.splitlines() if _PY_ERROR.fullmatch(line.strip())]
+    return found[-1][:300] if found else None
 
 
 def _result(day: date, flows: list[dict], growing: dict[str, int]) -> DayResult:

@@ -14,7 +14,7 @@ import re
 import socket
 import tempfile
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -39,7 +39,7 @@ def masked(url: str) -> str:
 
 @dataclass(frozen=True)
 class RemoteUrl:
-    url: str
+    url: str = field(repr=False)  # may hold a token
     host: str
     port: int
 
@@ -91,6 +91,8 @@ def connect(url: str, confs: Mapping[str, str]) -> "SparkSession":
 
     remote = parse(url)
     check_reachable(remote.host, remote.port, "Spark Connect server")
+    # The client warns before it raises after its last retry; the error becomes our one line.
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     try:
         spark = SparkSession.builder.remote(remote.url).create()
     except (PySparkException, ValueError) as exc:
@@ -100,29 +102,44 @@ def connect(url: str, confs: Mapping[str, str]) -> "SparkSession":
         _configure(spark, {**SESSION_DEFAULTS, **confs})
         ship_to(spark)
     except BaseException:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            spark.stop()
+        stop(spark)
         raise
     return spark
+
+
+def stop(spark: "SparkSession") -> None:
+    """End the session on the server, if it is still there. Stopping releases the session, a
+    call the client would retry for about ten minutes against a server that is gone."""
+    _few_retries(spark)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            spark.stop()
+        except Exception:  # noqa: BLE001 - a server gone: nothing left to release
+            pass
+
+
+def _few_retries(spark: "SparkSession", retries: int = 3, max_backoff_ms: int = 2000) -> None:
+    """Quick retries for the session's calls. The client's default retries an unavailable server
+    for about ten minutes; a Connect server keeps its sessions in memory, so one that restarts
+    has lost the job's anyway: better to say so within seconds."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=max_backoff_ms)])
 
 
 def _handshake(spark: "SparkSession", remote: RemoteUrl) -> None:
     """Something listens, but it may not be Connect: ask once, with few retries."""
     from pyspark.errors import PySparkException
-    from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    client = spark.client
-    default = client.get_retry_policies()
-    client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=2000)])
+    _few_retries(spark)
     try:
         with warnings.catch_warnings():  # the client warns of its retries before it raises
             warnings.simplefilter("ignore")
             spark.version
     except PySparkException as exc:
         raise RollupError(f"no Spark Connect server answers at {remote.where}: {_first_line(exc)}") from None
-    finally:
-        client.set_retry_policies(default)
+    _few_retries(spark, retries=6, max_backoff_ms=8000)  # the job's calls: ~20 s for a blip
 
 
 def _configure(spark: "SparkSession", confs: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.report_model import out_of_sync_share
 from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, table_path, trends_path
 from mirrorlag.rollup.remote import is_connect, masked
+from mirrorlag.rollup.remote import stop as connect_stop
 from mirrorlag.rollup.session import build_session
 
 _WHY = {DayStatus.MISSING: "no directory", DayStatus.EMPTY: "no rows"}
@@ -114,7 +115,10 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
 
             results = run_days(spark, dataclasses.replace(opts, days=days), on_start=started, on_done=done)
     finally:
-        spark.stop()
+        if is_connect(spark):
+            connect_stop(spark)
+        else:
+            spark.stop()
     console.print(_summary(opts, results, time.perf_counter() - t0))
     missing = [(r.day, r.status) for r in results if r.status is not DayStatus.PRESENT]
     if missing:

@@ -174,7 +174,7 @@ def test_something_that_is_not_a_connect_server_is_one_line(tmp_path):
     thread.start()
     try:
         port = listener.getsockname()[1]
-        proc = rollup("--remote", f"sc://127.0.0.1:{port}", *_history(tmp_path), cwd=tmp_path, timeout=120)
+        proc = rollup("--remote", f"sc://127.0.0.1:{port}", *_history(tmp_path), cwd=tmp_path, timeout=60)
     finally:
         stop.set()
         thread.join()
@@ -188,3 +188,25 @@ def test_master_and_remote_exclude_each_other(tmp_path):
     assert proc.returncode == 2
     assert one_error_line(proc) == "mirrorlag: error: --master and --remote (or SPARK_REMOTE) exclude each other"
     assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") is None  # this process stayed classic
+
+
+@pytest.mark.soak
+def test_a_server_gone_mid_run_is_one_line_within_a_minute_or_two(spark, tmp_path_factory, tmp_path):
+    """Its own server, killed while the job runs: the run ends with one line, exit 2, after the
+    job's short retries (a Connect server's sessions die with it), not the client's ten minutes.
+    Soak: ~90 s (`pytest -m soak tests/integration/test_rollup_connect.py`)."""
+    history = shared_history(tmp_path_factory)
+    server = ConnectServer(tmp_path / "server")
+    server.start()
+    try:
+        server.ready()
+        run = subprocess.Popen([sys.executable, "-m", "mirrorlag", "rollup", "--remote", server.url,
+                                *rollup_args(history, tmp_path / "out", DAYS)],
+                               cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert server.process is not None
+        server.process.wait_for(r"Starting job", timeout_s=60)  # past the setup: the job runs
+    finally:
+        server.stop()
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 2
+    assert stderr.count("\n") == 1 and stderr.startswith("mirrorlag: error: 2024-03-01: Spark failed: UNAVAILABLE: "), stderr

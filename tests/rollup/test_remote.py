@@ -10,7 +10,8 @@ from argparse import Namespace
 
 import pytest
 
-from mirrorlag.rollup.cli import remote_from_args
+from mirrorlag.rollup import job
+from mirrorlag.rollup.cli import absolute, remote_from_args
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.remote import RemoteUrl, masked, parse
 from mirrorlag.rollup.ship import package_root, package_zip
@@ -67,3 +68,19 @@ def test_the_shipped_zip_is_the_package_and_imports_alone(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"{path}/mirrorlag/rollup/partials.py"
+
+
+def test_a_python_workers_error_is_its_last_line():
+    text = ("An exception was thrown from the Python worker. Please see the stack trace below.\n"
+            "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+            "pyarrow.lib.ArrowInvalid: not Parquet\n\nJVM stacktrace:\norg.apache.spark.api.python.PythonException: ...\n")
+    assert job._first_line(Exception(text)) == "in a Python worker: pyarrow.lib.ArrowInvalid: not Parquet"
+    assert job._first_line(Exception("[PATH_NOT_FOUND] Path does not exist: s3a://b/x.\nJVM stacktrace: ...")) \
+        == "[PATH_NOT_FOUND] Path does not exist: s3a://b/x."
+
+
+def test_plain_paths_are_made_absolute_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert absolute("history") == str(tmp_path / "history")
+    for url in ("/abs/history", "s3a://b/h", "hdfs:///h", "file:///h"):
+        assert absolute(url) == url
