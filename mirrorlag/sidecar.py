@@ -107,9 +107,12 @@ class Sidecar:
         }
         # Compressed here, after the poll, a family at a time on the render's threads: compressing
         # on the first scrape would make that scrape wait, and this way the whole text never
-        # exists at once.
+        # exists at once. The per-partition families are the same text in both formats: their
+        # compressed pieces are shared, only the tail differs (OpenMetrics types and `# EOF`).
+        block = list(self.renderer.partition_pieces(snapshot, Deflated.of))
         self.server.current = Exposition(
-            metrics=GzipBody.join(self.renderer.render_encoded(snapshot, stats, history, Deflated.of)),
+            metrics=GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history),))]),
+            openmetrics=GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history, True),))]),
             ready=self.ready,
             render_status=functools.partial(status_chunks, snapshot, self.ready, extra),
         )

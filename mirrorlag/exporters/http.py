@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from isal import isal_zlib
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
 if TYPE_CHECKING:
     from mirrorlag.exporters.web_config import LiveWebConfig, WebConfig
@@ -118,6 +119,7 @@ class Exposition:
     """Everything the endpoints serve, replaced as a whole after each poll."""
 
     metrics: GzipBody = EMPTY_BODY
+    openmetrics: GzipBody | None = None  # the same in OpenMetrics text, for clients that ask for it
     status: GzipBody = EMPTY_STATUS
     ready: bool = False
     # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
@@ -130,6 +132,18 @@ class Exposition:
             if self.render_status is not None:
                 self.status, self.render_status = GzipBody.compress(self.render_status()), None
             return self.status
+
+
+def _wants_openmetrics(accept: str) -> bool:
+    """Content negotiation as prometheus_client's choose_encoder: OpenMetrics 1.0.0 (or an
+    unversioned request) where the client names it; Prometheus does, first, by default."""
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        if media == "application/openmetrics-text":
+            version = next((p.split("=", 1)[1] for p in params if p.startswith("version=")), "1.0.0")
+            if version in ("1.0.0", "0.0.1"):
+                return True
+    return False
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -319,7 +333,10 @@ class ExpositionServer:
                 exp = server.current  # one read: all parts come from the same poll
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._send_gzip_body(CONTENT_TYPE_LATEST, exp.metrics, send_body)
+                    if exp.openmetrics is not None and _wants_openmetrics(self.headers.get("Accept", "")):
+                        self._send_gzip_body(OPENMETRICS_CONTENT_TYPE, exp.openmetrics, send_body)
+                    else:
+                        self._send_gzip_body(CONTENT_TYPE_LATEST, exp.metrics, send_body)
                 elif path == "/healthz":
                     self._send(200, "text/plain", b"ok\n", send_body)
                 elif path == "/readyz":

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -297,6 +298,12 @@ class TopicInfo:
         self._keys: Sequence[PartitionKey] | None = None
         self._text = b""
 
+    def openmetrics(self, keys: Sequence[PartitionKey]) -> bytes:
+        """The same series in OpenMetrics, where a name ending in _info is an info metric's."""
+        text = self.text(keys)
+        return text.replace(b"# TYPE mirrorlag_topic_info gauge\n", b"# TYPE mirrorlag_topic info\n", 1).replace(
+            b"# HELP mirrorlag_topic_info ", b"# HELP mirrorlag_topic ", 1)
+
     def text(self, keys: Sequence[PartitionKey]) -> bytes:
         if keys is not self._keys and keys != self._keys:
             lines = [f"# HELP mirrorlag_topic_info {TOPIC_INFO_HELP}\n# TYPE mirrorlag_topic_info gauge\n"]
@@ -550,18 +557,33 @@ class MetricsRenderer:
         self.registry.register(self.collector)
 
     def render_encoded(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None,
-                       encode: Callable[[Pieces], T]) -> Iterator[T]:
+                       encode: Callable[[Pieces], T], openmetrics: bool = False) -> Iterator[T]:
         """The exposition as `encode` of its pieces, a family at a time (the per-partition
         families encoded on the threads that write them: PartitionBlock.families_encoded)."""
+        yield from self.partition_pieces(snapshot, encode)
+        yield encode((self.tail(snapshot, stats, history, openmetrics),))
+
+    def partition_pieces(self, snapshot: Snapshot | None, encode: Callable[[Pieces], T]) -> Iterator[T]:
+        """The per-partition families, the same text in both formats."""
         if snapshot is not None and len(snapshot):
             yield from self.partitions.families_encoded(snapshot.columns, encode)
-            yield encode((self.topics.text(snapshot.columns.keys), self.topic_figures.text(snapshot.columns)))
             # Arrow's allocator (mimalloc) keeps the freed pages of the render resident otherwise.
             pa.default_memory_pool().release_unused()
+
+    def tail(self, snapshot: Snapshot | None, stats: PollStats, history: HistoryStats | None,
+             openmetrics: bool = False) -> bytes:
+        """What follows the per-partition families: the topic info and aggregates, the per-flow
+        and self metrics; in OpenMetrics, the info series typed as such, and `# EOF`."""
+        parts = []
+        if snapshot is not None and len(snapshot):
+            keys = snapshot.columns.keys
+            parts += [self.topics.openmetrics(keys) if openmetrics else self.topics.text(keys),
+                      self.topic_figures.text(snapshot.columns)]
         self.collector.snapshot, self.collector.stats, self.collector.history = snapshot, stats, history
         self.collector.withheld = self.partitions.withheld if snapshot is not None else 0
         self.collector.capped = self.partitions.series_max is not None
-        yield encode((generate_latest(self.registry),))
+        parts.append(openmetrics_latest(self.registry) if openmetrics else generate_latest(self.registry))
+        return b"".join(parts)
 
 
 def policies_of(flows: Sequence[FlowSettings]) -> dict[tuple[str, str], ReplicationPolicy]:

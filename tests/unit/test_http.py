@@ -131,3 +131,24 @@ def test_status_is_held_compressed_and_served_gzip_or_plain(server):
     status, headers, body = request(server, "GET", "/status")
     assert (status, headers["Content-Length"], body) == (200, str(len(doc)), doc)
     assert "Content-Encoding" not in headers
+
+
+@pytest.mark.parametrize(("accept", "openmetrics"), [
+    # What Prometheus sends by default (scrape_protocols: OpenMetrics first).
+    ("application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"
+     "text/plain;version=0.0.4;q=0.3,*/*;q=0.2", True),
+    ("application/openmetrics-text", True),
+    ("text/plain;version=0.0.4", False),
+    ("", False),
+    ("application/openmetrics-text;version=2.0.0", False),  # a version we do not write
+])
+def test_metrics_are_negotiated_between_the_text_format_and_openmetrics(server, accept, openmetrics):
+    server.current = Exposition(metrics=GzipBody.compress([b"classic\n"]),
+                                openmetrics=GzipBody.compress([b"om\n# EOF\n"]))
+    status, headers, body = request(server, "GET", "/metrics", {"Accept": accept} if accept else {})
+    assert status == 200
+    if openmetrics:
+        assert (headers["Content-Type"], body) == ("application/openmetrics-text; version=1.0.0; charset=utf-8",
+                                                   b"om\n# EOF\n")
+    else:
+        assert headers["Content-Type"].startswith("text/plain") and body == b"classic\n"

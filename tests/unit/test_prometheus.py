@@ -339,3 +339,27 @@ def test_topic_aggregates_have_no_series_for_what_no_partition_knows():
     assert samples[("mirrorlag_topic_record_lag_max", other)] == 0
     assert samples[("mirrorlag_topic_freshness_lag_max_seconds", other)] == 0.0
     assert ("mirrorlag_metrics_partitions_withheld", ()) not in samples  # no cap: no such series
+
+
+def test_the_openmetrics_exposition_parses_with_its_types():
+    """Accept: application/openmetrics-text gets the same series in OpenMetrics: the per-flow
+    distributions typed gaugehistogram, the topic info an info metric, counters with _total, and
+    `# EOF` last (prometheus_client's strict OpenMetrics parser reads it back)."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+
+    from tests.exposition import _as_is
+
+    rows = (row(K0, State.LAGGING, 7, freshness_lag_s=3.5), row(K1, State.IN_SYNC, 0, time_lag_s=0.0))
+    renderer = MetricsRenderer(policies={("A", "B"): ReplicationPolicy()}, series_max=1000)
+    text = b"".join(piece for pieces in renderer.render_encoded(Snapshot(1.0, rows), stats(), None, _as_is, openmetrics=True)
+                    for piece in pieces).decode()
+    assert text.endswith("# EOF\n") and text.count("# EOF") == 1
+    families = {f.name: f for f in openmetrics_families(text)}
+    assert families["mirrorlag_flow_record_lag_partitions"].type == "gaugehistogram"
+    assert families["mirrorlag_topic"].type == "info"
+    assert families["mirrorlag_lro_rewinds"].type == "counter"
+    classic = parse(metrics_text(MetricsRenderer(policies={("A", "B"): ReplicationPolicy()}, series_max=1000),
+                                 Snapshot(1.0, rows), stats()))
+    lag = [s for s in families["mirrorlag_replication_record_lag"].samples]
+    assert {(tuple(sorted(s.labels.items())), s.value) for s in lag} == {
+        (labels(K0), 7.0), (labels(K1), 0.0)} == {(k[1], v) for k, v in classic.items() if k[0] == "mirrorlag_replication_record_lag"}
