@@ -12,10 +12,12 @@ with it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from datetime import date
 from pathlib import Path
 from typing import Iterator
@@ -205,8 +207,10 @@ def test_a_server_gone_mid_run_is_one_line_within_a_minute_or_two(spark, tmp_pat
                                cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert server.process is not None
         server.process.wait_for(r"Starting job", timeout_s=60)  # past the setup: the job runs
+        os.killpg(server.process.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
+        gone = time.monotonic()
     finally:
         server.stop()
     _, stderr = run.communicate(timeout=180)
-    assert run.returncode == 2
+    assert run.returncode == 2 and time.monotonic() - gone < 120
     assert stderr.count("\n") == 1 and stderr.startswith("mirrorlag: error: 2024-03-01: Spark failed: UNAVAILABLE: "), stderr
