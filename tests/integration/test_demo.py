@@ -65,8 +65,9 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
         assert sum("tansu" in args for args in started.values()) == 2, started
         assert any("mirrorlag mirror" in args for args in commands), commands
         assert any("mirrorlag run" in args for args in commands), commands
-        # The table tells the truth at a glance: IN_SYNC while the mirror copies (bursts included),
-        # STALLED while it is paused.
+        # The table tells the truth at a glance: IN_SYNC while the mirror copies (bursts included;
+        # a machine too busy to let the mirror keep up may read LAGGING, which is the truth then,
+        # but never STALLED), STALLED while it is paused.
         def states(line: str) -> str:  # "IN_SYNC 10" (9 partitions and the heartbeats), "LAGGING 3, STALLED 7", ...
             return line.rsplit(" | ", 1)[-1].strip()
 
@@ -76,8 +77,8 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
             time.sleep(0.5)
         status = [line for line in lines if "mirror: " in line]
         copying = [states(line) for line in status[:next(i for i, line in enumerate(status) if "mirror: paused" in line)]]
-        in_sync = [re.fullmatch(r"IN_SYNC \d+", s) is not None for s in copying]
-        assert in_sync and all(in_sync[in_sync.index(True):]), copying  # from the first LRO on
+        assert any(re.fullmatch(r"IN_SYNC \d+", s) for s in copying), copying
+        assert not any("STALLED" in s for s in copying), copying
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
