@@ -32,11 +32,10 @@ class RemoteEndOffsets:
     error: str | None = None
     _isolation: IsolationLevel = field(default=IsolationLevel.READ_UNCOMMITTED)
 
-    def read(self, topics: Sequence[tuple[str, np.ndarray]]) -> list[np.ndarray]:
-        """Per (topic, partition numbers), the end offsets in the same order (UNREAD where a
-        partition did not answer). Sets `missing` and `error` from this read."""
-        lengths = [len(numbers) for _, numbers in topics]
-        request = [TopicPartition(topic, p, OFFSET_END) for topic, numbers in topics for p in numbers.tolist()]
+    def read(self, topics: Sequence[str], topic_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+        """The end offsets of partitions (`topics[topic_of[i]]`, `partitions[i]`), in that order
+        (UNREAD where one did not answer). Sets `missing` and `error` from this read."""
+        request = [TopicPartition(topics[t], p, OFFSET_END) for t, p in zip(topic_of.tolist(), partitions.tolist())]
         futures = [submit_list_offsets(self.admin, request[i:i + self.chunk_size], self._isolation, self.timeout_s)
                    for i in range(0, len(request), self.chunk_size)]
         done, _ = concurrent.futures.wait(futures, timeout=self.timeout_s + 1)
@@ -72,7 +71,7 @@ class RemoteEndOffsets:
             if leaderless - missing:
                 error = error or f"no partition leader for {', '.join(sorted(leaderless - missing))}"
         self.missing, self.error = frozenset(missing), masked(error, self.secrets)[:300] if error else None
-        return np.split(found, np.cumsum(lengths)[:-1]) if lengths else []
+        return found
 
     def _absent(self, topics: set[str]) -> set[str]:
         """Of `topics`, those the cluster's metadata does not list."""

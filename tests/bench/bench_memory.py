@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed, sync_topic_location
 from mirrorlag.feeds.target_progress import TargetProgressFeed
 from mirrorlag.formats import OffsetSync, encode_offset_sync
@@ -106,13 +108,10 @@ class StandInTarget:
     def __init__(self) -> None:
         self.poll = 1
 
-    def read(self, topics):
-        out = []
-        for remote, numbers in topics:
-            first = int(remote.rsplit("-", 1)[1]) * TOPIC_PARTITIONS  # "src.bench.topic-00012"
-            i = first + numbers
-            out.append((1 << 30) + (self.poll - 1) * (3 + i % 5))
-        return out
+    def read(self, topics, topic_of, partitions):
+        firsts = np.array([int(remote.rsplit("-", 1)[1]) * TOPIC_PARTITIONS for remote in topics])  # "src.bench.topic-00012"
+        i = firsts[topic_of] + partitions
+        return (1 << 30) + (self.poll - 1) * (3 + i % 5)
 
 
 @dataclass

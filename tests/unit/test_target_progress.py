@@ -51,3 +51,46 @@ def test_never_above_the_true_lro_and_exact_without_gaps(is_data, synced, copied
     assert data[s] <= value <= true_lro
     if all(is_data[data[s]:true_lro + 1]):
         assert value == true_lro
+
+
+class _Target:
+    """RemoteEndOffsets as the feed asks it: end offsets by (topic, partition), from a dict."""
+
+    missing: frozenset = frozenset()
+    error = None
+
+    def __init__(self, ends: dict) -> None:
+        self.ends = ends
+
+    def read(self, topics, topic_of, partitions):
+        return np.array([self.ends.get((topics[t], p), -1) for t, p in zip(topic_of.tolist(), partitions.tolist())],
+                        np.int64)
+
+
+def test_the_feed_lands_each_lro_on_its_row_also_where_partition_numbers_have_gaps():
+    """Rows as the poller orders them: topic `a` (partitions 0, 1) from row 0, topic `b` listing
+    only partitions 0, 2, 5 (metadata with gaps) from row 2. A sync for b's partition 3, which
+    metadata does not list, is not asked; the target's answers land on the right rows, capped at
+    each row's LEO - 1; a partition the target did not answer hands out the LRO it last proved."""
+    import re
+
+    from mirrorlag.config.policy import ReplicationPolicy
+    from mirrorlag.config.settings import FlowSettings
+    from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
+    from mirrorlag.feeds.target_progress import TargetProgressFeed
+    from mirrorlag.formats import OffsetSync, encode_offset_sync
+    from mirrorlag.model import PartitionKey
+
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    syncs = OffsetSyncsFeed("src", None, {"syncs": flow})
+    for topic, p, u, d in (("a", 0, 10, 100), ("a", 1, 5, 50), ("b", 2, 7, 70), ("b", 3, 1, 1), ("b", 5, 0, 0)):
+        syncs._apply("syncs", *encode_offset_sync(OffsetSync(topic, p, u, d)))
+    rows = [PartitionKey("src", "dst", t, p) for t, p in (("a", 0), ("a", 1), ("b", 0), ("b", 2), ("b", 5))]
+    leos = dict(zip(rows, (20, 9, 3, 100, 100)))
+    target = _Target({("src.a", 0): 104, ("src.a", 1): 55, ("src.b", 2): 80, ("src.b", 5): 3, ("src.b", 3): 999})
+    feed = TargetProgressFeed("dst", target, [flow], {flow.id: syncs})  # type: ignore[arg-type]
+    feed.use_topic_rows(lambda flow_id, topic: {"a": (0, range(2)), "b": (2, (0, 2, 5))}.get(topic))
+    feed.see_leos(leos, rows)
+    assert dict(feed.offsets()) == {rows[0]: 13, rows[1]: 8, rows[3]: 16, rows[4]: 2}
+    target.ends = {("src.a", 0): 106}  # the rest unanswered this poll
+    assert dict(feed.offsets()) == {rows[0]: 15, rows[1]: 8, rows[3]: 16, rows[4]: 2}
