@@ -90,6 +90,13 @@ class TargetProgressFeed(LroFeed):
     def offsets(self) -> PollRows:
         """The poll's LROs as an array over its rows. Every topic's syncs go into flat arrays at
         once: a few numpy objects a poll, not a few a topic (1,000 topics at 100k partitions)."""
+        try:
+            return self._translated()
+        finally:
+            # The poll's LEO map (a dict entry and an int a partition) must not outlive the poll.
+            self._leos, self._rows = {}, ()
+
+    def _translated(self) -> PollRows:
         out = np.full(len(self._rows), NONE, np.int64)
         names: list[str] = []  # per topic with syncs: its remote topic, first row, partition numbers,
         firsts: list[int] = []  # sync arrays and last proved LROs

@@ -8,7 +8,7 @@
 Each measurement runs in a fresh child process (so one size's freed arenas never count for the
 next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
 ReplicationTracker (or, with `--feed offset-syncs`, by offset-sync records through the real
-OffsetSyncsFeed; with `--feed target-progress`, by syncs every fourth poll and the real
+OffsetSyncsFeed; with `--feed target-progress`, by syncs two polls behind the copy and the real
 TargetProgressFeed over a stand-in target's end offsets), with a stand-in source cluster in place
 of the admin client: no broker, so the figure is mirrorlag's own memory. It then runs `--polls` polls 15 s apart on a simulated clock
 through the real `Poller.poll_once` (feeds, LRO cache, engine, snapshot), with every partition
@@ -195,10 +195,11 @@ class StandIn:
             replicated = self.tracker.replicated
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
-        elif self.target is None or n % 4 == 1:  # with target progress, syncs every fourth poll
+        else:  # with target progress, the syncs trail the copy by two polls (target progress proves the rest)
             queue, sync_topic = self.drained.queued.append, self.sync_topic
+            copied = n - 1 if self.target is None else max(n - 3, 0)
             for i, (topic, partition) in enumerate(self.source.partitions()):
-                offset = (1 << 30) + (n - 1) * (3 + i % 5) - 1
+                offset = (1 << 30) + copied * (3 + i % 5) - 1
                 queue((sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset))))
         if self.target is not None:
             self.target.poll = n
