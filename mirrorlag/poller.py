@@ -274,6 +274,8 @@ class Poller:
             behind &= changed <= self._previous_poll
         rows = np.flatnonzero(behind).tolist()
         if not rows:
+            for probe in self._probes.values():
+                probe.probe(())  # nothing asked: partitions left waiting for a fetch stop waiting
             return {}
         by_source: dict[str, list[tuple[PartitionKey, int, int]]] = {}
         for i in rows:

@@ -243,3 +243,16 @@ def test_for_cluster_builds_its_consumer_from_the_clusters_client_config():
     refused = {**client, "security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}
     with pytest.raises(ConfigError, match="cluster src"):
         SourceProbe.for_cluster(ClusterSettings("src", client["bootstrap.servers"], refused))
+
+
+def test_partitions_no_longer_asked_stop_waiting_and_hold_no_memory(log):
+    """A first poll of 100k partitions behind leaves most of them waiting for a fetch; once they
+    are no longer asked (their LROs moved), the next call, even an empty one (the poller makes
+    one at every poll), lets them go: the waiting set is not kept for the process's life."""
+    for p in range(6):
+        log.write("t", p, 0, float(p))
+    probe = make(log, max_fetches=2)
+    probe.probe([(key(partition=p), 0, 1) for p in range(6)])
+    assert len(probe._waiting) == 4
+    probe.probe(())
+    assert probe._waiting == {}
