@@ -75,8 +75,9 @@ def test_a_mirror_stalled_an_hour_before_start_is_not_in_sync_at_first_look(tmp_
 @pytest.mark.parametrize(("feeds", "watch_s", "stalled_within_s"), [
     # Flush-resolution evidence alone: STALLED within max + one flush + one poll of the last
     # evidence, which can come one flush after the pause (the last records copied are committed
-    # at the next flush): 16.5 s.
-    ("offset-syncs, connect-offsets", 36.0, 16.5),
+    # at the next flush): 16.5 s. Soak (about a minute; the default suite stays near 10 minutes):
+    # tests/sim holds the same contract at MM2's own cadence with offset syncs alone.
+    pytest.param("offset-syncs, connect-offsets", 36.0, 16.5, marks=pytest.mark.soak),
     # The default, with target progress: poll resolution, so STALLED within max + one poll.
     ("offset-syncs, connect-offsets, target-progress", 12.0, 4.5),
 ], ids=["flush-evidence", "target-progress"])
