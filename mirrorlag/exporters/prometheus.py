@@ -316,6 +316,17 @@ class TopicInfo:
         return self._text
 
 
+def _group_codes(keys: Sequence[PartitionKey], group_of: Callable[[PartitionKey], T]) -> tuple[list[T], np.ndarray]:
+    """The distinct groups of the rows' keys (a flow, a topic), sorted, and each row's index into
+    them: one C-level dict lookup per row, no group object kept per row."""
+    first_seen: dict[T, int] = {}
+    seen = np.fromiter(map(first_seen.setdefault, map(group_of, keys), itertools.count()), np.int64, len(keys))
+    groups = sorted(first_seen)  # type: ignore[type-var]
+    rank = np.zeros(max(first_seen.values(), default=-1) + 1, np.int64)
+    rank[[first_seen[g] for g in groups]] = np.arange(len(groups))
+    return groups, rank[seen]
+
+
 TOPIC_FAMILIES = (
     # (name, help, column, how: "sum" or "max")
     ("mirrorlag_topic_record_lag_sum", "Records the mirror still has to copy, summed over the topic's partitions (those with a known record lag).", "record_lag", "sum"),
@@ -362,11 +373,9 @@ class TopicAggregates:
 
     def _codes(self, keys: Sequence[PartitionKey]) -> tuple[list[str], np.ndarray]:
         if keys is not self._keys and keys != self._keys:
-            first_seen: dict[tuple[str, str, str], int] = {}
-            seen = np.fromiter(map(first_seen.setdefault, map(_TOPIC_OF_KEY, keys), itertools.count()), np.int64, len(keys))
-            self._code = np.unique(seen, return_inverse=True)[1].reshape(-1)  # dense, in first-seen order
+            topics, self._code = _group_codes(keys, _TOPIC_OF_KEY)
             self._labels = [f'source="{_label_value(source)}",target="{_label_value(target)}",topic="{_label_value(topic)}"'
-                            for source, target, topic in first_seen]
+                            for source, target, topic in topics]
             self._keys = keys
         return self._labels, self._code
 
@@ -452,12 +461,8 @@ class FlowCollector(Collector):
     def _flow_codes(self, keys: Sequence[PartitionKey]) -> tuple[list[tuple[str, str]], np.ndarray]:
         """The flows, sorted, and each row's index into them."""
         if keys is not self._keys and keys != self._keys:
-            first_seen: dict[tuple[str, str], int] = {}
-            seen = np.fromiter(map(first_seen.setdefault, map(_FLOW_OF_KEY, keys), itertools.count()), np.int64, len(keys))
-            flows = sorted(first_seen)
-            rank = np.zeros(max(first_seen.values(), default=-1) + 1, np.int64)
-            rank[[first_seen[f] for f in flows]] = np.arange(len(flows))
-            self._keys, self._flows, self._code = keys, flows, rank[seen]
+            self._flows, self._code = _group_codes(keys, _FLOW_OF_KEY)
+            self._keys = keys
         return self._flows, self._code
 
     def _self_metrics(self) -> Iterator[Metric]:
