@@ -15,8 +15,8 @@ import pytest
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
-from tests.helpers import (eventually, mirrorlag, produce_records, running_mirror, running_sidecar, status,
-                           steady_producer)
+from tests.helpers import (eventually, mirrored_topic, mirrorlag, produce_records, running_mirror, running_sidecar,
+                           status, steady_producer)
 
 pytestmark = pytest.mark.integration
 
@@ -92,17 +92,10 @@ def test_a_busy_partition_beside_the_mirror_reads_within_a_few_records(tmp_path,
     MM2's OffsetSyncWriter does: every 100 records (offset.lag.max) or at each 6 s flush. The syncs
     alone trail by up to 99 records; the target's end offset proves the rest at every poll, so the
     record lag read is what arrived between the LEO snapshot and the target read: a few records."""
-    tag = uuid.uuid4().hex[:8]
-    src, dst, topic = f"s{tag}", f"d{tag}", f"busy-{tag}"
-    own_clusters.create_topic(topic, 1)
+    config, topic = mirrored_topic(tmp_path, own_clusters, "busy")
     port = free_port()
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {own_clusters.source}\n"
-        f"{dst}.bootstrap.servers = {own_clusters.target}\n{src}->{dst}.enabled = true\n"
-        f"{src}->{dst}.topics = {topic}\n{dst}.offset.flush.interval.ms = 6000\n"
-        f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
-        "replication.record.lag.metric.refresh.interval = 1000\n")
+    config.write_text(config.read_text() + f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
+                      "replication.record.lag.metric.refresh.interval = 1000\n")
 
     def on_target_progress() -> None:
         rows = [r for r in status(port)["partitions"] if r["topic"] == topic]

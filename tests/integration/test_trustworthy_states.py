@@ -88,20 +88,11 @@ def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(
     than offset.lag.max a flush, so `mirrorlag mirror` writes a sync at each flush only, as MM2's
     OffsetSyncWriter does), copied within milliseconds. Every poll reads IN_SYNC, whichever
     evidence wins; once the mirror pauses, STALLED within the bound of its evidence (+3 s of slack)."""
-    import uuid
-
     from mirrorlag.embedded import free_port
-    from tests.helpers import running_mirror, running_sidecar, status, steady_producer
+    from tests.helpers import mirrored_topic, running_mirror, running_sidecar, status, steady_producer
 
-    tag = uuid.uuid4().hex[:8]
-    src, dst, topic = f"s{tag}", f"d{tag}", f"slow-{tag}"
-    own_clusters.create_topic(topic, 1)
+    config, topic = mirrored_topic(tmp_path, own_clusters, "slow")
     port = free_port()
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {own_clusters.source}\n"
-        f"{dst}.bootstrap.servers = {own_clusters.target}\n{src}->{dst}.enabled = true\n"
-        f"{src}->{dst}.topics = {topic}\n{dst}.offset.flush.interval.ms = 6000\n")
     sidecar = tmp_path / "sidecar.properties"
     sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
                        "replication.record.lag.metric.refresh.interval = 1500\n"
