@@ -10,6 +10,8 @@ allows and only widen (`widen`), so they cost a byte or two a partition.
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 # The per-partition fields, by type (a new partition: 0, False, NaN for the optional floats).
@@ -19,6 +21,22 @@ OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start")  # each wit
 FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
 OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: unknown
 _INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+TABLE_COLUMNS = ("t_leo", "t_tick")  # the freshness table: 2-D, stored point by point (`table_planes`)
+
+
+def table_planes(n: int, width: int) -> tuple[np.ndarray, mmap.mmap | None]:
+    """An (n, width) uint32 array stored point slot by point slot ("planes": slot j of every row is
+    contiguous), in an anonymous mapping of its own: pages nobody wrote are never resident. A
+    table keeps only the points still needed (`freshness.prune`), so a healthy estate writes a
+    few planes and the rest cost nothing; an outage fills them. The mapping, not malloc: a heap
+    chunk handed out by calloc is zeroed by writing it, which would make every plane resident."""
+    size = n * width * 4
+    if not size:
+        return np.zeros((n, width), np.uint32), None
+    buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)  # private: given-back pages read as zeros again
+    return np.frombuffer(buf, np.uint32).reshape(width, n).T, buf
 
 
 def fit(bound: int) -> type:
@@ -34,7 +52,8 @@ class PartitionColumns:
     - rewinds: lro_seen (the last LRO on this log), rewind_mark (the LRO before a step back);
     - rates: la/lb (the LEO's two checkpoints), ca/cb (the LRO's), each an offset _x and time _t;
     - retention: log_start, its rate ls_rate and checkpoints sa/sb, lost_through;
-    - freshness: the table t_leo/t_tick (offsets from f_leo0/f_tick0), f_count points in use;
+    - freshness: the table t_leo/t_tick (offsets from f_leo0/f_tick0, stored by point slot:
+      `table_planes`), f_count points in use;
     - the record-lag window: w_* per sample (start, count, min, max, sum), w_cur, w_created, and
       the window shape it was built in;
     - the flow (an index into the engine's flows) and the last LRO seen (a GONE row reports it).
@@ -69,17 +88,32 @@ class PartitionColumns:
         self.a["w_min"] = np.full((n, samples), np.inf)
         self.a["w_max"] = np.full((n, samples), -np.inf)
         self.a["w_sum"] = np.zeros((n, samples))
-        self.a["t_leo"] = np.zeros((n, points), np.uint32)
-        self.a["t_tick"] = np.zeros((n, points), np.uint32)
+        self._maps: list[mmap.mmap] = []
+        for name in TABLE_COLUMNS:
+            self.a[name], buf = table_planes(n, points)
+            if buf is not None:
+                self._maps.append(buf)
+
+    def release_table_planes(self) -> None:
+        """Give back the pages of the table planes past the longest table but one (the next
+        point's slot): after an outage the tables shrink again, and so does the memory."""
+        keep = int(self.a["f_count"].max(initial=0)) + 1
+        for buf in self._maps:
+            start = -(-keep * self.n * 4 // mmap.PAGESIZE) * mmap.PAGESIZE  # the first whole page past them
+            if start < len(buf):
+                buf.madvise(mmap.MADV_DONTNEED, start, len(buf) - start)
 
     def moved(self, n: int, old_rows: np.ndarray, new_rows: np.ndarray, samples: int, points: int) -> "PartitionColumns":
         """A new set of rows: new_rows[i] takes this set's old_rows[i]; the others start empty."""
         out = PartitionColumns(n, max(samples, self.samples), max(points, self.points))
+        used = int(self.a["f_count"].max(initial=0))
         for name, old in self.a.items():
             new = out.a[name]
             if new.dtype != old.dtype and np.promote_types(new.dtype, old.dtype) == old.dtype:
                 new = out.a[name] = new.astype(old.dtype)  # widened before: stays so
-            if old.ndim == 2:
+            if name in TABLE_COLUMNS:
+                new[new_rows, :used] = old[old_rows, :used]  # the points in use: planes past them stay untouched
+            elif old.ndim == 2:
                 new[new_rows, :old.shape[1]] = old[old_rows]
             else:
                 new[new_rows] = old[old_rows]

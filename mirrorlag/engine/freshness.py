@@ -21,6 +21,10 @@ of them was appended at or before that point's time, so the answer is then that 
 flagged as a lower bound, never an extrapolation (kafka-lag-exporter issue #496's "3 years").
 It holds at most points + 1: when full, the oldest two are dropped, so a busy table moves every
 other poll, not every poll.
+It keeps only what a later answer can read (`prune`): the points from the one just below the
+oldest uncopied record, since on one log the LRO only moves forward. A partition copied within a
+poll holds two or three points; a stalled one fills its table. The columns store the tables
+point slot by point slot, so the slots no table reaches cost no memory (`columns.table_planes`).
 
 Compact, because every partition keeps one:
 - Times are whole ticks of 1/1024 s, rounded *up* (`to_ticks`): a point's time never moves
@@ -150,15 +154,16 @@ def _refit(b: TableBlock, r: np.ndarray, n: np.ndarray, dl: np.ndarray, dt: np.n
     """Make room for new points whose offsets do not fit 32 bits: move each row's bases up to its
     oldest LEO and earliest time held (the new point's included). Returns the new points' offsets
     from the moved bases, and which rows still do not fit."""
-    held = np.arange(b.leo.shape[1])[None, :] < n[:, None]
-    leos = b.leo[r].astype(np.int64)
-    ticks = b.tick[r].astype(np.int64)
+    w = max(int(n.max(initial=0)), 1)  # the points held: planes past them stay untouched
+    held = np.arange(w)[None, :] < n[:, None]
+    leos = b.leo[r, :w].astype(np.int64)
+    ticks = b.tick[r, :w].astype(np.int64)
     leo_shift = np.where(n > 0, leos[:, 0], dl)  # LEOs never decrease: the oldest is the smallest
     # A clock may step back: the smallest time, not the oldest point's.
     tick_shift = np.minimum(np.where(held, ticks, np.iinfo(np.int64).max).min(axis=1), dt)
     top = np.maximum(np.where(held, ticks, np.iinfo(np.int64).min).max(axis=1), dt)
-    b.leo[r] = np.where(held, leos - leo_shift[:, None], 0)
-    b.tick[r] = np.where(held, ticks - tick_shift[:, None], 0)
+    b.leo[r, :w] = np.where(held, leos - leo_shift[:, None], 0)
+    b.tick[r, :w] = np.where(held, ticks - tick_shift[:, None], 0)
     b.leo0[r] += leo_shift
     b.tick0[r] += tick_shift
     dl = dl - leo_shift
@@ -181,14 +186,14 @@ def lag(b: TableBlock, rows: np.ndarray, next_offset: np.ndarray, now: float,
     (caught up); a clock that stepped back never makes it negative."""
     n = b.count[rows].astype(np.int64)
     lo = np.maximum(n - points, 0)
-    width = b.leo.shape[1]
+    width = max(int(n.max(initial=0)), 1)  # the points held: planes past them are never read
     cols = np.arange(width)
     target = next_offset - b.leo0[rows]
-    leos = b.leo[rows].astype(np.int64)
+    leos = b.leo[rows, :width].astype(np.int64)
     inside = (cols >= lo[:, None]) & (cols < n[:, None])
     i = lo + ((leos <= target[:, None]) & inside).sum(axis=1)  # the first point with LEO > offset
     tick0 = b.tick0[rows]
-    ticks = b.tick[rows].astype(np.int64)
+    ticks = b.tick[rows, :width].astype(np.int64)
 
     def at(j: np.ndarray) -> np.ndarray:
         return np.take_along_axis(ticks, np.minimum(j, width - 1)[:, None], 1)[:, 0]
@@ -206,6 +211,26 @@ def lag(b: TableBlock, rows: np.ndarray, next_offset: np.ndarray, now: float,
     seconds = np.where(seconds > 0.0, seconds, 0.0)
     done = i == n  # not appended as of the newest point: caught up
     return np.where(done, 0.0, seconds), lower & ~done
+
+
+def prune(b: TableBlock, rows: np.ndarray, next_offset: np.ndarray) -> None:
+    """Drop each row's points older than the one bracketing record `next_offset` (LRO + 1) from
+    below: on one log the LRO only moves forward, so no later answer reads them. A caught-up
+    table keeps its newest point only. What is left answers every later offset as the whole
+    table would; only a rewind below the kept points reads a lower bound (the oldest kept point's
+    age) instead of an interpolation."""
+    n = b.count[rows].astype(np.int64)
+    width = int(n.max(initial=0))
+    if width < 2:
+        return
+    held = np.arange(width)[None, :] < n[:, None]
+    below = (b.leo[rows, :width].astype(np.int64) <= (next_offset - b.leo0[rows])[:, None]) & held
+    drop = np.maximum(below.sum(axis=1) - 1, 0)  # LEOs never decrease: the points at or below come first
+    cut = np.flatnonzero(drop)
+    if cut.size:
+        r, m = rows[cut], n[cut]
+        _cut(b, r, m, m - drop[cut])
+        b.count[r] = m - drop[cut]
 
 
 class Tables:
@@ -275,6 +300,18 @@ class Tables:
             b = self._wide_block(wk, c.points)
             add(b, np.arange(wide.size), leo[wide], tick, points[wide], limit[wide])
             self._keep_wide(wk, b)
+
+    def prune(self, c: PartitionColumns, keys: Sequence[PartitionKey], rows: np.ndarray,
+              next_offset: np.ndarray) -> None:
+        """`prune` for `rows`, narrow or wide; then the pages of the planes no table uses go back."""
+        narrow, wide = self._split(keys, rows)
+        prune(self._narrow(c), rows[narrow], next_offset[narrow])
+        if wide.size:
+            wk = [keys[i] for i in rows[wide].tolist()]
+            b = self._wide_block(wk, c.points)
+            prune(b, np.arange(wide.size), next_offset[wide])
+            self._keep_wide(wk, b)
+        c.release_table_planes()
 
     def lag(self, c: PartitionColumns, keys: Sequence[PartitionKey], rows: np.ndarray, next_offset: np.ndarray,
             now: float, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

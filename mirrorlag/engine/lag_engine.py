@@ -122,6 +122,7 @@ class LagEngine:
         exact = lower & ~np.isnan(appended)
         fresh[exact] = np.maximum(now - appended[exact], 0.0)
         lower[exact] = False
+        self._tables.prune(c, keys, r, N)  # what no later answer reads
         time_lag.remember(c, with_leo, leo[with_leo], t)
         rewound, back = rewinds.rewinds(c, r, lro)
         self._count(self.rewinds_total, fl[back], np.ones(int(back.sum()), np.int64))

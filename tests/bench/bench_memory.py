@@ -4,6 +4,7 @@
     .venv/bin/python -m tests.bench.bench_memory --attribution 100000   # RSS by owner
     .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed offset-syncs   # as deployed beside MM2
     .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed target-progress   # the same, with target progress
+    .venv/bin/python -m tests.bench.bench_memory --partitions 100000 --feed target-progress --stall-after 1   # an outage
 
 Each measurement runs in a fresh child process (so one size's freed arenas never count for the
 next) that builds a real Sidecar (the HTTP server bound but not started) for one flow fed by a
@@ -27,7 +28,10 @@ RSS (VmRSS from /proc/self/status) is read:
   - served: after /metrics was published again and the first GET /status rendered (what a
     serving sidecar holds; with run's settings the heap is trimmed after the publish, as at the
     end of each poll, and not after the /status render, which waits for the next poll's trim);
-and VmHWM, the peak. Per-partition growth is (X - base) / partitions for each. Medians over --runs children.
+The served sidecar renders with `--detail` (default: auto, as deployed). With `--stall-after N`
+the mirror copies nothing after poll N, so every freshness table holds its full 60 points (a
+healthy estate's keep two or three: a table drops the points older than the oldest uncopied
+record). And VmHWM, the peak. Per-partition growth is (X - base) / partitions for each. Medians over --runs children.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ class StandIn:
     `poll(n, publish)` reports the mirror's progress for poll n and runs it."""
 
     def __init__(self, partitions: int, freshness_points: int | None = None, feed: str = "callback",
-                 new_topic_every: int = 0) -> None:
+                 new_topic_every: int = 0, detail: str = "full", stall_after: int = 0) -> None:
         from mirrorlag import ReplicationTracker
         from mirrorlag.config import load_settings
         from mirrorlag.sidecar import Sidecar
@@ -158,7 +162,7 @@ class StandIn:
             config.write_text(
                 "clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\ndst.bootstrap.servers = 127.0.0.1:9\n"
                 "src->dst.enabled = true\nmirrorlag.http.listener = 127.0.0.1:0\n"
-                "mirrorlag.metrics.detail = full\n"
+                f"mirrorlag.metrics.detail = {detail}\n"
                 + (f"mirrorlag.freshness.table.points = {freshness_points}\n" if freshness_points else "")
             )
             settings = load_settings([config])
@@ -185,24 +189,26 @@ class StandIn:
         self.now = 1_700_000_000.0
         self.poller.clock = lambda: self.now
         self.new_topic_every = new_topic_every  # polls between topics created on the source (0: never)
+        self.stall_after = stall_after  # the mirror copies nothing after this poll (0: never stalls)
 
     def poll(self, n: int, publish: bool):
         """Poll n (from 1): the mirror has copied all but the last poll's appends (a lag of a few
         records), so freshness interpolates inside the table and the rates are non-zero."""
         if self.new_topic_every and n % self.new_topic_every == 0:
             self.source.topics.append(f"bench.new-{n:05d}")  # the topology changes: every view is rebuilt
+        copy = min(n, self.stall_after) if self.stall_after else n  # the poll whose progress the mirror reports
         if self.tracker is not None:
             replicated = self.tracker.replicated
             for i, (topic, partition) in enumerate(self.source.partitions()):
-                replicated(topic, partition, (1 << 30) + (n - 1) * (3 + i % 5) - 1, 200 + i % 50)
+                replicated(topic, partition, (1 << 30) + (copy - 1) * (3 + i % 5) - 1, 200 + i % 50)
         else:  # with target progress, the syncs trail the copy by two polls (target progress proves the rest)
             queue, sync_topic = self.drained.queued.append, self.sync_topic
-            copied = n - 1 if self.target is None else max(n - 3, 0)
+            copied = copy - 1 if self.target is None else max(copy - 3, 0)
             for i, (topic, partition) in enumerate(self.source.partitions()):
                 offset = (1 << 30) + copied * (3 + i % 5) - 1
                 queue((sync_topic, *encode_offset_sync(OffsetSync(topic, partition, offset, offset))))
         if self.target is not None:
-            self.target.poll = n
+            self.target.poll = copy
         self.now += POLL_S
         return self.sidecar.poll() if publish else self.poller.poll_once()
 
@@ -211,14 +217,14 @@ class StandIn:
 
 
 def child(partitions: int, polls: int, freshness_points: int | None, arrow_pool: str, feed: str,
-          new_topic_every: int = 0) -> dict[str, float]:
+          new_topic_every: int = 0, detail: str = "auto", stall_after: int = 0) -> dict[str, float]:
     pacing = None
     if arrow_pool == "run":
         from mirrorlag.cli import run_pacing, tune_process
 
         tune_process()
         pacing = run_pacing()
-    bench = StandIn(partitions, freshness_points, feed, new_topic_every)
+    bench = StandIn(partitions, freshness_points, feed, new_topic_every, detail, stall_after)
     sidecar, poller = bench.sidecar, bench.poller
     sidecar.gc_pacing = pacing  # the published poll below paces as `mirrorlag run` does
     gc.collect()
@@ -427,6 +433,10 @@ def main() -> None:
                              "deployed), or those and target progress")
     parser.add_argument("--new-topic-every", type=int, default=0, metavar="POLLS",
                         help="a topic of 100 partitions is created on the source every POLLS polls (0: a static estate)")
+    parser.add_argument("--detail", choices=["auto", "full", "lag"], default="auto",
+                        help="mirrorlag.metrics.detail of the served sidecar (auto: the default)")
+    parser.add_argument("--stall-after", type=int, default=0, metavar="POLLS",
+                        help="the mirror copies nothing after this poll: an outage (0: it never stalls)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attribution:
@@ -440,14 +450,15 @@ def main() -> None:
         return
     if args.child:
         print(json.dumps(child(args.child, args.polls, args.freshness_points, args.arrow_pool, args.feed,
-                               args.new_topic_every)))
+                               args.new_topic_every, args.detail, args.stall_after)))
         return
     for total in args.partitions:
         results = []
         for _ in range(args.runs):
             out = subprocess.run(
                 [sys.executable, "-m", "tests.bench.bench_memory", "--child", str(total), "--polls", str(args.polls),
-                 "--arrow-pool", args.arrow_pool, "--feed", args.feed, "--new-topic-every", str(args.new_topic_every)]
+                 "--arrow-pool", args.arrow_pool, "--feed", args.feed, "--new-topic-every", str(args.new_topic_every),
+                 "--detail", args.detail, "--stall-after", str(args.stall_after)]
                 + (["--freshness-points", str(args.freshness_points)] if args.freshness_points else [])
                 + (["--floor"] if args.floor else []),
                 check=True, capture_output=True, text=True,

@@ -167,6 +167,15 @@ def trim(tab: TableFields, cap: int) -> None:
         tab.f_count = cap
 
 
+def prune(tab: TableFields, next_offset: int) -> None:
+    """Drop the points older than the one bracketing record `next_offset` (LRO + 1) from below
+    (the newest only, when caught up): on one log the LRO only moves forward."""
+    n = tab.f_count
+    drop = bisect_right(tab.f_table, next_offset - tab.f_leo0, 0, n) - 1
+    if drop > 0:
+        trim(tab, n - drop)
+
+
 def add_ticks(tab: TableFields, leo: int, tick: int, cap: int) -> None:
     """Record that the LEO was `leo` at `tick` (`to_ticks` of the time). A LEO below the newest one is
     a new log: the old log's history says nothing about it, so the table restarts."""

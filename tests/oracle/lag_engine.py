@@ -213,6 +213,7 @@ class LagEngine:
                     part.first_seen = appended_at
             since = part.first_seen if part.last_caught_up is None else part.last_caught_up
             time_lag = now - since
+        freshness.prune(part.table, nxt)
         part.prev = (leo, t)
 
         # Rewinds.

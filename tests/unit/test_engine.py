@@ -586,13 +586,33 @@ def test_a_reset_starts_a_new_table() -> None:
 
 
 def test_the_table_stays_bounded_in_memory() -> None:
+    """A table keeps the points still needed: from the one below the oldest uncopied record."""
     eng = engine(freshness_points=4)
     for k in range(50):
-        poll(eng, 15.0 * k, {K0: 100 * k, K1: 7}, {K0: lro(100 * k - 50, 15.0 * k), K1: lro(6, 0.0)})
+        poll(eng, 15.0 * k, {K0: 100 * k, K1: 7, K2: 10 * k + 10},
+             {K0: lro(100 * k - 50, 15.0 * k), K1: lro(6, 0.0), K2: lro(4, 0.0)})
     tables = dict(zip(eng._keys, eng._c.f_count.tolist()))
-    assert tables[K0] <= 4 + freshness.slack(4)
-    assert tables[K1] == 2  # one flat segment
+    assert tables[K0] == 2  # a mirror a little behind: the point below LRO + 1 and the newest
+    assert tables[K1] == 1  # caught up (and idle): the newest point only
+    assert 4 <= tables[K2] <= 4 + freshness.slack(4)  # stalled: as many as the table holds, no more
     assert eng._c.t_leo.shape[1] == 4 + freshness.slack(4)  # every row's table is that wide, no wider
+
+
+def test_table_planes_past_the_longest_table_are_given_back() -> None:
+    """After an outage the tables shrink (pruned) and the pages of the planes past the longest go
+    back to the system: they read as zeros again, which only the release makes them do."""
+    from mirrorlag.engine.columns import PartitionColumns
+
+    c = PartitionColumns(8192, 2, 61)  # a plane is 32 KiB: whole pages
+    c.t_leo[:, :40] = 7  # an outage filled 40 points of every table
+    c.f_count[:] = 40
+    c.release_table_planes()
+    assert int(c.t_leo[:, 39].min()) == 7  # still in use: kept
+    c.f_count[:] = 2  # it ended: every table pruned to two points
+    c.f_count[5] = 3
+    c.release_table_planes()
+    assert int(c.t_leo[:, :4].min()) == 7  # the points in use and the next point's slot stay
+    assert int(c.t_leo[:, 5:].max()) == 0  # the rest went back (the page holding plane 4's end may stay)
 
 
 # --- rates, catch-up and byte lag ---
@@ -844,6 +864,10 @@ class _Model:
                     self.lcu[key] = max(self.lcu.get(key, prev[1]), prev[1])
                 time_lag = now - self.lcu.get(key, self.first[key])
                 freshness = self._freshness(key, nxt, now)
+            # No later answer reads the points before the one below record nxt (a rewind below
+            # them reads a lower bound).
+            pts = self.points[key]
+            del pts[:max(0, sum(leo <= nxt for leo, _ in pts) - 1)]
             self.prev[key] = (leo, t)
             rates = self.rates.get(key)
             if key in self.lro_seen and r.offset < self.lro_seen[key]:

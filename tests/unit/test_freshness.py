@@ -309,3 +309,31 @@ def test_any_time_is_within_a_tick_and_lower_bounds_stay_sound(cap: int, steps) 
         want, want_lower = literal.lag(offset, now, cap)
         assert lower == want_lower
         assert want - 1 / 1024 <= got <= want + 1e-9  # times only move later, by under a tick
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(2, 12),
+    st.lists(st.tuples(st.one_of(st.just(0), st.integers(1, 50)), st.integers(10, 100_000), st.integers(0, 40),
+                       st.integers(0, 10)), min_size=1, max_size=80),
+)
+def test_a_pruned_table_answers_every_later_offset_as_the_whole_table(cap: int, steps) -> None:
+    """Pruning at the oldest uncopied record drops only points no later answer reads (the LRO
+    only moves forward), while the table keeps two or three points where the mirror keeps up."""
+    whole, pruned = new_table(), new_table()
+    leo, ticks, offset = 100, 1_700_000_000 * 1024, 100
+    for dleo, dticks, copied, read in steps:
+        leo += dleo
+        ticks += dticks
+        t = ticks / 1024
+        add(whole, leo, t, cap)
+        add(pruned, leo, t, cap)
+        offset = min(leo, offset + copied)  # the next record to copy: only moves forward
+        now = t + read
+        assert lag(pruned, offset, now, cap) == lag(whole, offset, now, cap)
+        freshness.prune(pruned, offset)
+        assert pruned.f_count <= cap + slack(cap)
+        if offset >= leo:
+            assert pruned.f_count == 1  # caught up: the newest point only
+        for later in range(offset, leo + 2):
+            assert lag(pruned, later, now, cap) == lag(whole, later, now, cap)
