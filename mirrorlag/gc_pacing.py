@@ -66,11 +66,15 @@ class GcPacing:
             gc.collect()
             self.last_full_at = now
         gc.freeze()
+        self.release()
+
+    def release(self) -> None:
+        """Hand the heap's free pages back, if this process can."""
         if self.release_memory is not None:
             try:
                 self.release_memory()
             except Exception:
-                # Memory handed back is a saving, not a duty: it must never replace the poll's own
-                # outcome (this runs in the poll's `finally`). Logged once, then not tried again.
+                # Memory handed back is a saving, not a duty: it must never replace the outcome of
+                # what called it (a poll's `finally`, a /status render). Logged once, then not tried again.
                 log.warning("releasing free heap memory failed; not trying again", exc_info=True)
                 self.release_memory = None

@@ -115,6 +115,7 @@ class Sidecar:
             openmetrics=GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history, True),))]),
             ready=self.ready,
             render_status=functools.partial(status_chunks, snapshot, self.ready, extra),
+            after_status=self.gc_pacing.release if self.gc_pacing is not None else None,
         )
 
     def start(self) -> None:

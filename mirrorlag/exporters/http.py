@@ -125,12 +125,17 @@ class Exposition:
     # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
     # a large estate is costly to make and most polls nobody asks (Prometheus reads /metrics).
     render_status: Callable[[], Iterable[bytes]] | None = field(default=None, repr=False)
+    # Called after that render: its transient text (tens of MB at 100k partitions) would
+    # otherwise stay resident until the next poll hands the heap's free pages back.
+    after_status: Callable[[], object] | None = field(default=None, repr=False)
     _status_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def status_body(self) -> GzipBody:
         with self._status_lock:
             if self.render_status is not None:
                 self.status, self.render_status = GzipBody.compress(self.render_status()), None
+                if self.after_status is not None:
+                    self.after_status()
             return self.status
 
 
