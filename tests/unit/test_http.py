@@ -124,13 +124,16 @@ def test_a_client_that_resets_mid_request_leaves_no_traceback(server, capfd):
 
 def test_status_is_held_compressed_and_served_gzip_or_plain(server):
     doc = b'{"ready":true,"partitions":[' + b",".join(b'{"p":%d}' % i for i in range(20_000)) + b"]}"
-    server.current = Exposition(render_status=lambda: iter([doc[:1000], doc[1000:]]))
+    renders = []
+    server.current = Exposition(render_status=lambda: iter([doc[:1000], doc[1000:]]),
+                                after_status=lambda: renders.append(server.current.status))
     status, headers, body = request(server, "GET", "/status", {"Accept-Encoding": "gzip"})
     assert (status, headers["Content-Encoding"], gzip.decompress(body)) == (200, "gzip", doc)
     assert len(server.current.status.gzipped) * 4 < len(doc)  # rendered once, kept as gzip only
     status, headers, body = request(server, "GET", "/status")
     assert (status, headers["Content-Length"], body) == (200, str(len(doc)), doc)
     assert "Content-Encoding" not in headers
+    assert renders == [server.current.status]  # the heap trimmed once, after the one render
 
 
 @pytest.mark.parametrize(("accept", "openmetrics"), [
