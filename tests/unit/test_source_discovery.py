@@ -120,3 +120,26 @@ def test_a_topic_id_not_read_is_compared_at_the_next_discovery_that_reads_it(tmp
     admin.describe_topics = real  # type: ignore[method-assign]
     _topics(source)
     assert source.recreated == frozenset({"a1"})
+
+
+def test_a_large_estate_reads_its_topic_ids_a_slice_at_a_time(tmp_path, monkeypatch):
+    """Past TOPIC_ID_PARTITIONS_PER_DISCOVERY partitions each discovery reads the IDs of the next
+    topics in turn (new topics' always), so every topic is read within a few discoveries and a
+    recreated one is told when its turn comes."""
+    monkeypatch.setattr("mirrorlag.kafka.source.TOPIC_ID_PARTITIONS_PER_DISCOVERY", 4)
+    admin = FakeAdmin()
+    admin.topics = {"a1": (3, None, "id1"), "a2": (2, None, "id2"), "a3": (3, None, "id3"), "a4": (1, None, "id4")}
+    source = _source(tmp_path, admin)
+    _topics(source)
+    assert admin.described == [["a1", "a2", "a3", "a4"]]  # the first discovery: all new
+    admin.described.clear()
+    admin.topics["a4"] = (1, None, "id4-new")
+    _topics(source)
+    assert admin.described == [["a1", "a2"]] and source.recreated == frozenset()  # 5 partitions: the budget reached
+    admin.topics["a5"] = (2, None, "id5")
+    _topics(source)
+    assert admin.described[1:] == [["a3", "a4"], ["a5"]]  # the next in turn, then the new topic
+    assert source.recreated == frozenset({"a4"})
+    _topics(source)
+    assert admin.described[3:] == [["a5", "a1"]]  # from where it stopped, round again
+    assert source.recreated == frozenset()
