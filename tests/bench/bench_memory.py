@@ -353,7 +353,7 @@ def floor_layout(partitions: int, freshness_points: int | None) -> dict[str, flo
             "bytes_per_partition": sum(layout.values()), "rss_bytes_per_partition": grown}
 
 
-def attribution(partitions: int, polls: int, freshness_points: int | None, feed: str) -> None:
+def attribution(partitions: int, polls: int, freshness_points: int | None, feed: str, stall_after: int = 0) -> None:
     """RSS per partition by owner: after the polls (with `run`'s settings), each part is dropped
     in turn, the heap trimmed, and what the RSS fell by is that part's share. Unlike --breakdown
     (live objects), this is what the process really holds, fragmentation and allocator slack
@@ -362,7 +362,7 @@ def attribution(partitions: int, polls: int, freshness_points: int | None, feed:
 
     tune_process()
     pacing = run_pacing()
-    bench = StandIn(partitions, freshness_points, feed)
+    bench = StandIn(partitions, freshness_points, feed, stall_after=stall_after)
     gc.collect()
     base = _status_kib()["VmRSS"]
     snapshot = None
@@ -399,6 +399,13 @@ def attribution(partitions: int, polls: int, freshness_points: int | None, feed:
     dropped("the last snapshot (its columns)", drop_snapshot)
     dropped(f"the engine (its arrays: {arrays:.0f})", drop_engine)
     dropped("the LRO cache", lambda: setattr(bench.poller, "cache", None))
+
+    def drop_probes() -> None:
+        for probe in bench.poller._probes.values():
+            probe.close()
+        bench.poller._probes.clear()
+
+    dropped("the source probe (partitions waiting, answers remembered, its consumer)", drop_probes)
     if bench.tracker is not None:
         dropped("the tracker's store (an entry in its topic's dict and an offset each)", bench.tracker._topics.clear)
     else:
@@ -440,7 +447,7 @@ def main() -> None:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.attribution:
-        attribution(args.attribution, args.polls, args.freshness_points, args.feed)
+        attribution(args.attribution, args.polls, args.freshness_points, args.feed, args.stall_after)
         return
     if args.floor and args.child:
         print(json.dumps(floor_layout(args.child, args.freshness_points)))

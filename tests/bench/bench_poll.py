@@ -18,7 +18,7 @@ copied. bare is then the chunked ListOffsets of both clusters, one after the oth
     `mirrorlag run` does after each poll (--gc-pacing on off measures with and without it, in turn);
     --switch-interval-ms measures with other GIL switch intervals (`mirrorlag run` sets 1 ms);
   - render: the Prometheus text again, joined into one bytes as the tests read it (the sidecar
-    never does: the whole text is ~170 MB at 100k); poll_render_over_bare, the ratio with it;
+    never does: at `--detail full` the whole text is ~170 MB at 100k); poll_render_over_bare, the ratio with it;
   - scrape: GET /metrics over loopback while nothing else runs (pre-rendered bytes);
   - scrape under polls: --scrapes GETs on one keep-alive connection from a separate process (as
     Prometheus scrapes) while a thread runs Sidecar.poll back to back (poll, render and compress
@@ -338,7 +338,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--detail", choices=["full", "lag"], nargs="+", default=["full"],
+    parser.add_argument("--detail", choices=["auto", "full", "lag"], nargs="+", default=["auto"],
                         help="mirrorlag.metrics.detail, each measured in turn")
     parser.add_argument("--gc-pacing", choices=["on", "off"], nargs="+", default=["on"],
                         help="mirrorlag run's GcPacing after each poll, each measured in turn")
