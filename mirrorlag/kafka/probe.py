@@ -112,9 +112,12 @@ class SourceProbe:
         self.timeout_s = timeout_s
         self.stats = ProbeStats()
         self._cache: LRUCache[tuple[str, int, int], Finding] = LRUCache(maxsize=cache_size)
-        # Partitions waiting for a fetch, oldest first (a dict keeps insertion order): a
-        # partition fetched goes to the back if it is asked again, so none waits for ever.
-        self._waiting: dict[TopicPart, None] = {}
+        # The keys of requests waiting for a fetch, oldest first (a dict keeps insertion order):
+        # a partition fetched goes to the back if it is asked again, so none waits for ever. The
+        # callers' own key objects, not (topic, partition) tuples made here: in an outage nearly
+        # every partition waits, and a new tuple each would outlive its poll's garbage and pin
+        # the allocator's pools (~500 B a partition at 100k).
+        self._waiting: dict[Hashable, None] = {}
 
     @classmethod
     def for_cluster(cls, cluster: ClusterSettings, isolation: str | IsolationLevel = "read_uncommitted",
@@ -172,7 +175,7 @@ class SourceProbe:
                     # Another flow's LRO further on than the first data record read: its own
                     # fetch, at a later call.
                     stats.deferred_total += 1
-                    self._waiting[tp] = None
+                    self._waiting[key] = None
                     continue
                 cache[(topic, partition, from_offset)] = finding
                 result = answer(finding, leo)
@@ -186,18 +189,20 @@ class SourceProbe:
         """Up to max_fetches partitions, those waiting longest first (in that order); the rest
         wait on."""
         waiting = self._waiting
-        for tp in misses:
-            if tp not in waiting:
-                waiting[tp] = None  # new: at the back
+        asked = {request[0]: None for requests in misses.values() for request in requests}
+        for key in asked:
+            if key not in waiting:
+                waiting[key] = None  # new: at the back
         chosen: dict[TopicPart, None] = {}
         if self.max_fetches:
-            for tp in waiting:
-                if tp in misses:
+            for key in waiting:
+                tp = (key[-2], key[-1])
+                if tp in misses and tp not in chosen:
                     chosen[tp] = None
                     if len(chosen) >= self.max_fetches:
                         break
-        # Partitions no longer asked (answered from the cache, or gone) stop waiting.
-        self._waiting = {tp: None for tp in waiting if tp in misses and tp not in chosen}
+        # Keys no longer asked (answered from the cache, or gone) stop waiting.
+        self._waiting = {key: None for key in waiting if key in asked and (key[-2], key[-1]) not in chosen}
         return chosen
 
     def forget(self, topics: Iterable[str]) -> int:
@@ -207,7 +212,7 @@ class SourceProbe:
         stale = [k for k in self._cache if k[0] in names]
         for k in stale:
             del self._cache[k]
-        self._waiting = {tp: None for tp in self._waiting if tp[0] not in names}
+        self._waiting = {key: None for key in self._waiting if key[-2] not in names}
         return len(stale)
 
     @property
