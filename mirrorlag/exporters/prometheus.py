@@ -198,8 +198,14 @@ class PartitionBlock:
             self.withheld = 0
             return live, live
         in_sync = cols.state == _IN_SYNC
-        kip = sum(f.kip971 for f in self.families) + 1  # + the state
-        cost = np.where(in_sync, kip, kip + sum(not f.kip971 for f in self.families))
+        # What each row would cost: its state and the series its families have a value for (a
+        # stalled partition has no catch-up estimate, a healthy one no records lost, ...).
+        kip = np.ones(len(live), np.int64)  # the state
+        rest = np.zeros(len(live), np.int64)
+        for family in self.families:
+            valid = family.values(cols)[1]
+            (kip if family.kip971 else rest)[valid] += 1
+        cost = np.where(in_sync, kip, kip + rest)
         cost[~live] = 0
         if int(cost.sum()) <= self.series_max:
             self.withheld = 0

@@ -305,22 +305,27 @@ def test_under_the_cap_every_partition_has_kip971_series_and_only_the_unhealthy_
 
 
 def test_past_the_cap_the_worst_come_first_and_the_rest_are_counted():
-    # 40 IN_SYNC partitions (5 series each) and 3 out of sync (KIP-971's 5 + up to 14 more):
-    # a cap of 3 * 19 + 2 * 5 series shows the 3 unhealthy ones and the 2 IN_SYNC ones of the
-    # largest time lag; a GONE partition shows once in the state family whatever the cap.
+    # 40 IN_SYNC partitions (5 series each) and 3 out of sync (KIP-971's 5 + up to 14 more, as
+    # many as they have values for): a cap of what the 3 unhealthy ones have + 2 * 5 series shows
+    # them and the 2 IN_SYNC ones of the largest time lag; a GONE partition shows once in the
+    # state family whatever the cap.
     keys = [PartitionKey("A", "B", "t", p) for p in range(45)]
     rows = [row(k, State.IN_SYNC, 0, time_lag_s=float(p % 20)) for p, k in enumerate(keys[:40])]
     rows += [row(keys[40], State.STALLED, 9, time_lag_s=100.0), row(keys[41], State.LAGGING, 5, time_lag_s=40.0),
              row(keys[42], State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
              row(keys[43], State.GONE, None, lro=None, lro_feed=None, time_lag_s=None)]
-    renderer = MetricsRenderer(series_max=3 * 19 + 2 * 5)
+    every = partition_series(parse(metrics_text(MetricsRenderer(series_max=10**6), Snapshot(1.0, tuple(rows)), stats())))
+    unhealthy = sum(len(every[labels(keys[p])]) for p in (40, 41, 42))
+    assert unhealthy < 3 * 19  # a row costs the series it has, not every family's
+    cap = unhealthy + 2 * 5
+    renderer = MetricsRenderer(series_max=cap)
     samples = parse(metrics_text(renderer, Snapshot(1.0, tuple(rows)), stats()))
     shown = partition_series(samples)
     assert {labels(keys[p]) for p in (40, 41, 42, 19, 39, 43)} == set(shown)  # time lag 19 twice: p 19 and 39
     assert shown[labels(keys[43])] == {"mirrorlag_partition_state"}
     assert samples[("mirrorlag_metrics_partitions_withheld", ())] == 43 - 5  # 43 live partitions, 5 shown
     per_partition = sum(1 for (_, items) in samples if "partition" in dict(items))
-    assert per_partition <= 3 * 19 + 2 * 5 + 1  # + the GONE row's one state line
+    assert per_partition == cap + 1  # the cap filled exactly, + the GONE row's one state line
     # The aggregates still count every partition.
     topic = (("source", "A"), ("target", "B"), ("topic", "t"))
     assert samples[("mirrorlag_topic_partitions", tuple(sorted((*topic, ("state", "IN_SYNC")))))] == 40
