@@ -82,9 +82,11 @@ def _poll(poller: Poller) -> list[PartitionRow]:
 
 def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
     """Caught up now, or the mirror has copied everything that existed when the check began."""
-    if row.state in FINAL or row.lro is None:
+    if row.state in FINAL:
         return False
-    return row.record_lag == 0 or (leo_at_start is not None and row.lro + 1 >= leo_at_start)
+    if row.record_lag == 0:  # an empty partition has no LRO, and nothing to copy
+        return True
+    return row.lro is not None and leo_at_start is not None and row.lro + 1 >= leo_at_start
 
 
 def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> PartitionRow:

@@ -94,6 +94,12 @@ class LroFeed(Protocol):
         """What the feed reads and whether it answers (None: nothing to report)."""
         return FeedHealth.of(self.name, self.reader, self.bad_records) if self.reader is not None else None
 
+    def evidence_read(self) -> Mapping[FlowId, str | None]:
+        """Per flow whose copies this feed would show: None once it has read all it holds of
+        them, else why not yet. A partition no feed gives an LRO is owed every record once a feed
+        that shows every first copy has read through (DESIGN §3)."""
+        return {}
+
     def evidence_times(self) -> Mapping[PartitionKey, float]:
         """When the records behind the offsets last handed out were written (record timestamps,
         seconds), for the partitions the feed can date, then forgotten: an old sync or commit read
@@ -174,3 +180,6 @@ class PollStats:
     rewinds_total: dict[FlowId, int] = field(default_factory=dict)
     records_lost_total: dict[FlowId, int] = field(default_factory=dict)
     feeds: list[FeedHealth] = field(default_factory=list)
+    # Flows whose partitions without an LRO stay UNKNOWN rather than owed from their log start,
+    # and why (a feed's topic not read through yet, MM2 starting at `latest`).
+    evidence_unread: dict[FlowId, str] = field(default_factory=dict)

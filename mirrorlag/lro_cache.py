@@ -84,8 +84,32 @@ class LroCache:
         if written_at and at.size:
             self._date(at, best, by_feed, written_at, now)
         self._previous_now = now
-        return LroTable(self._keys, self._used.copy(), self._offset.copy(), self._feed.copy(), self._changed.copy(),
-                        self._stale.copy(), self._names, self._memo)
+        return self._table()
+
+    def fill(self, feed: str, offsets: Mapping[PartitionKey, int], now: float) -> LroTable:
+        """After `update`: `offsets` for rows that no other feed has given an LRO (the poller's
+        `log start - 1` of partitions MM2 never copied); a feed's own LRO always stands."""
+        code = self._code(feed)
+        at = rows_in(self._keys, list(offsets))
+        value = np.fromiter(offsets.values(), np.int64, len(offsets))
+        value, at = value[at >= 0], at[at >= 0]
+        take = (~self._used[at] | (self._feed[at] == code)) & (~self._used[at] | (self._offset[at] != value))
+        at, value = at[take], value[take]
+        self._offset[at] = value
+        self._feed[at] = code
+        self._changed[at] = now
+        self._stale[at] = self._ttl <= 0
+        self._used[at] = True
+        return self._table()
+
+    def backdate(self, since: Mapping[PartitionKey, float], now: float) -> LroTable:
+        """The LROs of `since`'s keys have not moved since those times (when earlier than known)."""
+        at = rows_in(self._keys, list(since))
+        when = np.fromiter(since.values(), float, len(since))
+        when, at = when[at >= 0], at[at >= 0]
+        self._changed[at] = np.minimum(self._changed[at], when)
+        self._stale[at] = self._changed[at] + self._ttl <= now
+        return self._table()
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Drop the LROs of `keys` and keep their rows: a partition whose log is new (RESET, or
@@ -95,6 +119,10 @@ class LroCache:
         drop = set(keys)
         if drop and (n := len(self._keys)):
             self._used &= ~np.fromiter(map(drop.__contains__, self._keys), bool, n)
+
+    def _table(self) -> LroTable:
+        return LroTable(self._keys, self._used.copy(), self._offset.copy(), self._feed.copy(), self._changed.copy(),
+                        self._stale.copy(), self._names, self._memo)
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self._used))
@@ -169,3 +197,6 @@ class LroCache:
 
 
 _NONE = np.iinfo(np.int64).min  # no offset: below any a feed reports
+# The pseudo-feed of a partition no feed gives an LRO, once every feed has read its evidence: MM2
+# owes every record from the log start (the LRO is `log start - 1`; DESIGN §3).
+LOG_START = "log-start"

@@ -23,7 +23,7 @@ from mirrorlag.gil import pieces
 from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollRows, PollStats
 from mirrorlag.kafka.probe import SourceProbe
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
-from mirrorlag.lro_cache import LroCache
+from mirrorlag.lro_cache import LOG_START, LroCache
 from mirrorlag.model import STATES, FlowId, LroTable, PartitionKey, PollObservation, Snapshot, State
 
 log = logging.getLogger(__name__)
@@ -179,10 +179,14 @@ class Poller:
         # partition slower than offset.lag.max records a flush (MM2 >= 3.7). The longest flush of
         # the flows: a longer allowance only delays STALLED, a shorter one would flap it.
         flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
-        self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
+        # A partition owed from its log start shows its first copy in an offset sync (the first
+        # record of a partition is synced at once) or, with connect-offsets alone, at a flush.
+        self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s, LOG_START: flush_s}
         self._probes: dict[str, SourceProbe] = {}  # per source alias, made when first needed
         self._row_base: dict[str, int] = {}  # per source alias, its view's first row in the poll's rows
         self._previous_poll: float | None = None  # when the previous poll read its LROs
+        # The log starts of partitions no feed gives an LRO (normally few): what they owe.
+        self._log_starts_owed: dict[PartitionKey, int] = {}
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -221,8 +225,14 @@ class Poller:
         # the first feed named), its age still that of the oldest record proving it.
         by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
         lros = self.cache.update(by_feed, now, rows, written_at)
+        if owed := self._owed_from_log_start(leos, rows, lros, log_starts):
+            lros = self.cache.fill(LOG_START, owed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         probed = self._probe(leos, lros)
+        if owed and (dates := {key: at for key in owed if isinstance(at := probed.get(key), float)}):
+            # Owed since its oldest record was appended: the mirror has not moved since (a mirror
+            # that never copied a partition an hour old reads STALLED at its first look).
+            lros = self.cache.backdate(dates, now)
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
                                                       frozenset(new_logs), self._resolution, probed))
@@ -258,6 +268,47 @@ class Poller:
             feed.close()
         for probe in self._probes.values():
             probe.close()
+
+    def _owed_from_log_start(self, leos: Mapping[PartitionKey, int | None], rows: Sequence[PartitionKey],
+                             lros: LroTable, log_starts: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
+        """An LRO of `log start - 1` for the partitions with records that no feed gives one,
+        once every feed that could has read its evidence through (DESIGN §3, no LRO, records to
+        copy): MM2's consumer starts a partition it never copied at its log start
+        (auto.offset.reset = earliest, its default), so every record from there is owed. Where it
+        starts at `latest`, nothing says where it began, and they stay UNKNOWN; `/status` says
+        why in `evidence_unread`. Only such partitions' log starts are kept between reads."""
+        read: set[FlowId] = set()
+        why: dict[FlowId, str] = {}
+        for feed in self.feeds:
+            for flow, reason in feed.evidence_read().items():
+                if reason is None:
+                    read.add(flow)
+                else:
+                    why.setdefault(flow, reason)
+        unread: dict[FlowId, str] = {}
+        for flow in self.settings.flows:
+            if flow.source_consumer_reset != "earliest":
+                unread[flow.id] = (f"MM2's source consumer starts at auto.offset.reset = "
+                                   f"{flow.source_consumer_reset}: where it began is unknown")
+            elif flow.id not in read:
+                unread[flow.id] = why.get(flow.id, "no feed shows this flow's first copies")
+        self.stats.evidence_unread = unread
+        has_r, _, _, _, feed, names = lros.aligned(rows)
+        floor = names.index(LOG_START) if LOG_START in names else -2
+        # Partitions with no LRO of a feed's: their log start is kept (the others' is not needed).
+        candidates = np.flatnonzero(~has_r | (feed == floor)).tolist()
+        starts = self._log_starts_owed
+        if log_starts or len(starts) > len(candidates):
+            kept = {rows[i] for i in candidates}
+            for key in [k for k in starts if k not in kept]:
+                del starts[key]
+            starts.update((key, start) for key in kept if (start := log_starts.get(key)) is not None)
+        owed: dict[PartitionKey, int] = {}
+        for key, start in starts.items():
+            leo = leos.get(key)
+            if leo is not None and start < leo and key.flow not in unread:
+                owed[key] = start - 1
+        return owed
 
     def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
@@ -382,6 +433,8 @@ class Poller:
         IN_SYNC)."""
         if not keys:
             return
+        for key in keys:
+            self._log_starts_owed.pop(key, None)
         for feed in self.feeds:  # the trackers' feeds among them
             feed.forget(keys)
         topics = {key.topic for key in keys}
@@ -393,6 +446,7 @@ class Poller:
         and the cache; the partitions stay (UNKNOWN until evidence about the new log arrives)."""
         self._forget(keys)
         self.cache.forget(keys)
+        self._log_starts_due = 0.0  # a new log's start: read at the next poll
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""

@@ -101,6 +101,8 @@ class Sidecar:
             "last_success_at": stats.last_success_at,
             "last_poll_duration_s": round(stats.last_poll_duration_s, 4),
             "feeds": [dataclasses.asdict(health) for health in stats.feeds],
+            # Why partitions without an LRO are UNKNOWN rather than owed from their log start.
+            "evidence_unread": {f"{flow.source}->{flow.target}": why for flow, why in stats.evidence_unread.items()},
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,

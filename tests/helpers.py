@@ -141,15 +141,16 @@ def steady_producer(bootstrap: str, topic: str, every_s: float) -> Iterator[None
         writer.join(timeout=15)
 
 
-def mirrored_topic(tmp_path: Path, clusters: Any, name: str, flush_ms: int = 6000) -> tuple[Path, str]:
-    """A one-partition topic of its own and an MM2 properties file whose flow (aliases unique to
-    the test, so a mirror's `heartbeats` topics do not mix) mirrors it with offset flushes every
-    `flush_ms`: (the file, the topic)."""
+def mirrored_topic(tmp_path: Path, clusters: Any, name: str, flush_ms: int = 6000,
+                   partitions: int = 1) -> tuple[Path, str]:
+    """A topic of its own and an MM2 properties file whose flow (aliases unique to the test, so
+    a mirror's `heartbeats` topics do not mix) mirrors it with offset flushes every `flush_ms`:
+    (the file, the topic)."""
     import uuid
 
     tag = uuid.uuid4().hex[:8]
     src, dst, topic = f"s{tag}", f"d{tag}", f"{name}-{tag}"
-    clusters.create_topic(topic, 1)
+    clusters.create_topic(topic, partitions)
     config = tmp_path / "mm2.properties"
     config.write_text(
         f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {clusters.source}\n"

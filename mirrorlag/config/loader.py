@@ -508,7 +508,25 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
         offset_flush_interval_s=_value(props.get(f"{target}.offset.flush.interval.ms"), (_seconds(1), "60000")),
         # A worker setting too (MM2's docs: `<target>.exactly.once.source.support = enabled`).
         target_transactional=_exactly_once(props.get(f"{target}.exactly.once.source.support")),
+        source_consumer_reset=_reset(_source_consumer_prop(props, source, target, "auto.offset.reset")),
     )
+
+
+def _source_consumer_prop(props: Props, source: str, target: str, key: str) -> Prop | None:
+    """A key of MM2's source consumer for one flow, as MirrorMakerConfig hands it to the
+    connector and MirrorSourceConfig.sourceConsumerConfig layers it: `A->B.consumer.` first, then
+    `source.consumer.` (from `<source>.consumer.`, overridden by `A->B.source.consumer.`) over it."""
+    return (props.get(f"{source}->{target}.source.consumer.{key}") or props.get(f"{source}.consumer.{key}")
+            or props.get(f"{source}->{target}.consumer.{key}"))
+
+
+def _reset(prop: Prop | None) -> str:
+    if prop is None:
+        return "earliest"
+    value = prop.value.strip().lower()
+    if value not in ("earliest", "latest", "none"):
+        raise error_at(prop, f"auto.offset.reset must be earliest, latest or none, not {prop.value.strip()!r}")
+    return value
 
 
 def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:

@@ -70,6 +70,10 @@ class FlowSettings:
     # <target>.exactly.once.source.support = enabled: MM2 writes the target in transactions, whose
     # markers take target offsets, so the target's end offset no longer counts copied records.
     target_transactional: bool = False
+    # auto.offset.reset of MM2's source consumer (MirrorSourceConfig.sourceConsumerConfig, default
+    # earliest): where it starts a partition it never copied. "earliest": every record from the
+    # log start is owed; otherwise the records before its first copy are not.
+    source_consumer_reset: str = "earliest"
 
     def __post_init__(self) -> None:
         if not self.connect_offsets_topic:

@@ -8,6 +8,8 @@ applied in order, to every partition they concern at once. The per-partition mem
 
 A partition's row in one poll is one of:
 - LEO unreadable: UNKNOWN; nothing is learnt from the gap (the window is measured, not recorded);
+- nothing to copy (`[log start, LEO)` empty) and no LRO: IN_SYNC, record lag 0 (MM2 writes no
+  sync or commit for a partition it never copied); with an LRO, it is caught up whatever it says;
 - no LRO yet: UNKNOWN; the LEO history still grows, which freshness needs once an LRO arrives;
 - a new log (the topic ID changed, the LEO went backwards, or an LRO known before this LEO
   snapshot lies beyond it, impossible on one log): RESET, with no record lag (the LRO is the old
@@ -86,7 +88,14 @@ class LagEngine:
         # Probed on the source: no data record left in [LRO + 1, LEO) (transaction markers only)
         # is caught up; else the oldest uncopied record's append time.
         no_data, appended_at = probe_columns(obs.oldest_uncopied, keys)
-        nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
+        # Nothing to copy is caught up, whatever the feeds say: an empty [log start, LEO) (MM2
+        # writes no sync or commit for a partition it never copied).
+        start, has_start = c.log_start, c.has_log_start
+        if log_rows.size:  # this poll's log starts, read before they are observed below
+            start, has_start = start.copy(), has_start.copy()
+            start[log_rows], has_start[log_rows] = log_values, True
+        empty = has_leo & ((leo == 0) | (has_start & (start >= leo)))
+        nxt = np.where((no_data | empty) & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
         res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
 
         # Which rows are on a new log (RESET), and which get every rule.
@@ -96,6 +105,7 @@ class LagEngine:
             renewed[[i for i in map(self._row_of, obs.new_logs) if i is not None]] = True
         reset = has_leo & (went_back | renewed | (has_r & (nxt > leo) & (changed < t)))
         ordinary = has_leo & has_r & ~reset
+        idle = empty & ~has_r & ~reset  # no LRO and nothing to copy: caught up (a new log: from its next poll)
 
         retention.observe_log_starts(c, log_rows, log_values, t, f.log_start_half_s[flow[log_rows]])
         self._new_log(np.flatnonzero(reset & has_r), log_rows, t, first_seen=t)
@@ -122,21 +132,26 @@ class LagEngine:
         exact = lower & ~np.isnan(appended)
         fresh[exact] = np.maximum(now - appended[exact], 0.0)
         lower[exact] = False
-        self._tables.prune(c, keys, r, N)  # what no later answer reads
+        z = np.flatnonzero(idle)
+        self._tables.prune(c, keys, np.concatenate([r, z]), np.concatenate([N, leo[z]]))  # what no later answer reads
+        time_lag.time_lag(c, z, leo[z], leo[z], np.full(z.size, np.nan), t, now)  # caught up at t
         time_lag.remember(c, with_leo, leo[with_leo], t)
         rewound, back = rewinds.rewinds(c, r, lro)
         self._count(self.rewinds_total, fl[back], np.ones(int(back.sum()), np.int64))
         rates.restart_copy(c, r[back], lro[back], now)
         append, append_known, copy, copy_known = rates.rates(c, r, L, lro, t, now, f.rate_half_s[fl])
         catch_up, catch_up_known = rates.catch_up_s(lag, append, append_known, copy, copy_known)
-        bytes_behind, sized = byte_lag(lag, f.mean_bytes[fl])
+        bytes_behind, sized = byte_lag(np.concatenate([lag, np.zeros(z.size, np.int64)]),
+                                       f.mean_bytes[np.concatenate([fl, flow[z]])])
         head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
         state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound)
 
-        window.restart(c, r, f.shape[fl])
+        rz = np.concatenate([r, z])  # the rows whose record lag is known: a sample each
+        window.restart(c, rz, f.shape[flow[rz]])
         shape_window, shape_samples = flows.shape_columns()
-        window.record(c, r, lag, now, shape_window[c.shape[r]], shape_samples[c.shape[r]])
+        window.record(c, rz, np.concatenate([lag, np.zeros(z.size, np.int64)]), now,
+                      shape_window[c.shape[rz]], shape_samples[c.shape[rz]])
         every = np.arange(len(keys))
         w_min, w_max, w_avg, w_known = window.measure(c, every, now, shape_window[c.shape], shape_samples[c.shape])
 
@@ -144,6 +159,7 @@ class LagEngine:
         codes = np.full(n, CODE[State.UNKNOWN], np.int8)
         codes[reset] = CODE[State.RESET]
         codes[r] = state
+        codes[z] = CODE[State.IN_SYNC]
         lags = np.zeros(n, np.int64)
         lags[r] = lag
 
@@ -152,25 +168,33 @@ class LagEngine:
             out[r] = values
             return out
 
-        def known_at_r(values: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
-            out = np.full(n, np.nan)
-            out[r] = values if known is None else np.where(known, values, np.nan)
+        def at_rz(values: np.ndarray, dtype: type) -> np.ndarray:
+            out = np.zeros(n, dtype)
+            out[rz] = values
             return out
 
+        def known_at_r(values: np.ndarray, known: np.ndarray | None = None, idle_value: float = np.nan) -> np.ndarray:
+            out = np.full(n, np.nan)
+            out[r] = values if known is None else np.where(known, values, np.nan)
+            out[z] = idle_value
+            return out
+
+        retained = at_r(head.known, bool)
+        retained[z] = c.has_log_start[z]  # nothing to copy: nothing at risk, nothing lost (0s)
         cols = RowColumns(
             keys, codes,
-            {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_r(bytes_behind, np.int64),
+            {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_rz(bytes_behind, np.int64),
              "log_start": c.log_start.copy(), "retention_headroom_records": at_r(head.room, np.int64),
              "records_lost": at_r(head.lost, np.int64)},
-            {"leo": has_leo, "lro": has_r, "record_lag": ordinary, "byte_lag_estimate": at_r(sized, bool),
-             "log_start": c.has_log_start.copy(), "retention_headroom_records": at_r(head.known, bool),
-             "records_lost": at_r(head.known, bool)},
+            {"leo": has_leo, "lro": has_r, "record_lag": ordinary | idle, "byte_lag_estimate": at_rz(sized, bool),
+             "log_start": c.has_log_start.copy(), "retention_headroom_records": retained,
+             "records_lost": retained},
             {"lro_age_s": np.where(has_r, now - changed, np.nan),
              "record_lag_min": np.where(w_known, w_min, np.nan), "record_lag_max": np.where(w_known, w_max, np.nan),
              "record_lag_avg": np.where(w_known, w_avg, np.nan),
-             "time_lag_s": known_at_r(t_lag), "freshness_lag_s": known_at_r(fresh),
+             "time_lag_s": known_at_r(t_lag, idle_value=0.0), "freshness_lag_s": known_at_r(fresh, idle_value=0.0),
              "append_rate": known_at_r(append, append_known), "copy_rate": known_at_r(copy, copy_known),
-             "catch_up_s": known_at_r(catch_up, catch_up_known),
+             "catch_up_s": known_at_r(catch_up, catch_up_known, idle_value=0.0),
              "retention_headroom_s": known_at_r(head.room_s, head.room_s_known)},
             feed, feed_names, at_r(lower, bool))
         if gone:

@@ -104,6 +104,9 @@ class TrackerFeed(LroFeed):
     bad_records: int = 0
     reader: TopicReader | None = None
 
+    def evidence_read(self) -> dict[FlowId, str | None]:
+        return {self.tracker.flow: None}  # in-process: every copy as it is acknowledged
+
     def offsets(self) -> dict[PartitionKey, int]:
         keys = self.keys()
         out: dict[PartitionKey | None, int] = {}

@@ -112,6 +112,11 @@ class ConnectOffsetsFeed(LroFeed):
             if self.reader is not None and self.reader.batch_time_s is not None:
                 self._times[partition_key] = self.reader.batch_time_s
 
+    def evidence_read(self) -> dict[FlowId, str | None]:
+        reader = self.reader
+        return {} if reader is None else {
+            flow: reader.unread(topic) for topic, flows in self.flows_by_topic.items() for flow in flows}
+
     def evidence_times(self) -> dict[PartitionKey, float]:
         """The commits' record times of the partitions whose offset was read since the last call."""
         times, self._times = self._times, {}

@@ -181,6 +181,10 @@ class OffsetSyncsFeed(LroFeed):
         if at is not None:
             syncs.stamp(partition, at)
 
+    def evidence_read(self) -> dict[FlowId, str | None]:
+        reader = self.reader
+        return {} if reader is None else {flow.id: reader.unread(topic) for topic, flow in self.flows_by_topic.items()}
+
     def evidence_times(self) -> dict[PartitionKey, float]:
         """The first read's sync times, once (a restart reads the topic from its beginning, so
         an old sync is old evidence); later syncs arrive within a poll and are dated by it."""

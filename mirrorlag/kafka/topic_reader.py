@@ -133,6 +133,7 @@ class TopicReader:
     _assigned: dict[str, list[int]] = field(default_factory=dict)  # topic -> partitions
     _missing_logged: set[str] = field(default_factory=set)
     _at_eof: set[tuple[str, int]] = field(default_factory=set)
+    _read_through: set[str] = field(default_factory=set)  # topics read to their end at least once
     errors: ClientErrors = field(default_factory=ClientErrors)
     # The newest record timestamp (s) of the batch being applied: a feed dates what it learns
     # from the batch by it (an upper bound for each record, taken once a batch, not per record).
@@ -146,6 +147,14 @@ class TopicReader:
     def missing(self) -> list[str]:
         """Topics not found yet: the feed knows nothing from them."""
         return [t for t in self.topics if t not in self._assigned]
+
+    def unread(self, topic: str) -> str | None:
+        """Why `topic` has not been read to its end yet (None once it has been): until then a
+        partition with nothing in it may only not have been reached."""
+        if topic in self._read_through:
+            return None
+        state = "not read to its end yet" if topic in self._assigned else "not found"
+        return f"{self.label} topic {topic} on cluster {self.cluster_alias}: {state}"
 
     def drain(self, apply: Apply) -> None:
         self._sync_topics()
@@ -238,6 +247,8 @@ class TopicReader:
                 self._mark_fetched_ends(assigned - at_eof)
             if not assigned or assigned <= self._at_eof:
                 break
+        self._read_through.update(topic for topic, partitions in self._assigned.items()
+                                  if all((topic, p) in self._at_eof for p in partitions))
         self._restart_shrunk()
 
     def _mark_fetched_ends(self, partitions: set[tuple[str, int]]) -> None:
@@ -273,6 +284,7 @@ class TopicReader:
         """The topic was deleted: unassign it and wait for it to exist again."""
         log.warning("%s topic %s disappeared from cluster %s", self.label, topic, self.cluster_alias)
         partitions = self._assigned.pop(topic)
+        self._read_through.discard(topic)
         self.consumer.incremental_unassign([TopicPartition(topic, p) for p in partitions])
         self._at_eof -= {(topic, p) for p in partitions}
         self.on_gone(topic)

@@ -145,6 +145,15 @@ class LagEngine:
                                      None, None, log_start=part.log_start))
         return Snapshot(now, tuple(rows))
 
+    @staticmethod
+    def _window(part: _Partition) -> WindowedLagStat:
+        """The record-lag window, restarted if the flow's window config changed."""
+        fl = part.fl
+        if part.shape is not fl.shape:
+            part.window = WindowedLagStat(fl.p.sample_window_s, fl.p.num_samples)
+            part.shape = fl.shape
+        return part.window
+
     def _partition(self, key: PartitionKey, part: _Partition, obs: PollObservation) -> PartitionRow:
         t, now = obs.leo_at, obs.now
         leo = obs.leos[key]
@@ -164,18 +173,28 @@ class LagEngine:
         # A new log: the topic was recreated (its ID changed) or the log went backwards.
         new_log = key in obs.new_logs or (part.prev is not None and leo < part.prev[0])
         prev = part.prev
+        # Nothing to copy: an empty [log start, LEO) is caught up, whatever the feeds say.
+        empty = leo == 0 or (part.log_start is not None and part.log_start >= leo)
         if r is None:
             if new_log:
                 part.new_log(key in obs.log_starts, t, first_seen=None)
             part.prev = (leo, t)
             freshness.add(part.table, leo, t, fl.points)  # freshness needs the history once an LRO arrives
-            state = State.RESET if new_log else State.UNKNOWN
-            return _row(key, state, leo, None, now, part.window.measure(now), part.log_start)
+            if new_log or not empty:
+                state = State.RESET if new_log else State.UNKNOWN
+                return _row(key, state, leo, None, now, part.window.measure(now), part.log_start)
+            part.last_caught_up = t
+            freshness.prune(part.table, leo)
+            window = self._window(part).record_and_measure(0, now)
+            return _row(key, State.IN_SYNC, leo, None, now, window, part.log_start, record_lag=0, time_lag_s=0.0,
+                        freshness_lag_s=0.0, byte_lag_estimate=None if fl.mean_bytes is None else 0, catch_up_s=0.0,
+                        **dict.fromkeys(("retention_headroom_records", "records_lost"),
+                                        None if part.log_start is None else 0))
 
         # The source probe at LRO + 1: no data record left (transaction markers only) is caught
         # up; else when the oldest uncopied record was appended.
         probed = obs.oldest_uncopied.get(key, ...)
-        nxt = max(r.offset + 1, leo) if probed is None else r.offset + 1
+        nxt = max(r.offset + 1, leo) if probed is None or empty else r.offset + 1
         appended_at = probed if isinstance(probed, float) else None
         lag = max(0, leo - nxt)
         if new_log or (nxt > leo and r.changed_at < t):
@@ -266,11 +285,7 @@ class LagEngine:
         else:
             state = State.IN_SYNC
 
-        # The record-lag window, restarted if the flow's window config changed.
-        if part.shape is not fl.shape:
-            part.window = WindowedLagStat(fl.p.sample_window_s, fl.p.num_samples)
-            part.shape = fl.shape
-        window = part.window.record_and_measure(lag, now)
+        window = self._window(part).record_and_measure(lag, now)
         return _row(key, state, leo, r, now, window, part.log_start, record_lag=lag, time_lag_s=time_lag,
                     freshness_lag_s=fresh, freshness_lower_bound=lower, byte_lag_estimate=byte_lag,
                     append_rate=append_rate, copy_rate=copy_rate, catch_up_s=catch_up,

@@ -83,6 +83,38 @@ def test_no_lro_is_unknown_never_zero() -> None:
     assert r == PartitionRow(K0, State.UNKNOWN, 50, None, None, None, None, None, None, None, None)
 
 
+def test_an_empty_partition_is_caught_up_with_no_lro() -> None:
+    # MM2 writes no sync or commit for a partition it never copied: nothing to copy is IN_SYNC.
+    eng = engine()
+    r = row(poll(eng, 100.0, {K0: 0}))
+    assert (r.state, r.lro, r.record_lag, r.time_lag_s, r.freshness_lag_s) == (State.IN_SYNC, None, 0, 0.0, 0.0)
+    assert window(r) == (0.0, 0.0, 0.0)
+    # Retention emptied it (log start = LEO): still nothing to copy.
+    r = row(eng.update(PollObservation(115.0, 115.5, {K0: 40}, {}, {K0: 40})))
+    assert (r.state, r.record_lag, r.records_lost, r.retention_headroom_records) == (State.IN_SYNC, 0, 0, 0)
+    # A record arrives: no LRO, records to copy, so UNKNOWN here (the poller owes them from the log
+    # start once the feeds are read); caught up at 115, the last poll it was empty.
+    r = row(poll(eng, 130.0, {K0: 41}))
+    assert (r.state, r.record_lag) == (State.UNKNOWN, None)
+    r = row(poll(eng, 145.0, {K0: 41}, {K0: lro(39, 144.0, feed="log-start")}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.LAGGING, 1, 30.5)  # 30.5 s > max
+
+
+def test_an_emptied_log_is_caught_up_whatever_the_lro_says() -> None:
+    # The LRO of an idle transactional partition (100), its commit marker (101), all expired.
+    r = row(engine().update(PollObservation(100.0, 100.5, {K0: 102}, {K0: lro(100, 50.0)}, {K0: 102})))
+    assert (r.state, r.lro, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 100, 0, 0.0)
+
+
+def test_an_empty_new_log_is_reset_then_caught_up() -> None:
+    eng = engine()
+    poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})
+    r = row(poll(eng, 15.0, {K0: 0}))  # recreated: the LEO went back
+    assert (r.state, r.record_lag) == (State.RESET, None)
+    r = row(poll(eng, 30.0, {K0: 0}))
+    assert (r.state, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 0, 0.0)
+
+
 def test_caught_up_is_zero() -> None:
     r = row(poll(engine(), 100.0, {K0: 50}, {K0: lro(49, 99.0)}))
     assert r == PartitionRow(K0, State.IN_SYNC, 50, 49, "callback", 1.5, 0, 0.0, 0.0, 0.0, 0.0,
@@ -819,6 +851,10 @@ class _Model:
             window = log_start_window_s(self.window, self.p.retention_warn_s)
             self.log_start_rate_now[key] = self.log_start_rate[key].update(value, t, window)
 
+    def empty(self, key: PartitionKey, leo: int) -> bool:
+        start = self.log_start.get(key)
+        return leo == 0 or (start is not None and start >= leo)
+
     def rows(self, obs: PollObservation) -> list[tuple]:
         out = []
         t, now = obs.leo_at, obs.now
@@ -834,16 +870,26 @@ class _Model:
                 continue
             prev = self.prev.get(key)
             went_back = prev is not None and leo < prev[0]
+            empty = self.empty(key, leo)  # nothing to copy: caught up, whatever the feeds say
             if r is None:
                 if went_back:
                     self._forget(key, self.lcu, self.first, self.lro_seen, self.mark)
                     self._new_log(key, t, key in obs.log_starts)
                 self.prev[key] = (leo, t)
                 self._add_point(key, leo, t)
-                state = State.RESET if went_back else State.UNKNOWN
-                out.append((key, state, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
+                if went_back or not empty:
+                    state = State.RESET if went_back else State.UNKNOWN
+                    out.append((key, state, None, None, *unknown_tail, self.log_start.get(key), None, None, None))
+                    continue
+                self.lcu[key] = t
+                pts = self.points[key]
+                del pts[:max(0, sum(p <= leo for p, _ in pts) - 1)]
+                byte_lag = None if key.flow not in obs.mean_record_bytes else 0
+                start = self.log_start.get(key)
+                out.append((key, State.IN_SYNC, 0, 0.0, 0.0, False, byte_lag, None, None, 0.0,
+                            start, None if start is None else 0, None, None if start is None else 0))
                 continue
-            nxt = r.offset + 1
+            nxt = max(r.offset + 1, leo) if empty else r.offset + 1
             lag = max(0, leo - nxt)
             if went_back or (nxt > leo and r.changed_at < t):
                 self._forget(key, self.lcu, self.lro_seen, self.mark)
@@ -957,9 +1003,11 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 continue
             leo, reading = obs.leos[r.key], obs.lros.get(r.key)
             assert r.leo == leo
-            # UNKNOWN iff no LRO or no LEO (unless the log went back: RESET); never a 0 made up for it.
+            # UNKNOWN iff no LEO, or no LRO with records to copy (unless the log went back:
+            # RESET); never a 0 made up for it.
+            empty = leo is not None and model.empty(r.key, leo)
             if r.state is not State.RESET:
-                assert (r.state is State.UNKNOWN) == (leo is None or reading is None)
+                assert (r.state is State.UNKNOWN) == (leo is None or (reading is None and not empty))
             if reading is None:
                 assert (r.lro, r.lro_feed, r.lro_age_s) == (None, None, None)
             else:
@@ -969,9 +1017,9 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 # RESET: the LRO is the old log's, so no lag is exported for the new one.
                 assert r.record_lag is None and r.time_lag_s is None
                 continue
-            assert leo is not None and reading is not None
+            assert leo is not None and (reading is not None or empty)
             # Never negative; 0 exactly when caught up.
-            caught_up = reading.offset + 1 >= leo
+            caught_up = empty or reading.offset + 1 >= leo
             assert r.record_lag is not None and r.record_lag >= 0
             assert (r.record_lag == 0) == caught_up
             assert r.time_lag_s is not None and r.time_lag_s >= 0

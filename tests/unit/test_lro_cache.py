@@ -228,3 +228,25 @@ def test_offsets_handed_as_poll_rows_read_as_a_mapping_would():
                        rows[3]: (12, "target-progress")}
     other = PollRows(rows, np.array([NO_OFFSET, 4, NO_OFFSET, NO_OFFSET, 8], np.int64))
     assert dict(as_rows.merged(other)) == {**as_dict, rows[1]: 4, rows[4]: 8}
+
+
+def test_fill_gives_an_lro_only_where_no_feed_has_one():
+    cache = LroCache(ttl_s=20)
+    cache.update({"offset-syncs": {K1: 5}}, now=100.0, keys=[K1, K2])
+    table = cache.fill("log-start", {K1: 9, K2: 3}, now=100.0)
+    assert (table[K1].offset, table[K1].feed) == (5, "offset-syncs")  # a feed's own LRO stands
+    assert (table[K2].offset, table[K2].feed, table[K2].changed_at) == (3, "log-start", 100.0)
+    # The log start moves (retention): the filled value follows; a feed's first LRO replaces it.
+    assert cache.fill("log-start", {K2: 7}, now=115.0)[K2].offset == 7
+    table = cache.update({"offset-syncs": {K1: 5, K2: 8}}, now=130.0, keys=[K1, K2])
+    assert (table[K2].offset, table[K2].feed) == (8, "offset-syncs")
+    assert cache.fill("log-start", {K2: 9}, now=130.0)[K2].offset == 8
+
+
+def test_backdate_dates_an_lro_earlier_never_later():
+    cache = LroCache(ttl_s=20)
+    cache.update({}, now=100.0, keys=[K1, K2])
+    cache.fill("log-start", {K1: -1, K2: 4}, now=100.0)
+    table = cache.backdate({K1: 40.0, K2: 150.0}, now=100.0)
+    assert (table[K1].changed_at, table[K1].stale) == (40.0, True)
+    assert (table[K2].changed_at, table[K2].stale) == (100.0, False)
