@@ -23,6 +23,7 @@ class FreshSource:
         self.unanswered: set[tuple[str, int]] = set()  # partitions whose end offset fails
         self.metadata_errors = 0  # as SourceCluster's
         self.recreated: frozenset[str] = frozenset()
+        self.unresolved: frozenset[str] = frozenset()
 
     def discover(self):
         self.discoveries += 1
