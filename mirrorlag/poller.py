@@ -353,6 +353,8 @@ class Poller:
                 self._topology.update(source.discover())
                 self._metadata_due[alias] = started + self.settings.metadata_max_age_s
                 self._stale_metadata.discard(alias)
+                if source.unresolved:  # topics kept, absent from the listing, unanswered by name: ask again
+                    self._stale_metadata.add(alias)
                 self.stats.metadata_errors_total[alias] = source.metadata_errors
             view = self._view(source)
             if discovered and (recreated := source.recreated):

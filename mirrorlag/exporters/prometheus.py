@@ -483,7 +483,8 @@ class FlowCollector(Collector):
         yield errors
         metadata_errors = CounterMetricFamily(
             "mirrorlag_metadata_errors", "Topic-level metadata errors other than UNKNOWN_TOPIC_OR_PARTITION on a source "
-            "cluster (the topic keeps its partitions; only a topic that does not exist turns GONE).", labels=["cluster"])
+            "cluster, and known topics a listing omitted that a request naming them did not prove gone (the topic "
+            "keeps its partitions; only a topic that does not exist turns GONE).", labels=["cluster"])
         for cluster, count in sorted(s.metadata_errors_total.items()):
             metadata_errors.add_metric([cluster], count)
         yield metadata_errors

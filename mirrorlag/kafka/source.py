@@ -180,23 +180,33 @@ class SourceCluster:
     timeout_s: float
     chunk_size: int
     isolation: IsolationLevel
-    # Topic-level metadata errors other than UNKNOWN_TOPIC_OR_PART (the topic is kept), counted.
+    # Topics kept on a metadata answer that did not prove them gone, counted: a topic-level error
+    # other than "does not exist", or a known topic absent from the listing and not said to be
+    # gone by the request naming it (a flapping listing shows here).
     metadata_errors: int = 0
     # The replicated topics whose topic ID changed at the last discovery (deleted and created again).
     recreated: frozenset[str] = frozenset()
+    # Topics the last discovery kept although the listing omitted them and the request naming them
+    # did not answer whether they exist (an error, or no answer): the metadata is worth reading
+    # again at the next poll rather than at its usual age.
+    unresolved: frozenset[str] = frozenset()
     _partitions: dict[str, Sequence[int]] = field(default_factory=dict)  # topic -> partitions, last discovery
     _topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> its topic ID, last seen
     _id_cursor: int = 0  # where the next discovery's topic-ID check starts among the known topics
+    _absent: frozenset[str] = frozenset()  # topics kept while absent from the listing, last discovery
 
     def discover(self) -> dict[FlowId, Topology]:
         """The partitions each flow replicates, from a fresh metadata request; `recreated` names
         the replicated topics whose topic ID changed since the previous discovery.
 
-        Only an answer that a topic does not exist (UNKNOWN_TOPIC_OR_PART) drops it: any other
-        topic-level error (leader not available, authorization, ...) keeps the partitions of the
-        previous discovery and is counted in `metadata_errors`."""
+        Only an answer that a topic does not exist, to a request naming it, drops it (DESIGN §3,
+        GONE). A full listing that omits a known topic is no such answer (a lost Describe ACL, a
+        broker whose metadata cache is still filling): the omitted topics are asked by name, in
+        one DescribeTopics request, and are dropped only where it answers UNKNOWN_TOPIC_OR_PART;
+        otherwise they keep the partitions of the previous discovery. Those, and any other
+        topic-level error, count in `metadata_errors`."""
         # The topic IDs of the topics known so far are asked first, so that round trip overlaps
-        # the metadata request; those of new topics are asked after it.
+        # the metadata request; those of new topics, and the omitted ones, are asked after it.
         before = self._partitions
         known_ids = self._request_topic_ids(self._topics_to_check())
         try:
@@ -210,19 +220,48 @@ class SourceCluster:
             if meta.error is None:
                 numbers[name] = _numbers(meta.partitions)
             elif meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue  # deleted: GONE
+                continue  # a listing's word: absent, asked by name below if it was known
             else:
                 self.metadata_errors += 1
-                if name in self._partitions:
-                    numbers[name] = self._partitions[name]
+                if name in before:
+                    numbers[name] = before[name]
                 log.debug("metadata from cluster %s: topic %s: %s; keeping its partitions", self.alias, name, meta.error)
-        # A topic known before that this answer does not name at all is gone as well.
-        replicated = {t for t in numbers if any(flow.should_replicate(t) for flow in self.flows)}
+        listed = {t for t in numbers if any(flow.should_replicate(t) for flow in self.flows)}
+        absent = sorted(t for t in before if t not in numbers)
+        # One request names the new topics (their IDs) and the omitted ones (do they exist?).
+        asked = self._request_topic_ids(sorted(t for t in listed if t not in before) + absent)
+        futures = {**known_ids, **asked}
+        concurrent.futures.wait(list(futures.values()), timeout=self.timeout_s + 1)
+        kept, unresolved = self._settle_absent(absent, asked)
+        numbers.update((t, before[t]) for t in kept)
+        replicated = listed | kept
         self._partitions = {t: numbers[t] for t in replicated}
-        new_ids = self._request_topic_ids(sorted(t for t in replicated if t not in before))
-        self.recreated = frozenset(self._check_topic_ids({**known_ids, **new_ids}, replicated))
+        self.unresolved = frozenset(unresolved)
+        self.recreated = frozenset(self._check_topic_ids(futures, replicated))
         topics = sorted(replicated)
         return {flow.id: tuple((t, numbers[t]) for t in topics if flow.should_replicate(t)) for flow in self.flows}
+
+    def _settle_absent(self, absent: list[str],
+                       answers: Mapping[str, concurrent.futures.Future]) -> tuple[set[str], set[str]]:
+        """Of the known topics the listing omitted, those kept (all but the ones the request naming
+        them says do not exist) and, among them, those it did not answer about (an error other
+        than "does not exist", or no answer). Each kept one counts as a metadata error."""
+        kept: set[str] = set()
+        unresolved: set[str] = set()
+        for topic in absent:
+            answer = _existence(answers.get(topic))
+            if answer is False:
+                continue  # the request naming it says it does not exist: GONE
+            kept.add(topic)
+            if answer is None:
+                unresolved.add(topic)
+        self.metadata_errors += len(kept)
+        if kept and frozenset(kept) != self._absent:  # once per change, not at every discovery
+            log.warning("metadata from cluster %s: %d known topic(s) absent from the listing (%s), kept: "
+                        "the request naming them %s", self.alias, len(kept), ", ".join(sorted(kept)[:5]),
+                        "did not answer for all of them" if unresolved else "says they exist")
+        self._absent = frozenset(kept)
+        return kept, unresolved
 
     def _topics_to_check(self) -> list[str]:
         """The known topics whose IDs this discovery reads: all of them up to
@@ -256,10 +295,10 @@ class SourceCluster:
             return {}
 
     def _check_topic_ids(self, futures: Mapping[str, concurrent.futures.Future], replicated: set[str]) -> set[str]:
-        """Reads the topic IDs asked, keeps the newest of each replicated topic, and returns the
-        topics whose ID differs from the one seen before. A topic whose ID could not be read this
-        time keeps its last one (it is compared at the next discovery that reads it)."""
-        concurrent.futures.wait(list(futures.values()), timeout=self.timeout_s + 1)
+        """Reads the topic IDs answered (discover has waited for them), keeps the newest of each
+        replicated topic, and returns the topics whose ID differs from the one seen before. A topic
+        whose ID could not be read this time keeps its last one (it is compared at the next
+        discovery that reads it)."""
         changed: set[str] = set()
         ids = {t: i for t, i in self._topic_ids.items() if t in replicated}
         for topic, future in futures.items():
@@ -322,6 +361,22 @@ class SourceCluster:
         self.admin.poll(0)  # serves the error callbacks librdkafka has queued
         last = self.admin.last_error
         return f" (last client error: {last})" if last else ""
+
+
+# What a request naming a topic answers when the topic does not exist, by name or by topic ID.
+_DOES_NOT_EXIST = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID})
+
+
+def _existence(answer: concurrent.futures.Future | None) -> bool | None:
+    """What DescribeTopics said of a topic: True (described), False (it does not exist), None (no
+    answer: not asked, not answered in time, or another error such as an authorization failure)."""
+    if answer is None or not answer.done():
+        return None
+    exc = answer.exception()
+    if exc is None:
+        return True
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return False if isinstance(err, KafkaError) and err.code() in _DOES_NOT_EXIST else None
 
 
 def isolation_level(name: str) -> IsolationLevel:

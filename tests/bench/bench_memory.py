@@ -79,6 +79,7 @@ class StandInSource:
         self.polls = 0
         self.metadata_errors = 0  # as SourceCluster's
         self.recreated: frozenset[str] = frozenset()
+        self.unresolved: frozenset[str] = frozenset()
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every partition, as the simulated mirror walks them."""

@@ -23,6 +23,7 @@ class FreshSource:
         self.unanswered: set[tuple[str, int]] = set()  # partitions whose end offset fails
         self.metadata_errors = 0  # as SourceCluster's
         self.recreated: frozenset[str] = frozenset()
+        self.unresolved: frozenset[str] = frozenset()
 
     def discover(self):
         self.discoveries += 1
@@ -184,6 +185,30 @@ def test_metadata_is_read_again_when_it_is_older_than_its_max_age(tmp_path):
     now[0] += 15.0
     poller.poll_once()
     assert source.discoveries == before + 1  # answered in full: back to its age
+
+
+def test_metadata_is_read_again_at_the_next_poll_while_an_absent_topic_is_unanswered(tmp_path):
+    """A topic the listing omitted and the request naming it did not answer about (discovery
+    keeps it, `unresolved`): the metadata is read again at the next poll, not at its age."""
+    poller, source = _poller(tmp_path, "mirrorlag.metadata.max.age.ms = 60000\n")
+    now = [1000.0]
+    poller.clock = lambda: now[0]
+    poller.poll_once()
+    source.unresolved = frozenset({"a"})
+    now[0] += 15.0
+    poller.poll_once()  # still within its age: not read
+    assert source.discoveries == 1
+    now[0] += 60.0
+    poller.poll_once()  # read at its age: unresolved, so read again at each next poll
+    for _ in range(2):
+        now[0] += 15.0
+        poller.poll_once()
+    assert source.discoveries == 4
+    source.unresolved = frozenset()
+    for _ in range(3):
+        now[0] += 15.0
+        poller.poll_once()
+    assert source.discoveries == 5  # answered: back to its age
 
 
 def test_metadata_is_read_at_every_poll_by_default(tmp_path):
