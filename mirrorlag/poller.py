@@ -187,6 +187,9 @@ class Poller:
         self._previous_poll: float | None = None  # when the previous poll read its LROs
         # The log starts of partitions no feed gives an LRO (normally few): what they owe.
         self._log_starts_owed: dict[PartitionKey, int] = {}
+        # Partitions on a new log (RESET) that no feed has said anything about since: UNKNOWN, not
+        # owed (DESIGN §3: until evidence newer than the reset arrives).
+        self._renewed: set[PartitionKey] = set()
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -295,6 +298,9 @@ class Poller:
         self.stats.evidence_unread = unread
         has_r, _, _, _, feed, names = lros.aligned(rows)
         floor = names.index(LOG_START) if LOG_START in names else -2
+        if self._renewed:
+            present = dict.fromkeys(rows)  # only while a new log waits for its first evidence
+            self._renewed = {key for key in self._renewed if key in present and key not in lros}
         # Partitions with no LRO of a feed's: their log start is kept (the others' is not needed).
         candidates = np.flatnonzero(~has_r | (feed == floor)).tolist()
         starts = self._log_starts_owed
@@ -306,7 +312,7 @@ class Poller:
         owed: dict[PartitionKey, int] = {}
         for key, start in starts.items():
             leo = leos.get(key)
-            if leo is not None and start < leo and key.flow not in unread:
+            if leo is not None and start < leo and key.flow not in unread and key not in self._renewed:
                 owed[key] = start - 1
         return owed
 
@@ -387,6 +393,7 @@ class Poller:
         view = self._views.get(source.alias)
         if view is None or view.topology != topology:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
+            self._log_starts_due = 0.0  # new partitions' log starts say whether they owe anything
             for flow in source.flows:
                 self._keys_by_topic[flow.id] = _TopicKeys.of(view, flow.id)
         return view
@@ -448,6 +455,7 @@ class Poller:
         and the cache; the partitions stay (UNKNOWN until evidence about the new log arrives)."""
         self._forget(keys)
         self.cache.forget(keys)
+        self._renewed.update(keys)
         self._log_starts_due = 0.0  # a new log's start: read at the next poll
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:

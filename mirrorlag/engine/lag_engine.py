@@ -9,7 +9,7 @@ applied in order, to every partition they concern at once. The per-partition mem
 A partition's row in one poll is one of:
 - LEO unreadable: UNKNOWN; nothing is learnt from the gap (the window is measured, not recorded);
 - nothing to copy (`[log start, LEO)` empty) and no LRO: IN_SYNC, record lag 0 (MM2 writes no
-  sync or commit for a partition it never copied); with an LRO, it is caught up whatever it says;
+  sync or commit for a partition it never copied);
 - no LRO yet: UNKNOWN; the LEO history still grows, which freshness needs once an LRO arrives;
 - a new log (the topic ID changed, the LEO went backwards, or an LRO known before this LEO
   snapshot lies beyond it, impossible on one log): RESET, with no record lag (the LRO is the old
@@ -88,14 +88,15 @@ class LagEngine:
         # Probed on the source: no data record left in [LRO + 1, LEO) (transaction markers only)
         # is caught up; else the oldest uncopied record's append time.
         no_data, appended_at = probe_columns(obs.oldest_uncopied, keys)
-        # Nothing to copy is caught up, whatever the feeds say: an empty [log start, LEO) (MM2
-        # writes no sync or commit for a partition it never copied).
+        # Nothing to copy is caught up: an empty [log start, LEO) with no LRO (MM2 writes no sync or
+        # commit for a partition it never copied). With an LRO, LRO + 1 >= log start >= LEO says
+        # so already, and an LRO below the log start is retention's to judge (lost records).
         start, has_start = c.log_start, c.has_log_start
         if log_rows.size:  # this poll's log starts, read before they are observed below
             start, has_start = start.copy(), has_start.copy()
             start[log_rows], has_start[log_rows] = log_values, True
         empty = has_leo & ((leo == 0) | (has_start & (start >= leo)))
-        nxt = np.where((no_data | empty) & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
+        nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
         res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
 
         # Which rows are on a new log (RESET), and which get every rule.

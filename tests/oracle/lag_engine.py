@@ -173,7 +173,7 @@ class LagEngine:
         # A new log: the topic was recreated (its ID changed) or the log went backwards.
         new_log = key in obs.new_logs or (part.prev is not None and leo < part.prev[0])
         prev = part.prev
-        # Nothing to copy: an empty [log start, LEO) is caught up, whatever the feeds say.
+        # Nothing to copy: an empty [log start, LEO) with no LRO is caught up.
         empty = leo == 0 or (part.log_start is not None and part.log_start >= leo)
         if r is None:
             if new_log:
@@ -194,7 +194,7 @@ class LagEngine:
         # The source probe at LRO + 1: no data record left (transaction markers only) is caught
         # up; else when the oldest uncopied record was appended.
         probed = obs.oldest_uncopied.get(key, ...)
-        nxt = max(r.offset + 1, leo) if probed is None or empty else r.offset + 1
+        nxt = max(r.offset + 1, leo) if probed is None else r.offset + 1
         appended_at = probed if isinstance(probed, float) else None
         lag = max(0, leo - nxt)
         if new_log or (nxt > leo and r.changed_at < t):

@@ -100,12 +100,6 @@ def test_an_empty_partition_is_caught_up_with_no_lro() -> None:
     assert (r.state, r.record_lag, r.time_lag_s) == (State.LAGGING, 1, 30.5)  # 30.5 s > max
 
 
-def test_an_emptied_log_is_caught_up_whatever_the_lro_says() -> None:
-    # The LRO of an idle transactional partition (100), its commit marker (101), all expired.
-    r = row(engine().update(PollObservation(100.0, 100.5, {K0: 102}, {K0: lro(100, 50.0)}, {K0: 102})))
-    assert (r.state, r.lro, r.record_lag, r.time_lag_s) == (State.IN_SYNC, 100, 0, 0.0)
-
-
 def test_an_empty_new_log_is_reset_then_caught_up() -> None:
     eng = engine()
     poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})
@@ -870,7 +864,7 @@ class _Model:
                 continue
             prev = self.prev.get(key)
             went_back = prev is not None and leo < prev[0]
-            empty = self.empty(key, leo)  # nothing to copy: caught up, whatever the feeds say
+            empty = self.empty(key, leo)  # nothing to copy and no LRO: caught up
             if r is None:
                 if went_back:
                     self._forget(key, self.lcu, self.first, self.lro_seen, self.mark)
@@ -889,7 +883,7 @@ class _Model:
                 out.append((key, State.IN_SYNC, 0, 0.0, 0.0, False, byte_lag, None, None, 0.0,
                             start, None if start is None else 0, None, None if start is None else 0))
                 continue
-            nxt = max(r.offset + 1, leo) if empty else r.offset + 1
+            nxt = r.offset + 1
             lag = max(0, leo - nxt)
             if went_back or (nxt > leo and r.changed_at < t):
                 self._forget(key, self.lcu, self.lro_seen, self.mark)
@@ -1019,7 +1013,7 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 continue
             assert leo is not None and (reading is not None or empty)
             # Never negative; 0 exactly when caught up.
-            caught_up = empty or reading.offset + 1 >= leo
+            caught_up = reading is None or reading.offset + 1 >= leo
             assert r.record_lag is not None and r.record_lag >= 0
             assert (r.record_lag == 0) == caught_up
             assert r.time_lag_s is not None and r.time_lag_s >= 0

@@ -103,8 +103,10 @@ def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
     tracker.replicated("a", 2, 8)
     tracker.replicated("b", 1, 6)
     snapshot = poller.poll_once()
-    lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
-    assert lro == {("a", 0): 5, ("a", 1): None, ("a", 2): 8, ("b", 0): None, ("b", 1): 6}
+    lro = {(row.key.topic, row.key.partition): (row.lro, row.lro_feed) for row in snapshot.rows}
+    # The callback sees every copy, so a partition it never copied is owed from its log start (0).
+    assert lro == {("a", 0): (5, "callback"), ("a", 1): (-1, "log-start"), ("a", 2): (8, "callback"),
+                   ("b", 0): (-1, "log-start"), ("b", 1): (6, "callback")}
     # Partitions metadata does not list, and a replicator's junk, never enter the cache.
     tracker.replicated("a", 3, 1)
     tracker.replicated("a", -1, 4)
@@ -113,8 +115,8 @@ def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
     tracker.replicated("b", 0, 9)
     snapshot = poller.poll_once()
     lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
-    assert lro == {("a", 0): 5, ("a", 1): None, ("a", 2): 8, ("b", 0): 9, ("b", 1): 6}
-    assert len(poller.cache) == 4
+    assert lro == {("a", 0): 5, ("a", 1): -1, ("a", 2): 8, ("b", 0): 9, ("b", 1): 6}
+    assert len(poller.cache) == 5  # a/1's owed from its log start
 
 
 def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
