@@ -35,8 +35,8 @@ _GONE, _RESET = STATES.index(State.GONE), STATES.index(State.RESET)
 class _SourceView:
     """One source cluster's partitions at one topology: a key per (flow, partition), and the
     distinct partitions as ListOffsets asks for them, each named by a key of the first flow that
-    replicates it (ListOffsets takes the keys themselves: no (topic, partition) pair is kept per
-    partition)."""
+    replicates it at its isolation level (ListOffsets takes the keys themselves: no (topic,
+    partition) pair is kept per partition)."""
 
     flows: tuple[FlowId, ...]  # the source's flows, in the order of topology
     topology: tuple[Topology, ...]  # per flow of the source, as discovered
@@ -61,10 +61,13 @@ class _SourceView:
         ids, all_keys = tuple(flow.id for flow in flows), tuple(keys)
         if len(flows) == 1:  # each partition once, in discovery's order: topic, then partition
             return cls(ids, topology, all_keys, all_keys, all_keys)
-        first: dict[tuple[str, int], PartitionKey] = {}  # only while the view is built
+        # A partition is asked once per isolation level its flows read at (MM2's consumer of each
+        # flow has its own): flows at one level share the first one's key.
+        level = {flow.target: flow.isolation_level for flow in flows}
+        first: dict[tuple[str, str, int], PartitionKey] = {}  # only while the view is built
         for key in all_keys:
-            first.setdefault((key.topic, key.partition), key)
-        key_parts = tuple(first[key.topic, key.partition] for key in all_keys)
+            first.setdefault((level[key.target], key.topic, key.partition), key)
+        key_parts = tuple(first[level[key.target], key.topic, key.partition] for key in all_keys)
         return cls(ids, topology, all_keys, key_parts, sorted(first.values(), key=attrgetter("topic", "partition")))
 
 
@@ -155,17 +158,9 @@ class Poller:
         self.engine = engine
         self.cache = LroCache(settings.lro_ttl_s)
         self.stats = PollStats()
-        self.sources = {
-            alias: SourceCluster(
-                alias=alias,
-                admin=make_admin(settings.clusters[alias], settings.request_timeout_s),
-                flows=[f for f in settings.flows if f.source == alias],
-                timeout_s=settings.request_timeout_s,
-                chunk_size=settings.leo_chunk_size,
-                isolation=isolation_level(settings.leo_isolation),
-            )
-            for alias in settings.source_aliases
-        }
+        self.sources = {alias: self._source_cluster(alias) for alias in settings.source_aliases}
+        # Each flow's LEOs and probe read at the level MM2's consumer of that flow reads at.
+        self._isolation = {flow.id: flow.isolation_level for flow in settings.flows}
         self._topology: dict[FlowId, Topology] = {}
         self._views: dict[str, _SourceView] = {}  # per source alias, rebuilt when its topology changes
         self._available: dict[str, bool] = {}
@@ -180,9 +175,23 @@ class Poller:
         # the flows: a longer allowance only delays STALLED, a shorter one would flap it.
         flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
         self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
-        self._probes: dict[str, SourceProbe] = {}  # per source alias, made when first needed
+        self._probes: dict[tuple[str, str], SourceProbe] = {}  # per source alias and isolation level, made when first needed
         self._row_base: dict[str, int] = {}  # per source alias, its view's first row in the poll's rows
         self._previous_poll: float | None = None  # when the previous poll read its LROs
+
+    def _source_cluster(self, alias: str) -> SourceCluster:
+        settings = self.settings
+        flows = [f for f in settings.flows if f.source == alias]
+        levels = {f.target: isolation_level(f.isolation_level) for f in flows}
+        return SourceCluster(
+            alias=alias,
+            admin=make_admin(settings.clusters[alias], settings.request_timeout_s),
+            flows=flows,
+            timeout_s=settings.request_timeout_s,
+            chunk_size=settings.leo_chunk_size,
+            isolation=levels[flows[0].target],
+            isolation_by_target=levels if len(set(levels.values())) > 1 else {},
+        )
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -277,15 +286,17 @@ class Poller:
             for probe in self._probes.values():
                 probe.probe(())  # nothing asked: partitions left waiting for a fetch stop waiting
             return {}
-        by_source: dict[str, list[tuple[PartitionKey, int, int]]] = {}
+        # One probe per source and isolation level: each flow's at the level its MM2 consumer reads.
+        by_probe: dict[tuple[str, str], list[tuple[PartitionKey, int, int]]] = {}
         for i in rows:
-            by_source.setdefault(keys[i].source, []).append((keys[i], int(off[i]) + 1, int(leo[i])))
+            key = keys[i]
+            level = self._isolation.get(key.flow, "read_uncommitted")
+            by_probe.setdefault((key.source, level), []).append((key, int(off[i]) + 1, int(leo[i])))
         found: dict[PartitionKey, float | None] = {}
-        for alias, requests in by_source.items():
-            probe = self._probes.get(alias)
+        for (alias, level), requests in by_probe.items():
+            probe = self._probes.get((alias, level))
             if probe is None:
-                probe = self._probes[alias] = SourceProbe.for_cluster(self.settings.clusters[alias],
-                                                                      self.settings.leo_isolation)
+                probe = self._probes[alias, level] = SourceProbe.for_cluster(self.settings.clusters[alias], level)
             found.update(probe.probe(requests))  # type: ignore[arg-type]
         return found
 

@@ -1,0 +1,87 @@
+"""Per flow, as each flow's MM2 reads (issue 30, cases 3 and 8): the isolation level its LEOs are
+asked and its partitions probed at, and the resolution of its flush-paced evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from confluent_kafka import IsolationLevel
+
+from mirrorlag.config import load_settings
+from mirrorlag.kafka.source import SourceCluster
+from mirrorlag.model import LroReading, LroTable, PartitionKey
+from mirrorlag.poller import Poller, _SourceView
+
+RC, RU = "read_committed", "read_uncommitted"
+THREE_FLOWS = """\
+clusters = S, X, Y, Z
+S.bootstrap.servers = 127.0.0.1:9
+X.bootstrap.servers = 127.0.0.1:9
+Y.bootstrap.servers = 127.0.0.1:9
+Z.bootstrap.servers = 127.0.0.1:9
+S->X.enabled = true
+S->Y.enabled = true
+S->Z.enabled = true
+S.consumer.isolation.level = read_committed
+S->Y.source.consumer.isolation.level = read_uncommitted
+"""
+
+
+def settings(tmp_path: Path, text: str = THREE_FLOWS):
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    return load_settings([path])
+
+
+def test_a_partition_is_asked_once_per_level_its_flows_read_at(tmp_path: Path) -> None:
+    flows = settings(tmp_path).flows
+    assert [(str(f.id), f.isolation_level) for f in flows] == [("S->X", RC), ("S->Y", RU), ("S->Z", RC)]
+    topology = tuple(((("orders", range(2)),)) for _ in flows)
+    view = _SourceView.build(flows, topology)
+    x, y, z = ([PartitionKey("S", t, "orders", p) for p in range(2)] for t in "XYZ")
+    assert sorted(view.partitions) == sorted(x + y)  # S->Z reads at S->X's level: asked as S->X's keys
+    assert view.key_parts == (*x, *y, *x)
+
+
+def test_one_level_for_every_flow_asks_each_partition_once(tmp_path: Path) -> None:
+    flows = settings(tmp_path, THREE_FLOWS.replace("S->Y.source.consumer.isolation.level = read_uncommitted\n", "")).flows
+    view = _SourceView.build(flows, tuple(((("orders", range(2)),)) for _ in flows))
+    assert list(view.partitions) == [PartitionKey("S", "X", "orders", p) for p in range(2)]
+
+
+def test_list_offsets_is_one_request_per_level(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    levels = {f.target: IsolationLevel.READ_COMMITTED if f.isolation_level == RC else IsolationLevel.READ_UNCOMMITTED
+              for f in s.flows}
+    source = SourceCluster("S", None, s.flows, 1.0, 250, levels["X"], levels)  # type: ignore[arg-type]
+    x0, y0, y1 = PartitionKey("S", "X", "t", 0), PartitionKey("S", "Y", "t", 0), PartitionKey("S", "Y", "t", 1)
+    assert source._by_isolation([x0, y0, y1]) == [(IsolationLevel.READ_COMMITTED, [x0]),
+                                                  (IsolationLevel.READ_UNCOMMITTED, [y0, y1])]
+    # A source whose flows agree sends its partitions as they are, at that level.
+    same = SourceCluster("S", None, s.flows, 1.0, 250, IsolationLevel.READ_COMMITTED)  # type: ignore[arg-type]
+    asked = [x0, y0]
+    (group,) = same._by_isolation(asked)
+    assert group[0] == IsolationLevel.READ_COMMITTED and group[1] is asked
+
+
+class StandInProbe:
+    def __init__(self) -> None:
+        self.asked: list[list] = []
+
+    def probe(self, requests):
+        requests = list(requests)
+        self.asked.append(requests)
+        return {key: None for key, _, _ in requests}
+
+
+def test_each_flow_is_probed_at_its_own_level(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    rc, ru = StandInProbe(), StandInProbe()
+    poller = SimpleNamespace(_previous_poll=None, _isolation={f.id: f.isolation_level for f in s.flows},
+                             _probes={("S", RC): rc, ("S", RU): ru})
+    keys = [PartitionKey("S", t, "orders", 0) for t in "XYZ"]
+    lros = LroTable.of({k: LroReading(4, "callback", 0.0, False) for k in keys})
+    found = Poller._probe(poller, dict.fromkeys(keys, 10), lros)  # type: ignore[arg-type]
+    assert found == dict.fromkeys(keys)
+    assert rc.asked == [[(keys[0], 5, 10), (keys[2], 5, 10)]] and ru.asked == [[(keys[1], 5, 10)]]
