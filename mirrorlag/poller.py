@@ -171,10 +171,10 @@ class Poller:
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
         self._new_logs: list[PartitionKey] = []  # this poll's partitions whose topic ID changed
         # Evidence that moves once per offset flush: connect-offsets, and the offset syncs of a
-        # partition slower than offset.lag.max records a flush (MM2 >= 3.7). The longest flush of
-        # the flows: a longer allowance only delays STALLED, a shorter one would flap it.
-        flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
-        self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
+        # partition slower than offset.lag.max records a flush (MM2 >= 3.7). Per flow: the flush
+        # of its own target's MM2 workers (MirrorMakerConfig.workerConfig is per target cluster).
+        flush_s = {f.id: f.offset_flush_interval_s for f in settings.flows}
+        self._resolution: dict[str, Mapping[FlowId, float]] = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s}
         self._probes: dict[tuple[str, str], SourceProbe] = {}  # per source alias and isolation level, made when first needed
         self._row_base: dict[str, int] = {}  # per source alias, its view's first row in the poll's rows
         self._previous_poll: float | None = None  # when the previous poll read its LROs
@@ -228,7 +228,7 @@ class Poller:
         # Feeds are read in their order (target progress after the syncs it translates through);
         # where several prove the same LRO, the finest resolution wins (the cache gives a tie to
         # the first feed named), its age still that of the oldest record proving it.
-        by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
+        by_feed = dict(sorted(by_feed.items(), key=lambda item: self._longest_resolution(item[0])))
         lros = self.cache.update(by_feed, now, rows, written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         probed = self._probe(leos, lros)
@@ -254,12 +254,16 @@ class Poller:
         stats.records_lost_total = dict(self.engine.records_lost_total)
         stats.mean_record_bytes = sizes
         stats.feeds = [
-            dataclasses.replace(health, resolution_s=self._resolution.get(feed.name, 0.0))
+            dataclasses.replace(health, resolution_s=self._longest_resolution(feed.name))
             for feed in self.feeds if (health := feed.health()) is not None
         ] + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
         if not failed:
             stats.last_success_at = now
         return snapshot
+
+    def _longest_resolution(self, feed: str) -> float:
+        """A feed's resolution over its flows: the longest (per flow in /status `flows[]`)."""
+        return max(self._resolution.get(feed, {}).values(), default=0.0)
 
     def close(self) -> None:
         """Close the feeds' consumers; only once no poll runs."""

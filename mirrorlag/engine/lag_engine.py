@@ -87,7 +87,10 @@ class LagEngine:
         # is caught up; else the oldest uncopied record's append time.
         no_data, appended_at = probe_columns(obs.oldest_uncopied, keys)
         nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
-        res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
+        # Per flow and feed (feed -1, none: the last column, 0).
+        res_table = np.array([[obs.resolution(name, flows.flow_id(i)) for name in feed_names] + [0.0]
+                              for i in range(len(flows))]).reshape(len(flows), len(feed_names) + 1)
+        res = res_table[flow, feed]
 
         # Which rows are on a new log (RESET), and which get every rule.
         went_back = has_leo & c.has_prev_leo & (leo < c.prev_leo)

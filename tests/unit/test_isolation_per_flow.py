@@ -9,8 +9,10 @@ from types import SimpleNamespace
 from confluent_kafka import IsolationLevel
 
 from mirrorlag.config import load_settings
+from mirrorlag.config.settings import EngineParams
+from mirrorlag.engine import LagEngine
 from mirrorlag.kafka.source import SourceCluster
-from mirrorlag.model import LroReading, LroTable, PartitionKey
+from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation, State
 from mirrorlag.poller import Poller, _SourceView
 
 RC, RU = "read_committed", "read_uncommitted"
@@ -85,3 +87,29 @@ def test_each_flow_is_probed_at_its_own_level(tmp_path: Path) -> None:
     found = Poller._probe(poller, dict.fromkeys(keys, 10), lros)  # type: ignore[arg-type]
     assert found == dict.fromkeys(keys)
     assert rc.asked == [[(keys[0], 5, 10), (keys[2], 5, 10)]] and ru.asked == [[(keys[1], 5, 10)]]
+
+
+def test_each_flow_reads_its_own_targets_flush_resolution() -> None:
+    """Two flows stalled alike; each is judged with its own evidence's resolution: the one whose
+    target flushes every 60 s stays IN_SYNC within max + 60 s, the one at 5 s stalls past max + 5 s."""
+    ab, cb = FlowId("A", "B"), FlowId("C", "D")
+    a, c = PartitionKey("A", "B", "t", 0), PartitionKey("C", "D", "t", 0)
+    engine = LagEngine(lambda flow: EngineParams(lag_time_max_s=30.0))
+    res = {"connect-offsets": {ab: 60.0, cb: 5.0}}
+
+    def poll(t: float, leo: int):
+        lros = {k: LroReading(9, "connect-offsets", -1.0, False) for k in (a, c)}
+        snap = engine.update(PollObservation(t, t + 0.5, {a: leo, c: leo}, lros, resolution_s=res))
+        return {r.key: r.state for r in snap.rows}
+
+    assert poll(0.0, 10) == {a: State.IN_SYNC, c: State.IN_SYNC}
+    assert poll(15.0, 11) == {a: State.IN_SYNC, c: State.IN_SYNC}
+    assert poll(45.0, 12) == {a: State.IN_SYNC, c: State.STALLED}
+    assert poll(85.0, 12) == {a: State.IN_SYNC, c: State.STALLED}  # 85.5 s behind: within 30 + 60
+    assert poll(105.0, 12) == {a: State.STALLED, c: State.STALLED}
+
+
+def test_a_resolution_for_every_flow_still_reads_as_before() -> None:
+    obs = PollObservation(0.0, 0.5, {}, {}, resolution_s={"connect-offsets": 60.0})
+    assert obs.resolution("connect-offsets", FlowId("A", "B")) == 60.0
+    assert obs.resolution("callback", FlowId("A", "B")) == obs.resolution(None, FlowId("A", "B")) == 0.0
