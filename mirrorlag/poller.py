@@ -125,6 +125,8 @@ def _merged(first: Mapping[PartitionKey, int], second: Mapping[PartitionKey, int
     """Two feeds of one kind (disjoint flows): one mapping, or one array where both are rows."""
     if isinstance(first, PollRows) and isinstance(second, PollRows) and first.rows is second.rows:
         return first.merged(second)
+    if type(second) is dict and not second:  # a feed with nothing to give (feeds.off): rows stay rows
+        return first
     return {**first, **second}
 
 

@@ -11,6 +11,7 @@ from confluent_kafka import IsolationLevel
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import LagEngine
+from mirrorlag.feeds.off import offset_syncs_off_feeds
 from mirrorlag.kafka.source import SourceCluster
 from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation, State
 from mirrorlag.poller import Poller, _SourceView
@@ -113,3 +114,17 @@ def test_a_resolution_for_every_flow_still_reads_as_before() -> None:
     obs = PollObservation(0.0, 0.5, {}, {}, resolution_s={"connect-offsets": 60.0})
     assert obs.resolution("connect-offsets", FlowId("A", "B")) == 60.0
     assert obs.resolution("callback", FlowId("A", "B")) == obs.resolution(None, FlowId("A", "B")) == 0.0
+
+
+def test_flows_without_offset_syncs_are_named_where_their_syncs_would_be(tmp_path: Path) -> None:
+    text = THREE_FLOWS + "S->X.emit.offset-syncs.enabled = false\nS->Z.emit.offset-syncs.enabled = false\n" \
+                         "S->Z.offset-syncs.topic.location = target\n"
+    off = {(f.name, f.cluster_alias): f.health().off
+           for f in offset_syncs_off_feeds(settings(tmp_path, text), ["offset-syncs", "target-progress"])}
+    assert set(off) == {("offset-syncs", "S"), ("offset-syncs", "Z"), ("target-progress", "X"),
+                        ("target-progress", "Z")}
+    (line,) = off["offset-syncs", "S"]
+    assert line.startswith("S->X: emit.offset-syncs.enabled = false") and "mm2-offset-syncs.X.internal" in line
+    assert "mm2-offset-syncs.S.internal" in off["offset-syncs", "Z"][0]
+    # Only the feeds mirrorlag.lro.feeds lists.
+    assert {f.name for f in offset_syncs_off_feeds(settings(tmp_path, text), ["connect-offsets"])} == set()
