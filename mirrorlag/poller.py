@@ -18,6 +18,7 @@ import numpy as np
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS
+from mirrorlag.feeds.off import one_per_cluster
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
 from mirrorlag.gil import pieces
 from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollRows, PollStats
@@ -255,10 +256,10 @@ class Poller:
         stats.rewinds_total = dict(self.engine.rewinds_total)
         stats.records_lost_total = dict(self.engine.records_lost_total)
         stats.mean_record_bytes = sizes
-        stats.feeds = [
+        stats.feeds = one_per_cluster([
             dataclasses.replace(health, resolution_s=self._longest_resolution(feed.name))
             for feed in self.feeds if (health := feed.health()) is not None
-        ] + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
+        ]) + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
         if not failed:
             stats.last_success_at = now
         return snapshot

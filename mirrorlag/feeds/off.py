@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS, sync_topic_location
@@ -50,3 +51,18 @@ def offset_syncs_off_feeds(settings: Settings, feeds: list[str]) -> list[OffFeed
         if TARGET_PROGRESS in feeds:
             by_feed.setdefault((TARGET_PROGRESS, flow.target), []).append(f"{why} (no syncs to translate through)")
     return [OffFeed(name, cluster, tuple(off)) for (name, cluster), off in by_feed.items()]
+
+
+def one_per_cluster(healths: Sequence[FeedHealth]) -> list[FeedHealth]:
+    """The feeds' health with an OffFeed's reasons joined to the entry of the feed that reads the
+    same cluster for other flows: one entry per feed and cluster (two would also be two series of
+    one name and labels in /metrics)."""
+    out = list(healths)
+    real = {(h.feed, h.cluster): i for i, h in enumerate(out) if h.topics or not h.off}
+    for j, h in enumerate(healths):
+        i = real.get((h.feed, h.cluster))
+        if i is not None and i != j and not h.topics and h.off:
+            out[i] = dataclasses.replace(out[i], off=out[i].off + h.off)
+            out[j] = None  # type: ignore[call-overload]
+    return [h for h in out if h is not None]
+
