@@ -113,7 +113,10 @@ def test_emit_offset_syncs_false_reads_no_sync_and_names_why(tmp_path, clusters,
     port = free_port()
     config = _estate(tmp_path, clusters, topic_name, "src->dst.emit.offset-syncs.enabled = false\n"
                                                      "src.consumer.isolation.level = read_committed\n"
-                                                     "dst.offset.flush.interval.ms = 5000\n", port)
+                                                     "dst.offset.flush.interval.ms = 5000\n"
+                                                     # A second flow from src whose syncs are read.
+                                                     f"clusters = src, dst, oth\noth.bootstrap.servers = {clusters.target}\n"
+                                                     "src->oth.enabled = true\nsrc->oth.topics = none-such\n", port)
     result = mirrorlag("check", "--config", str(config), "--json", "--timeout", "3")
     (row,) = json.loads(result.stdout)
     assert (row["leo"], row["lro"], row["lro_feed"], row["record_lag"]) == (5, 1, "connect-offsets", 3), row
@@ -125,8 +128,9 @@ def test_emit_offset_syncs_false_reads_no_sync_and_names_why(tmp_path, clusters,
             return body
 
         body = eventually(seen)
-    (flow,) = body["flows"]
+    flow, other = body["flows"]
     assert flow["flow"] == "src->dst" and flow["emit_offset_syncs"] is False
+    assert other["flow"] == "src->oth" and other["emit_offset_syncs"] is True
     assert (flow["isolation_level"], flow["mm2_isolation_level"]) == (RC, RC)
     assert flow["isolation_level_from"].startswith("src.consumer.isolation.level at ")
     assert flow["offset_flush_interval_s"] == 5.0
@@ -135,6 +139,7 @@ def test_emit_offset_syncs_false_reads_no_sync_and_names_why(tmp_path, clusters,
     for lines in off.values():
         (line,) = lines
         assert line.startswith("src->dst: emit.offset-syncs.enabled = false"), line
-    assert not [f for f in body["feeds"] if f["feed"] == "offset-syncs" and f["topics"]]  # nothing read
-    (connect,) = [f for f in body["feeds"] if f["feed"] == "connect-offsets"]
-    assert connect["resolution_s"] == 5.0
+    # One entry for the syncs on src: it reads src->oth's topic only, and names src->dst as off.
+    (syncs,) = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
+    assert (syncs["cluster"], syncs["topics"]) == ("src", ["mm2-offset-syncs.oth.internal"]), syncs
+    assert other["offset_flush_interval_s"] == 60.0  # each flow its own target's (feeds[]: the longest)
