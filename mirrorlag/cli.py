@@ -147,7 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
     sidecar.start()
-    log.info("mirrorlag %s watching %s", __version__, ", ".join(str(f.id) for f in settings.flows))
+    log.info("mirrorlag %s watching %s", __version__, ", ".join(
+        f"{f.id} (LEOs at {f.isolation_level}, offset flush {f.offset_flush_interval_s:g} s"
+        f"{'' if f.emit_offset_syncs else ', no offset syncs'})" for f in settings.flows))
     stop.wait()
     log.info("stopping")
     if not sidecar.stop(timeout_s=4.5):

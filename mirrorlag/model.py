@@ -188,7 +188,8 @@ class PollObservation:
     `new_logs`: partitions whose topic was deleted and created again since the previous poll (its
     topic ID changed, KIP-516), a new log even where the LEO did not go back.
     `resolution_s`: by feed name, how often that feed's evidence can move at most (connect-offsets:
-    once per offset flush); a feed not named can move at every poll.
+    once per offset flush): one value for every flow, or a value per flow (each flow's own target's
+    flush; a flow not named: 0); a feed not named can move at every poll.
     `oldest_uncopied`: for partitions the poller probed on the source from LRO + 1 this poll, the
     append time (record timestamp, s) of the oldest data record not copied, or None where
     [LRO + 1, LEO) holds no data record at the mirror's isolation level (only transaction
@@ -202,8 +203,13 @@ class PollObservation:
     log_starts: Mapping[PartitionKey, int] = field(default_factory=dict)
     mean_record_bytes: Mapping[FlowId, float] = field(default_factory=dict)
     new_logs: Collection[PartitionKey] = frozenset()
-    resolution_s: Mapping[str, float] = field(default_factory=dict)
+    resolution_s: Mapping[str, float | Mapping[FlowId, float]] = field(default_factory=dict)
     oldest_uncopied: Mapping[PartitionKey, float | None] = field(default_factory=dict)
+
+    def resolution(self, feed: str | None, flow: FlowId) -> float:
+        """How often `feed`'s evidence of `flow` can move at most (s; 0: at every poll)."""
+        res = self.resolution_s.get(feed, 0.0) if feed is not None else 0.0
+        return res if isinstance(res, (int, float)) else res.get(flow, 0.0)
 
 
 class PartitionRow(NamedTuple):

@@ -14,10 +14,12 @@ from operator import attrgetter
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
+from cachetools import TTLCache
 
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS
+from mirrorlag.feeds.off import one_per_cluster
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
 from mirrorlag.gil import pieces
 from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollRows, PollStats
@@ -35,8 +37,8 @@ _GONE, _RESET = STATES.index(State.GONE), STATES.index(State.RESET)
 class _SourceView:
     """One source cluster's partitions at one topology: a key per (flow, partition), and the
     distinct partitions as ListOffsets asks for them, each named by a key of the first flow that
-    replicates it (ListOffsets takes the keys themselves: no (topic, partition) pair is kept per
-    partition)."""
+    replicates it at its isolation level (ListOffsets takes the keys themselves: no (topic,
+    partition) pair is kept per partition)."""
 
     flows: tuple[FlowId, ...]  # the source's flows, in the order of topology
     topology: tuple[Topology, ...]  # per flow of the source, as discovered
@@ -61,10 +63,13 @@ class _SourceView:
         ids, all_keys = tuple(flow.id for flow in flows), tuple(keys)
         if len(flows) == 1:  # each partition once, in discovery's order: topic, then partition
             return cls(ids, topology, all_keys, all_keys, all_keys)
-        first: dict[tuple[str, int], PartitionKey] = {}  # only while the view is built
+        # A partition is asked once per isolation level its flows read at (MM2's consumer of each
+        # flow has its own): flows at one level share the first one's key.
+        level = {flow.target: flow.isolation_level for flow in flows}
+        first: dict[tuple[str, str, int], PartitionKey] = {}  # only while the view is built
         for key in all_keys:
-            first.setdefault((key.topic, key.partition), key)
-        key_parts = tuple(first[key.topic, key.partition] for key in all_keys)
+            first.setdefault((level[key.target], key.topic, key.partition), key)
+        key_parts = tuple(first[level[key.target], key.topic, key.partition] for key in all_keys)
         return cls(ids, topology, all_keys, key_parts, sorted(first.values(), key=attrgetter("topic", "partition")))
 
 
@@ -122,6 +127,8 @@ def _merged(first: Mapping[PartitionKey, int], second: Mapping[PartitionKey, int
     """Two feeds of one kind (disjoint flows): one mapping, or one array where both are rows."""
     if isinstance(first, PollRows) and isinstance(second, PollRows) and first.rows is second.rows:
         return first.merged(second)
+    if type(second) is dict and not second:  # a feed with nothing to give (feeds.off): rows stay rows
+        return first
     return {**first, **second}
 
 
@@ -155,17 +162,9 @@ class Poller:
         self.engine = engine
         self.cache = LroCache(settings.lro_ttl_s)
         self.stats = PollStats()
-        self.sources = {
-            alias: SourceCluster(
-                alias=alias,
-                admin=make_admin(settings.clusters[alias], settings.request_timeout_s),
-                flows=[f for f in settings.flows if f.source == alias],
-                timeout_s=settings.request_timeout_s,
-                chunk_size=settings.leo_chunk_size,
-                isolation=isolation_level(settings.leo_isolation),
-            )
-            for alias in settings.source_aliases
-        }
+        self.sources = {alias: self._source_cluster(alias) for alias in settings.source_aliases}
+        # Each flow's LEOs and probe read at the level MM2's consumer of that flow reads at.
+        self._isolation = {flow.id: flow.isolation_level for flow in settings.flows}
         self._topology: dict[FlowId, Topology] = {}
         self._views: dict[str, _SourceView] = {}  # per source alias, rebuilt when its topology changes
         self._available: dict[str, bool] = {}
@@ -176,13 +175,14 @@ class Poller:
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
         self._new_logs: list[PartitionKey] = []  # this poll's partitions whose topic ID changed
         # Evidence that moves once per offset flush: connect-offsets, and the offset syncs of a
-        # partition slower than offset.lag.max records a flush (MM2 >= 3.7). The longest flush of
-        # the flows: a longer allowance only delays STALLED, a shorter one would flap it.
-        flush_s = max((f.offset_flush_interval_s for f in settings.flows), default=0.0)
+        # partition slower than offset.lag.max records a flush (MM2 >= 3.7). Per flow: the flush
+        # of its own target's MM2 workers (MirrorMakerConfig.workerConfig is per target cluster).
         # A partition owed from its log start shows its first copy in an offset sync (the first
         # record of a partition is synced at once) or, with connect-offsets alone, at a flush.
-        self._resolution = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s, LOG_START: flush_s}
-        self._probes: dict[str, SourceProbe] = {}  # per source alias, made when first needed
+        flush_s = {f.id: f.offset_flush_interval_s for f in settings.flows}
+        self._resolution: dict[str, Mapping[FlowId, float]] = {CONNECT_OFFSETS: flush_s, OFFSET_SYNCS: flush_s,
+                                                               LOG_START: flush_s}
+        self._probes: dict[tuple[str, str], SourceProbe] = {}  # per source alias and isolation level, made when first needed
         self._row_base: dict[str, int] = {}  # per source alias, its view's first row in the poll's rows
         self._previous_poll: float | None = None  # when the previous poll read its LROs
         # The log starts of partitions no feed gives an LRO (normally few): what they owe.
@@ -190,6 +190,25 @@ class Poller:
         # Partitions on a new log (RESET) that no feed has said anything about since: UNKNOWN, not
         # owed (DESIGN §3: until evidence newer than the reset arrives).
         self._renewed: set[PartitionKey] = set()
+        # Topics that went GONE: a partition of theirs seen again is on a new log (renewed). Kept a
+        # day, bounded: topics churn (a Streams application's repartition topics, say).
+        self._gone_topics: TTLCache[tuple[FlowId, str], bool] = TTLCache(maxsize=10_000, ttl=86_400, timer=clock)
+        # The previous poll's rows and which had an LRO: a first LRO of a partition behind is probed.
+        self._had_lro: tuple[Sequence[PartitionKey] | None, np.ndarray] = (None, np.zeros(0, bool))
+
+    def _source_cluster(self, alias: str) -> SourceCluster:
+        settings = self.settings
+        flows = [f for f in settings.flows if f.source == alias]
+        levels = {f.target: isolation_level(f.isolation_level) for f in flows}
+        return SourceCluster(
+            alias=alias,
+            admin=make_admin(settings.clusters[alias], settings.request_timeout_s),
+            flows=flows,
+            timeout_s=settings.request_timeout_s,
+            chunk_size=settings.leo_chunk_size,
+            isolation=levels[flows[0].target],
+            isolation_by_target=levels if len(set(levels.values())) > 1 else {},
+        )
 
     def poll_once(self) -> Snapshot:
         started = self.clock()
@@ -226,12 +245,12 @@ class Poller:
         # Feeds are read in their order (target progress after the syncs it translates through);
         # where several prove the same LRO, the finest resolution wins (the cache gives a tie to
         # the first feed named), its age still that of the oldest record proving it.
-        by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
+        by_feed = dict(sorted(by_feed.items(), key=lambda item: self._longest_resolution(item[0])))
         lros = self.cache.update(by_feed, now, rows, written_at)
         if owed := self._owed_from_log_start(leos, rows, lros, log_starts):
             lros = self.cache.fill(LOG_START, owed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
-        probed = self._probe(leos, lros)
+        probed = self._probe(leos, rows, lros)
         if owed and (dates := {key: at for key in owed if isinstance(at := probed.get(key), float)}):
             # Owed since its oldest record was appended: the mirror has not moved since (a mirror
             # that never copied a partition an hour old reads STALLED at its first look).
@@ -240,7 +259,10 @@ class Poller:
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
                                                       frozenset(new_logs), self._resolution, probed))
         cols = snapshot.columns
-        self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()])
+        gone = [cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()]
+        self._forget(gone)
+        for key in gone:  # if it comes back, it is a new log: UNKNOWN until evidence about it
+            self._gone_topics[key.flow, key.topic] = True
         # A RESET row's LRO is the old log's: it leaves the feeds and the cache, so the partition
         # reads UNKNOWN until evidence about the new log arrives (one vectorised test when none is).
         if (reset := np.flatnonzero(cols.state == _RESET)).size:
@@ -257,13 +279,17 @@ class Poller:
         stats.rewinds_total = dict(self.engine.rewinds_total)
         stats.records_lost_total = dict(self.engine.records_lost_total)
         stats.mean_record_bytes = sizes
-        stats.feeds = [
-            dataclasses.replace(health, resolution_s=self._resolution.get(feed.name, 0.0))
+        stats.feeds = one_per_cluster([
+            dataclasses.replace(health, resolution_s=self._longest_resolution(feed.name))
             for feed in self.feeds if (health := feed.health()) is not None
-        ] + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
+        ]) + [FeedHealth.of(feed.name, feed.reader, feed.bad_records) for feed in self.heartbeats if feed.reader is not None]
         if not failed:
             stats.last_success_at = now
         return snapshot
+
+    def _longest_resolution(self, feed: str) -> float:
+        """A feed's resolution over its flows: the longest (per flow in /status `flows[]`)."""
+        return max(self._resolution.get(feed, {}).values(), default=0.0)
 
     def close(self) -> None:
         """Close the feeds' consumers; only once no poll runs."""
@@ -316,33 +342,40 @@ class Poller:
                 owed[key] = start - 1
         return owed
 
-    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable) -> dict[PartitionKey, float | None]:
+    def _probe(self, leos: Mapping[PartitionKey, int | None], keys: Sequence[PartitionKey],
+               lros: LroTable) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
-        every partition behind at the first poll (a mirror that stalled before the sidecar
-        started). The probe remembers its answers, so a partition that stays put costs no fetch."""
+        every partition behind at its first LRO (a mirror that stalled before the sidecar started,
+        or before its evidence was read). `keys` are `leos`'s, in order. The probe remembers its
+        answers, so a partition that stays put costs no fetch."""
         if not len(lros):
             return {}
-        keys = list(leos)
         has_r, off, changed, _, _, _ = lros.aligned(keys)
         leo = np.fromiter((-1 if v is None else v for v in leos.values()), np.int64, len(keys))
         behind = has_r & (off + 1 < leo)
+        had_keys, had = self._had_lro
+        same = had_keys is not None and (had_keys is keys or list(had_keys) == list(keys))  # identity first, in C
+        first = has_r & ~had if same else has_r  # a changed topology: every LRO is new to it
+        self._had_lro = (keys, has_r)
         if self._previous_poll is not None:  # unmoved since the previous poll (which dated its changes then)
-            behind &= changed <= self._previous_poll
+            behind &= (changed <= self._previous_poll) | first
         rows = np.flatnonzero(behind).tolist()
         if not rows:
             for probe in self._probes.values():
                 probe.probe(())  # nothing asked: partitions left waiting for a fetch stop waiting
             return {}
-        by_source: dict[str, list[tuple[PartitionKey, int, int]]] = {}
+        # One probe per source and isolation level: each flow's at the level its MM2 consumer reads.
+        by_probe: dict[tuple[str, str], list[tuple[PartitionKey, int, int]]] = {}
         for i in rows:
-            by_source.setdefault(keys[i].source, []).append((keys[i], int(off[i]) + 1, int(leo[i])))
+            key = keys[i]
+            level = self._isolation.get(key.flow, "read_uncommitted")
+            by_probe.setdefault((key.source, level), []).append((key, int(off[i]) + 1, int(leo[i])))
         found: dict[PartitionKey, float | None] = {}
-        for alias, requests in by_source.items():
-            probe = self._probes.get(alias)
+        for (alias, level), requests in by_probe.items():
+            probe = self._probes.get((alias, level))
             if probe is None:
-                probe = self._probes[alias] = SourceProbe.for_cluster(self.settings.clusters[alias],
-                                                                      self.settings.leo_isolation)
+                probe = self._probes[alias, level] = SourceProbe.for_cluster(self.settings.clusters[alias], level)
             found.update(probe.probe(requests))  # type: ignore[arg-type]
         return found
 
@@ -395,7 +428,10 @@ class Poller:
             view = self._views[source.alias] = _SourceView.build(source.flows, topology, view)
             self._log_starts_due = 0.0  # new partitions' log starts say whether they owe anything
             for flow in source.flows:
-                self._keys_by_topic[flow.id] = _TopicKeys.of(view, flow.id)
+                by_topic = self._keys_by_topic[flow.id] = _TopicKeys.of(view, flow.id)
+                for topic in [t for t in by_topic if (flow.id, t) in self._gone_topics] if self._gone_topics else ():
+                    del self._gone_topics[flow.id, topic]  # back: a new log
+                    self._renewed.update(key for key in by_topic[topic] if key is not None)
         return view
 
     def _topic_keys(self, flow: FlowId) -> Mapping[str, Sequence[PartitionKey | None]]:

@@ -17,7 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from mirrorlag.config.settings import Settings
 from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages, policies_of
-from mirrorlag.exporters.status import status_chunks
+from mirrorlag.exporters.status import flow_to_dict, status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.gc_pacing import GcPacing
 from mirrorlag.history import History
@@ -100,6 +100,7 @@ class Sidecar:
             "polls_total": stats.polls_total,
             "last_success_at": stats.last_success_at,
             "last_poll_duration_s": round(stats.last_poll_duration_s, 4),
+            "flows": [flow_to_dict(flow) for flow in self.settings.flows],
             "feeds": [dataclasses.asdict(health) for health in stats.feeds],
             # Why partitions without an LRO are UNKNOWN rather than owed from their log start.
             "evidence_unread": {f"{flow.source}->{flow.target}": why for flow, why in stats.evidence_unread.items()},

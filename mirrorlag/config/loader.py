@@ -118,6 +118,23 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def _consumer_isolation(text: str) -> str:
+    # ConsumerConfig's isolation.level: a STRING (trimmed) that must be one of these exactly, case
+    # and all; MM2's consumer refuses anything else, so MM2 itself would not start.
+    value = text.strip()
+    if value not in _ISOLATION_LEVELS:
+        raise _Bad("read_uncommitted or read_committed (MM2's consumer refuses anything else)")
+    return value
+
+
+def _isolation_override(text: str) -> str | None:
+    # Blank means unset: every flow reads at MM2's own level.
+    return _choice(*_ISOLATION_LEVELS)(text) if text.strip() else None
+
+
 def _separator(text: str) -> str:
     if not text.strip():  # ConfigDef trims strings; an empty separator names nothing
         raise _Bad("a non-empty separator")
@@ -268,6 +285,7 @@ FLOW_KEYS: dict[str, Row] = {
     "replication.policy.internal.topic.separator.enabled": (_boolean, "true"),
     "offset.lag.max": (_integer(0, maximum=_LONG_MAX), "100"),
     "offset-syncs.topic.location": (_choice("source", "target"), "source"),
+    "emit.offset-syncs.enabled": (_boolean, "true"),  # MM2 >= 3.9 (KIP-1031)
     "replication.lag.time.max.ms": (_seconds(1), "30000"),
     "metrics.sample.window.ms": (_seconds(1), "30000"),
     "metrics.num.samples": (_integer(1), "2"),
@@ -289,7 +307,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "replication.record.lag.metric.last.replicated.offset.ttl": (_seconds(1), "20000"),
     "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
     "mirrorlag.http.web.config.file": (_optional_path, ""),  # blank: plain HTTP, no auth
-    "mirrorlag.leo.isolation.level": (_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
+    "mirrorlag.leo.isolation.level": (_isolation_override, ""),  # blank: each flow at MM2's own level
     "mirrorlag.leo.chunk.size": (_integer(1), "250"),
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
@@ -340,7 +358,8 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
     _check_own_keys(props)
     own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
     clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
-    flows = tuple(_flow(props, s, t) for s, t in _flow_pairs(props, aliases, clusters_prop))
+    override = props.get("mirrorlag.leo.isolation.level") if own["mirrorlag.leo.isolation.level"] else None
+    flows = tuple(_flow(props, s, t, override) for s, t in _flow_pairs(props, aliases, clusters_prop))
     host, port = own["mirrorlag.http.listener"]
     return Settings(
         files=files,
@@ -469,7 +488,7 @@ def _flow_pairs(props: Props, aliases: list[str], clusters_prop: Prop) -> list[t
     return pairs
 
 
-def _flow(props: Props, source: str, target: str) -> FlowSettings:
+def _flow(props: Props, source: str, target: str, isolation_override: Prop | None = None) -> FlowSettings:
     def prop(key: str) -> Prop | None:
         return props.get(f"{source}->{target}.{key}") or props.get(key)
 
@@ -487,6 +506,16 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
         heartbeats_topic="heartbeats",
         identity=get("replication.policy.class"),
     )
+    consumer_isolation, consumer_isolation_from = _mm2_isolation(props, source, target)
+    isolation, isolation_from = consumer_isolation, consumer_isolation_from
+    if isolation_override is not None:
+        isolation, isolation_from = _parse(isolation_override, _isolation_override), _where(isolation_override)
+        if isolation != consumer_isolation:
+            why = ("records of open transactions, which MM2 cannot read yet, count as uncopied"
+                   if isolation == "read_uncommitted" else "an LRO past the last stable offset reads as RESET")
+            log.warning("%s: flow %s->%s: LEOs and probes read at %s while MM2's consumer reads at %s (%s): %s",
+                        isolation_from, source, target, isolation, consumer_isolation,
+                        consumer_isolation_from or "Java's default", why)
     return FlowSettings(
         source=source,
         target=target,
@@ -508,6 +537,11 @@ def _flow(props: Props, source: str, target: str) -> FlowSettings:
         offset_flush_interval_s=_value(props.get(f"{target}.offset.flush.interval.ms"), (_seconds(1), "60000")),
         # A worker setting too (MM2's docs: `<target>.exactly.once.source.support = enabled`).
         target_transactional=_exactly_once(props.get(f"{target}.exactly.once.source.support")),
+        consumer_isolation_level=consumer_isolation,
+        consumer_isolation_level_from=consumer_isolation_from,
+        isolation_level=isolation,
+        isolation_level_from=isolation_from,
+        emit_offset_syncs=get("emit.offset-syncs.enabled"),
         source_consumer_reset=_reset(_source_consumer_prop(props, source, target, "auto.offset.reset")),
     )
 
@@ -527,6 +561,24 @@ def _reset(prop: Prop | None) -> str:
     if value not in ("earliest", "latest", "none"):
         raise error_at(prop, f"auto.offset.reset must be earliest, latest or none, not {prop.value.strip()!r}")
     return value
+
+
+def _mm2_isolation(props: Props, source: str, target: str) -> tuple[str, str]:
+    """The isolation.level of MM2's source consumer for flow source->target, and where it was set
+    ("" for Java's default, read_uncommitted).
+
+    MirrorMakerConfig.connectorBaseConfig turns `<source>.consumer.K` into `source.consumer.K` and
+    `A->B.K` into `K` (so `A->B.consumer.K` into `consumer.K`, `A->B.source.consumer.K` into
+    `source.consumer.K`, overriding the cluster's); MirrorConnectorConfig.sourceConsumerConfig then
+    lays `source.consumer.` over `consumer.` (MM2 >= 2.8; a `source.cluster.` isolation.level is
+    dropped, as is a top-level `consumer.K`, which no connector config names)."""
+    if (prop := _source_consumer_prop(props, source, target, "isolation.level")) is not None:
+        return _parse(prop, _consumer_isolation), _where(prop)
+    return "read_uncommitted", ""
+
+
+def _where(prop: Prop) -> str:
+    return f"{prop.key} at {prop.file}:{prop.line}"
 
 
 def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:

@@ -70,6 +70,17 @@ class FlowSettings:
     # <target>.exactly.once.source.support = enabled: MM2 writes the target in transactions, whose
     # markers take target offsets, so the target's end offset no longer counts copied records.
     target_transactional: bool = False
+    # The isolation.level MM2's source consumer reads at, as MirrorMakerConfig resolves it, and the
+    # key (with file:line) that set it ("" for Java's default, read_uncommitted).
+    consumer_isolation_level: str = "read_uncommitted"
+    consumer_isolation_level_from: str = ""
+    # The level this flow's LEOs and source probe are read at: MM2's, unless
+    # mirrorlag.leo.isolation.level overrides it (then isolation_level_from names that key).
+    isolation_level: str = "read_uncommitted"
+    isolation_level_from: str = ""
+    # emit.offset-syncs.enabled (MM2 >= 3.9, KIP-1031): false means MM2 writes no offset syncs for
+    # this flow, so syncs left in the topic are old and the flow's syncs are not read at all.
+    emit_offset_syncs: bool = True
     # auto.offset.reset of MM2's source consumer (MirrorSourceConfig.sourceConsumerConfig, default
     # earliest): where it starts a partition it never copied. "earliest": every record from the
     # log start is owed; otherwise the records before its first copy are not.
@@ -154,7 +165,9 @@ class Settings:
     # mirrorlag.http.web.config.file: TLS and basic auth of the listener (exporter-toolkit's web
     # config format); None: plain HTTP. `mirrorlag run --web.config.file` wins over it.
     http_web_config_file: Path | None = None
-    leo_isolation: str = "read_uncommitted"  # mirrorlag.leo.isolation.level
+    # mirrorlag.leo.isolation.level: overrides every flow's isolation level; None (unset): each
+    # flow's LEOs and probe read at the level MM2's source consumer reads at.
+    leo_isolation: str | None = None
     leo_chunk_size: int = 250  # mirrorlag.leo.chunk.size: partitions per ListOffsets call
     request_timeout_s: float = 10.0  # mirrorlag.request.timeout.ms: metadata/ListOffsets deadline
     lro_feeds: tuple[str, ...] = LRO_FEEDS  # mirrorlag.lro.feeds: MM2 topics to read LROs from

@@ -97,7 +97,10 @@ class LagEngine:
             start[log_rows], has_start[log_rows] = log_values, True
         empty = has_leo & ((leo == 0) | (has_start & (start >= leo)))
         nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
-        res = np.array([obs.resolution_s.get(name, 0.0) for name in feed_names] + [0.0])[feed]  # -1: none
+        # Per flow and feed (feed -1, none: the last column, 0).
+        res_table = np.array([[obs.resolution(name, flows.flow_id(i)) for name in feed_names] + [0.0]
+                              for i in range(len(flows))]).reshape(len(flows), len(feed_names) + 1)
+        res = res_table[flow, feed]
 
         # Which rows are on a new log (RESET), and which get every rule.
         went_back = has_leo & c.has_prev_leo & (leo < c.prev_leo)

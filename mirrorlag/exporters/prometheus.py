@@ -96,7 +96,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", "byte_lag_estimate"),
     Family("mirrorlag_retention_headroom_seconds", "Estimated seconds until the source's retention deletes records the mirror has not copied (only where deletion is in sight).", "retention_headroom_s"),
     Family("mirrorlag_partition_records_lost", "Records the source deleted before the mirror copied them (present only when > 0).", "records_lost", positive_only=True),
-    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest: the next record's offset; the last stable offset under mirrorlag.leo.isolation.level = read_committed) at the last poll.", "leo", detail=True),
+    Family("mirrorlag_source_log_end_offset", "Source partition log-end offset (ListOffsets latest: the next record's offset; the last stable offset where the flow reads read_committed: its MM2 consumer's isolation.level, or mirrorlag.leo.isolation.level) at the last poll.", "leo", detail=True),
     Family("mirrorlag_source_log_start_offset", "Source partition log-start offset (ListOffsets earliest), last read.", "log_start", detail=True),
     Family("mirrorlag_last_replicated_offset", "Source offset of the last record the target acknowledged: a lower bound, the highest any feed proves (mirrorlag_flow_partitions_by_lro_feed counts which feed won).", "lro", detail=True),
     Family("mirrorlag_lro_age_seconds", "Seconds since the last replicated offset last moved.", "lro_age_s", detail=True),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+from mirrorlag.config.settings import FlowSettings
 from mirrorlag.model import PartitionRow, Snapshot
 
 
@@ -36,6 +37,22 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "retention_headroom_records": row.retention_headroom_records,
         "retention_headroom_s": _round(row.retention_headroom_s),
         "records_lost": row.records_lost,
+    }
+
+
+def flow_to_dict(flow: FlowSettings) -> dict[str, Any]:
+    """What the sidecar read of one flow's MM2 keys: the `flows[]` of `/status`."""
+    return {
+        "flow": str(flow.id),
+        # The level the flow's LEOs and source probe are read at, and the key that set it (null:
+        # Java's default, read_uncommitted); MM2's own consumer's where an override differs.
+        "isolation_level": flow.isolation_level,
+        "isolation_level_from": flow.isolation_level_from or None,
+        "mm2_isolation_level": flow.consumer_isolation_level,
+        # <target>.offset.flush.interval.ms: the resolution of the flow's connect-offsets and
+        # offset-syncs evidence.
+        "offset_flush_interval_s": flow.offset_flush_interval_s,
+        "emit_offset_syncs": flow.emit_offset_syncs,  # false: its syncs are not read (feeds[].off)
     }
 
 

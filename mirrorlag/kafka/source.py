@@ -180,6 +180,10 @@ class SourceCluster:
     timeout_s: float
     chunk_size: int
     isolation: IsolationLevel
+    # Where the source's flows read at different levels (MM2's consumer of each flow has its own),
+    # each flow's level by target alias; ListOffsets is then one request per level, each partition
+    # asked as a key of a flow at that level. Empty: every flow reads at `isolation`.
+    isolation_by_target: Mapping[str, IsolationLevel] = field(default_factory=dict)
     # Topics kept on a metadata answer that did not prove them gone, counted: a topic-level error
     # other than "does not exist", or a known topic absent from the listing and not said to be
     # gone by the request naming it (a flapping listing shows here).
@@ -349,11 +353,24 @@ class SourceCluster:
         """ListOffsets in concurrent chunks. Many small requests in flight beat a few big ones:
         librdkafka's CPU per request grows with the square of its partitions."""
         chunks = []
-        for i in range(0, len(partitions), self.chunk_size):
-            asked = partitions[i:i + self.chunk_size]
-            request = [TopicPartition(tp[-2], tp[-1], spec) for tp in asked]
-            chunks.append((asked, request, submit_list_offsets(self.admin, request, self.isolation, self.timeout_s)))
+        for isolation, group in self._by_isolation(partitions):
+            for i in range(0, len(group), self.chunk_size):
+                asked = group[i:i + self.chunk_size]
+                request = [TopicPartition(tp[-2], tp[-1], spec) for tp in asked]
+                chunks.append((asked, request, submit_list_offsets(self.admin, request, isolation, self.timeout_s)))
         return PendingOffsets(partitions, chunks, time.monotonic() + self.timeout_s + 1)
+
+    def _by_isolation(self, partitions: Sequence[PartitionRef]) -> list[tuple[IsolationLevel, Sequence[PartitionRef]]]:
+        """The partitions per isolation level they are read at: a key's flow's (its target alias),
+        `isolation` for anything else."""
+        levels = self.isolation_by_target
+        if not levels:
+            return [(self.isolation, partitions)]
+        groups: dict[IsolationLevel, list[PartitionRef]] = {}
+        for ref in partitions:
+            level = levels.get(getattr(ref, "target", None), self.isolation)  # type: ignore[arg-type]
+            groups.setdefault(level, []).append(ref)
+        return list(groups.items())
 
     def _cause(self) -> str:
         if not isinstance(self.admin, SourceAdmin):  # a stand-in (benchmarks, tests)

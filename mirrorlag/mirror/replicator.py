@@ -410,7 +410,9 @@ class Mirror:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",  # MM2's source consumer default
-            "isolation.level": "read_uncommitted",  # the Java default (librdkafka's is read_committed)
+            # As MM2's consumer of the flow (its <source>.consumer. / A->B. keys); Java's default is
+            # read_uncommitted, librdkafka's read_committed, so it is always set.
+            "isolation.level": flow.consumer_isolation_level,
         })
         task = _FlowTask(
             flow=flow, consumer=consumer, producer=self._data_producer(flow.target),

@@ -146,7 +146,7 @@ class EstateStandIn(StandIn):
         self.sizes = [200 + i % 50 for i in range(len(self.keys))]
         # The probe as Poller._probe would build it, over the stand-in fetcher (the poller makes
         # one per source alias when it first needs it; made here, it finds this one).
-        self.poller._probes["src"] = SourceProbe(None, settings.leo_isolation, fetcher=StandInFetcher(self))
+        self.poller._probes["src", "read_uncommitted"] = SourceProbe(None, "read_uncommitted", fetcher=StandInFetcher(self))
         # The poll alone, timed apart from the publish (the sidecar's own poll duration reads the
         # poller's clock, which is simulated here and stands still during a poll).
         self.poll_once_s = 0.0

@@ -24,7 +24,7 @@ SYNC_TOPIC = "mm2-offset-syncs.dst.internal"  # on the source cluster: offset-sy
 
 @pytest.fixture
 def scenario(tmp_path, clusters, topic_name):
-    """Topic with 10/4/7 records; syncs say 0..5 of p0 and all of p1 are copied, p2 unknown."""
+    """Topic with 10/4/7 records; syncs say 0..5 of p0 and all of p1 are copied, p2 never copied."""
     clusters.create_topic(topic_name, 3)
     clusters.produce(topic_name, {0: 10, 1: 4, 2: 7})
     sync_topic = f"{SYNC_TOPIC}"
@@ -51,8 +51,10 @@ def test_check_json_gives_exact_lag_and_exit_1(scenario):
     assert all(rows[p]["topic"] == topic for p in range(3))
     assert (rows[0]["leo"], rows[0]["lro"], rows[0]["record_lag"], rows[0]["state"]) == (10, 5, 4, "STALLED")
     assert (rows[1]["leo"], rows[1]["lro"], rows[1]["record_lag"], rows[1]["state"]) == (4, 3, 0, "IN_SYNC")
-    assert (rows[2]["leo"], rows[2]["lro"], rows[2]["record_lag"], rows[2]["state"]) == (7, None, None, "UNKNOWN")
-    assert rows[0]["lro_feed"] == "offset-syncs"
+    # No sync for p2 once the sync topic is read through: MM2 owes it every record from its log
+    # start, and did not copy one within the check's window.
+    assert (rows[2]["leo"], rows[2]["lro"], rows[2]["record_lag"], rows[2]["state"]) == (7, -1, 7, "STALLED")
+    assert (rows[0]["lro_feed"], rows[2]["lro_feed"]) == ("offset-syncs", "log-start")
 
 
 def test_check_exits_0_when_caught_up_and_prints_a_table(scenario, clusters):
@@ -94,10 +96,10 @@ def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario)
 
         assert samples[("mirrorlag_replication_record_lag", labels(0))] == 4
         assert samples[("mirrorlag_replication_record_lag", labels(1))] == 0
-        assert ("mirrorlag_replication_record_lag", labels(2)) not in samples  # unknown is not 0
+        assert samples[("mirrorlag_replication_record_lag", labels(2))] == 7  # never copied: owes all 7
         assert samples[("mirrorlag_replication_record_lag_max", labels(0))] == 4
         assert samples[("mirrorlag_source_log_end_offset", labels(2))] == 7
-        assert samples[("mirrorlag_partition_state", labels(2, state="UNKNOWN"))] == 1
+        assert samples.get(("mirrorlag_partition_state", labels(2, state="UNKNOWN")), 0) == 0
         assert samples[("mirrorlag_polls_total", ())] >= 1
 
         status = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5).read())

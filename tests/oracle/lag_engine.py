@@ -272,7 +272,7 @@ class LagEngine:
                 part.lost_through = max(part.lost_through, part.log_start)
 
         # State: out of sync past max plus the resolution of the winning feed's evidence.
-        res = obs.resolution_s.get(r.feed, 0.0)
+        res = obs.resolution(r.feed, key.flow)
         limit = fl.p.lag_time_max_s + res
         if at_risk:
             state = State.AT_RISK

@@ -490,8 +490,11 @@ def run(
     models = {sp.key: MM2Model(sp.mirror, mm2, start) for sp in partitions} if mm2 is not None else {}
     resolution = {OFFSET_SYNCS: mm2.flush_interval} if mm2 is not None else {}
     fetcher = _LogFetcher({(sp.key.topic, sp.key.partition): sp.log for sp in partitions})
-    # Poller._probe reads only these of the poller: the previous poll's `now` and its probes.
-    poller = SimpleNamespace(_previous_poll=None, _probes={FLOW.source: SourceProbe(None, fetcher=fetcher)})
+    # Poller._probe reads only these of the poller: the previous poll's `now`, each flow's isolation
+    # level (none named: read_uncommitted) and its probes per (source, level). The stand-in fetcher
+    # reads each log at the log's own level, MM2's and the sidecar's alike.
+    poller = SimpleNamespace(_previous_poll=None, _isolation={},
+                             _probes={(FLOW.source, READ_UNCOMMITTED): SourceProbe(None, fetcher=fetcher)})
     k = 0
     while True:
         t = start + k * interval

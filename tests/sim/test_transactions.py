@@ -9,8 +9,9 @@ Isolation. MM2's source consumer sets no isolation.level (MirrorSourceConfig.sou
 only forces enable.auto.commit and defaults auto.offset.reset), so at MM2's defaults it reads
 read_uncommitted: it copies aborted records (and open transactions' records as they arrive), and
 never sees a marker. At read_committed it copies committed and plain records only, up to the LSO.
-The sidecar reads LEOs and probes at `mirrorlag.leo.isolation.level`, assumed here to match MM2's
-(the model has one isolation level per log).
+The sidecar reads each flow's LEOs and probes at the level its MM2 consumer reads at (resolved from
+MM2's own keys, issue 30; `mirrorlag.leo.isolation.level` only overrides it): the model's one
+isolation level per log stands for both.
 
 Invariants, per poll, with R the LRO (exact: the callback feed), L the LEO snapshot and "data"
 meaning the records MM2's consumer hands over at the isolation level:

@@ -79,7 +79,7 @@ def test_minimal_config_gives_defaults(tmp_path: Path) -> None:
     assert flow.policy.heartbeats_topic == "heartbeats" and not flow.policy.identity
     assert s.refresh_interval_s == 15.0 and s.lro_ttl_s == 20.0
     assert (s.http_host, s.http_port) == ("0.0.0.0", 9464)
-    assert s.leo_isolation == "read_uncommitted"
+    assert s.leo_isolation is None  # no override: each flow at MM2's own level
     assert s.leo_chunk_size == 250
     assert s.request_timeout_s == 10.0
 

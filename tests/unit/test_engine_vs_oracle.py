@@ -60,7 +60,8 @@ def steady_polls(draw):
         # Issue 23's inputs: a topic recreated now and then, a feed of once-per-flush resolution,
         # and the source probe's answers (no data left to copy, or the oldest uncopied record's time).
         new_logs = frozenset(k for k in leos if draw(st.integers(0, 59)) == 0)
-        resolution = {"callback": draw(st.sampled_from([0.0, 0.0, 60.0]))}
+        # Its resolution for every flow, or per flow (each target's own offset flush; issue 30).
+        resolution = {"callback": draw(st.sampled_from([0.0, 0.0, 60.0, {AB: 60.0}, {AB: 0.0, CB: 5.0}]))}
         probed = {k: draw(st.sampled_from([None, t - 3_600.0, t - 5.0, now])) for k in lros
                   if draw(st.integers(0, 4)) == 0}
         out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed))
