@@ -24,6 +24,13 @@ class ReplicationPolicy:
             return topic
         return f"{source_alias}{self.separator}{topic}"
 
+    def local_topic(self, source_alias: str, remote: str) -> str | None:
+        """The topic of cluster `source_alias` that `remote_topic` names `remote`, or None."""
+        if self.identity:
+            return remote
+        prefix = f"{source_alias}{self.separator}"
+        return remote[len(prefix):] if remote.startswith(prefix) and len(remote) > len(prefix) else None
+
     def topic_source(self, topic: str) -> str | None:
         """Alias of the cluster a remote topic came from, or None for a local topic."""
         if self.identity:
@@ -44,6 +51,10 @@ class ReplicationPolicy:
     def offset_syncs_topic(self, cluster_alias: str) -> str:
         sep = self._internal_separator
         return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
+
+    def checkpoints_topic(self, cluster_alias: str) -> str:
+        sep = self._internal_separator
+        return f"{cluster_alias}{sep}checkpoints{sep}internal"
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
         return topic.endswith(f"{self._internal_separator}internal")

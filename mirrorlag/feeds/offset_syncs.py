@@ -4,10 +4,19 @@ MM2 writes a sync from its producer callback at most `offset.lag.max` records (o
 behind what it copied, so this LRO is a lower bound: the lag it gives is at most that much too high.
 Each sync's downstream offset is kept too: the target-progress feed translates the target's end
 offset through it.
+
+Consecutive syncs of a partition also show duplicates: MM2 copies records one target record each,
+so between syncs (U, D) and (U', D') the target gains U' - U records unless some were written more
+than once (Connect's producer retries a batch it is not sure landed; a restarted task copies again
+from its last committed offset). `duplicate_records` counts (D' - D) - (U' - U) where positive. It
+telescopes: over any run of syncs the counts add up to the target records written beyond the
+upstream range covered, so after a restart the new task's first sync (from its first re-copy)
+counts at once every record the old task copied past the commit, which it will write again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from array import array
 from dataclasses import dataclass, field
@@ -21,7 +30,7 @@ from confluent_kafka import Consumer
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_VALUE, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
-from mirrorlag.interfaces import LroFeed, TopicKeysOf
+from mirrorlag.interfaces import DuplicateCount, FeedHealth, LroFeed, TopicKeysOf
 from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -48,22 +57,40 @@ _NONE = -1  # a slot with no sync yet (an upstream offset is never negative)
 @dataclass
 class _TopicSyncs:
     """One flow's topic: the newest sync by partition number, its upstream offset (_NONE: none)
-    and its downstream offset (the target record it became)."""
+    and its downstream offset (the target record it became), and whether it showed duplicates
+    (1: the target gained more records since the partition's previous sync than upstream offsets
+    were covered)."""
 
     flow: FlowSettings
     topic: str
     offsets: array = field(default_factory=lambda: array("q"))
     downstream: array = field(default_factory=lambda: array("q"))
+    duplicated: array = field(default_factory=lambda: array("b"))
+    duplicate_records: int = 0  # counted since the feed's first read (not during it: a restart would count them again)
     # While the feed's first read of the topic lasts: each partition's sync time (the record
     # batch's, seconds; 0: none). Dropped once handed out, so it costs nothing afterwards.
     times: array | None = None
 
-    def store(self, partition: int, upstream: int, downstream: int) -> None:
-        if partition >= len(self.offsets):
-            self.offsets.extend(repeat(_NONE, partition + 1 - len(self.offsets)))
-            self.downstream.extend(repeat(_NONE, partition + 1 - len(self.downstream)))
-        self.offsets[partition] = upstream
+    def store(self, partition: int, upstream: int, downstream: int) -> int:
+        """Keep a partition's newest sync; return the target records it shows were written more
+        than once since the previous one (0 without one, or where the target went back: a
+        truncated or recreated remote topic)."""
+        offsets = self.offsets
+        if partition >= len(offsets):
+            grow = partition + 1 - len(offsets)
+            offsets.extend(repeat(_NONE, grow))
+            self.downstream.extend(repeat(_NONE, grow))
+            self.duplicated.extend(repeat(0, grow))
+        extra = 0
+        previous = offsets[partition]
+        if previous != _NONE:
+            gained = downstream - self.downstream[partition]
+            if gained > 0 and gained > upstream - previous:
+                extra = gained - (upstream - previous)
+        offsets[partition] = upstream
         self.downstream[partition] = downstream
+        self.duplicated[partition] = extra > 0
+        return extra
 
     def stamp(self, partition: int, at: float) -> None:
         times = self.times
@@ -152,7 +179,9 @@ class OffsetSyncsFeed(LroFeed):
                 upstream, downstream = _unpack_sync(value)
                 (partition,) = _unpack_partition(key, len(key) - 4)
                 if upstream >= 0 and 0 <= partition < _SLOTS:
-                    syncs.store(partition, upstream, downstream)
+                    extra = syncs.store(partition, upstream, downstream)
+                    if extra and not self._dating:
+                        syncs.duplicate_records += extra
                     if self._dating:
                         self._stamp(syncs, partition)
                     return
@@ -172,7 +201,9 @@ class OffsetSyncsFeed(LroFeed):
             syncs = self._topics[sync_topic, sync.topic] = _TopicSyncs(flow, sync.topic)
         if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
             prefixes[key[:-4]] = syncs
-        syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
+        extra = syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
+        if extra and not self._dating:
+            syncs.duplicate_records += extra
         if self._dating:
             self._stamp(syncs, sync.partition)
 
@@ -196,12 +227,21 @@ class OffsetSyncsFeed(LroFeed):
             out.update((key, at) for key, at in zip(by_partition, times) if key is not None and at > 0.0)
         return out
 
-    def topic_syncs(self, flow: FlowId) -> list[tuple[str, array, array]]:
-        """The flow's topics with syncs: (topic, upstream offsets, downstream offsets), each array
-        indexed by partition number, _NONE upstream where a partition has none. Live arrays: read
-        them before the next drain."""
-        return [(syncs.topic, syncs.offsets, syncs.downstream) for syncs in self._topics.values()
+    def topic_syncs(self, flow: FlowId) -> list[tuple[str, array, array, array]]:
+        """The flow's topics with syncs: (topic, upstream offsets, downstream offsets, duplicated
+        flags), each array indexed by partition number, _NONE upstream where a partition has
+        none. Live arrays: read them before the next drain."""
+        return [(syncs.topic, syncs.offsets, syncs.downstream, syncs.duplicated) for syncs in self._topics.values()
                 if syncs.flow.id == flow]
+
+    def duplicates(self) -> tuple[DuplicateCount, ...]:
+        """Per flow and topic with syncs, the target records written more than once so far."""
+        return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
+                            for s in self._topics.values()))
+
+    def health(self) -> FeedHealth | None:
+        health = super().health()
+        return None if health is None else dataclasses.replace(health, duplicates=self.duplicates())
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
