@@ -106,8 +106,8 @@ class OffsetSyncsFeed(LroFeed):
     """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
     `consumer` may be None to drive `_apply` directly (unit tests).
 
-    Per partition it keeps 16 bytes: the newest sync's upstream and downstream offsets in its
-    topic's arrays, indexed by partition number. A compacted topic repeats a few thousand keys millions of times: a record
+    Per partition it keeps 17 bytes: the newest sync's upstream and downstream offsets and whether
+    it showed duplicates, in its topic's arrays, indexed by partition number. A compacted topic repeats a few thousand keys millions of times: a record
     whose key's topic part (everything before its INT32 partition) was seen before is read
     without decoding the key again, by that part's bytes and the key's last four. No dict is kept
     per partition: a key object and a dict entry each would cost many times the 8 bytes."""
@@ -235,9 +235,11 @@ class OffsetSyncsFeed(LroFeed):
                 if syncs.flow.id == flow]
 
     def duplicates(self) -> tuple[DuplicateCount, ...]:
-        """Per flow and topic with syncs, the target records written more than once so far."""
+        """Per flow and topic with syncs (of those the poller lists, once it is given them), the
+        target records written more than once so far."""
+        listed = self.topic_keys
         return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
-                            for s in self._topics.values()))
+                            for s in self._topics.values() if listed is None or s.topic in listed(s.flow.id)))
 
     def health(self) -> FeedHealth | None:
         health = super().health()

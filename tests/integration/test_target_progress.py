@@ -173,3 +173,62 @@ def test_target_progress_of_two_source_clusters_lands_on_the_right_partitions(tm
     got = {(r["source"], r["topic"], r["partition"]): (r["lro"], r["lro_feed"]) for r in json.loads(result.stdout)}
     assert got == {("src", first, 0): (6, "target-progress"), ("src", first, 1): (2, "target-progress"),
                    ("two", second, 0): (14, "target-progress"), ("two", second, 1): (19, "target-progress")}, got
+
+
+def test_two_identity_flows_into_one_topic_turn_it_off_there_only(tmp_path, clusters):
+    """src->dst and two->dst (IdentityReplicationPolicy) both mirror `shared` into dst's `shared`:
+    its end offset holds both flows' copies, so translating it through either flow's sync would
+    count the other's records (and asking dst's `shared/0` once per flow in one ListOffsets is
+    refused whole by librdkafka, target progress down for every flow into dst). It is off for that
+    topic, named with the reason, and on for `own`, which only src->dst mirrors; the target's
+    ListOffsets answers."""
+    shared, own = (f"t-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    for topic in (shared, own):
+        clusters.create_topic(topic, 1)
+        clusters.produce(topic, {0: 10})
+        clusters.create_topic(topic, 1, which="target")  # identity: the same name on the target
+    clusters.produce(shared, {0: 12}, which="target")  # copies from both flows
+    clusters.produce(own, {0: 7}, which="target")
+    try:
+        clusters.create_topic(SYNC_TOPIC, 1)
+    except Exception:
+        pass
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(shared, 0, 2, 2), OffsetSync(own, 0, 2, 2)])
+    second_syncs = "mm2-offset-syncs.two.internal"  # on the target: offset-syncs.topic.location = target
+    try:
+        clusters.create_topic(second_syncs, 1, which="target")
+    except Exception:
+        pass
+    clusters.write_offset_syncs(second_syncs, [OffsetSync(shared, 0, 4, 7)], which="target")
+    port = free_port()
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = src, two, dst\nsrc.bootstrap.servers = {clusters.source}\ntwo.bootstrap.servers = {clusters.source}\n"
+        f"dst.bootstrap.servers = {clusters.target}\nsrc->dst.enabled = true\ntwo->dst.enabled = true\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        f"src->dst.topics = {shared}, {own}\ntwo->dst.topics = {shared}\ntwo->dst.offset-syncs.topic.location = target\n"
+        f"mirrorlag.http.listener = 127.0.0.1:{port}\nreplication.record.lag.metric.refresh.interval = 1000\n")
+
+    def seen() -> dict:
+        body = status(port)
+        got = {(r["source"], r["topic"]): (r["lro"], r["lro_feed"]) for r in body["partitions"]}
+        assert got == {("src", shared): (2, "offset-syncs"), ("two", shared): (4, "offset-syncs"),
+                       ("src", own): (6, "target-progress")}, got
+        return body
+
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        polls = eventually(seen)["polls_total"]
+
+        def two_polls_later() -> None:
+            assert status(port)["polls_total"] >= polls + 2
+
+        eventually(two_polls_later)
+        body = seen()  # and it stays so
+    (progress,) = [f for f in body["feeds"] if f["feed"] == "target-progress"]
+    assert progress["off"] == [{"flows": ["src->dst", "two->dst"], "topics": [shared],
+                                "reason": "more than one writer feeds these topics on dst: src->dst, two->dst"}], progress
+    assert (progress["up"], progress["errors_total"], progress["last_error"]) == (True, 0, None), progress
+    assert progress["topics"] == [own], progress
+    sync_feeds = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
+    assert {(d["source"], d["topic"], d["records"]) for f in sync_feeds for d in f["duplicates"]} == {
+        ("src", shared, 0), ("src", own, 0), ("two", shared, 0)}, sync_feeds
