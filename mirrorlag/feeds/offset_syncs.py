@@ -21,13 +21,14 @@ import logging
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.config.writers import RemoteWriters
 from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_VALUE, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from mirrorlag.interfaces import DuplicateCount, FeedHealth, LroFeed, TopicKeysOf
@@ -127,6 +128,9 @@ class OffsetSyncsFeed(LroFeed):
     # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
     # are (the others are kept until it does). None: every partition, under keys of the feed's own.
     topic_keys: TopicKeysOf | None = None
+    # Per target alias, who can write its remote topics: where more than one writer can, a flow's
+    # consecutive syncs show the other writers' records too, which are no duplicates of its own.
+    writers: Mapping[str, RemoteWriters] = field(default_factory=dict)
 
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         self.topic_keys = topic_keys
@@ -235,11 +239,16 @@ class OffsetSyncsFeed(LroFeed):
                 if syncs.flow.id == flow]
 
     def duplicates(self) -> tuple[DuplicateCount, ...]:
-        """Per flow and topic with syncs (of those the poller lists, once it is given them), the
-        target records written more than once so far."""
+        """Per flow and topic with syncs (of those the poller lists, once it is given them; not
+        those another writer can feed too), the target records written more than once so far."""
         listed = self.topic_keys
         return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
-                            for s in self._topics.values() if listed is None or s.topic in listed(s.flow.id)))
+                            for s in self._topics.values()
+                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)))
+
+    def _shared(self, syncs: _TopicSyncs) -> bool:
+        writers = self.writers.get(syncs.flow.target)
+        return writers is not None and writers.of(syncs.flow.policy.remote_topic(syncs.flow.source, syncs.topic)).shared
 
     def health(self) -> FeedHealth | None:
         health = super().health()
@@ -261,7 +270,9 @@ def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
     for flow in settings.flows:
         cluster, topic = sync_topic_location(flow)
         by_cluster.setdefault(cluster, {})[topic] = flow
+    writers = {target: RemoteWriters(target, settings.flows) for target in {flow.target for flow in settings.flows}}
     return [
-        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s)
+        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s,
+                        writers=writers)
         for alias, flows_by_topic in by_cluster.items()
     ]

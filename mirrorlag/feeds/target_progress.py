@@ -19,7 +19,8 @@ topic more than one writer can feed, as the configuration shows (config/writers.
 into one target under IdentityReplicationPolicy, MM2's own topics there), off for those topics
 only; and a remote topic that does not exist. Duplicates (a producer retry, a restarted task's
 re-copies) show at the next sync as D' - D > U' - U: a partition whose newest sync showed them
-gets only that sync's U until its next sync. Duplicates written since the newest sync, and
+gets no evidence from here until its next sync (the sync's own U stands, from the offset-syncs
+feed). Duplicates written since the newest sync, and
 writers the configuration cannot see, still read high until a sync shows them.
 """
 
@@ -55,11 +56,14 @@ def progress_lros(upstream: np.ndarray, downstream: np.ndarray, target_end: np.n
     again), or the source LEO unread this poll (LEO < 0: the cap is what keeps a read taken after
     the LEO snapshot from looking like an LRO beyond the LEO, which would read as a RESET).
     `duplicated` (nonzero where the newest sync showed target records written more than once):
-    there the target's records after D are no proof of distinct copies, so only U counts."""
+    NONE there too, until the partition's next sync. The target's records after D are no proof of
+    distinct copies while retries may go on, so only the sync's U counts, and the offset-syncs feed
+    gives it with its own (flush) resolution: were this feed to give U, it would win the tie at
+    resolution 0 and a healthy mirror would read STALLED max after the sync."""
     valid = (upstream >= 0) & (target_end > downstream) & (leo >= 0)
-    lro = np.minimum(upstream + (target_end - 1 - downstream), leo - 1)
     if duplicated is not None:
-        lro = np.where(duplicated != 0, upstream, lro)
+        valid &= duplicated == 0
+    lro = np.minimum(upstream + (target_end - 1 - downstream), leo - 1)
     # A sync can only be for a record that existed: never below the sync itself.
     return np.where(valid, np.maximum(lro, upstream), NONE)
 

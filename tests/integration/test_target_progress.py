@@ -229,6 +229,7 @@ def test_two_identity_flows_into_one_topic_turn_it_off_there_only(tmp_path, clus
                                 "reason": "more than one writer feeds these topics on dst: src->dst, two->dst"}], progress
     assert (progress["up"], progress["errors_total"], progress["last_error"]) == (True, 0, None), progress
     assert progress["topics"] == [own], progress
+    # Each flow's syncs of the shared topic show the other's records: no duplicate count there.
     sync_feeds = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
-    assert {(d["source"], d["topic"], d["records"]) for f in sync_feeds for d in f["duplicates"]} == {
-        ("src", shared, 0), ("src", own, 0), ("two", shared, 0)}, sync_feeds
+    counted = {(d["source"], d["topic"], d["records"]) for f in sync_feeds for d in f["duplicates"]}
+    assert {c for c in counted if c[1] in (shared, own)} == {("src", own, 0)}, sync_feeds

@@ -159,3 +159,18 @@ def test_consecutive_syncs_count_the_target_records_written_more_than_once():
     ((topic, _, _, flags),) = feed.topic_syncs(flow.id)
     assert (topic, list(flags)) == ("orders", [0, 0])
     assert feed.duplicates() == (DuplicateCount("src", "dst", "orders", 10),)
+
+
+def test_no_duplicate_count_where_another_writer_can_feed_the_remote_topic():
+    """Two identity flows into dst both mirror `orders`: each flow's syncs step over the other's
+    records in dst's `orders`, which are no duplicates of its own."""
+    from mirrorlag.config.writers import RemoteWriters
+
+    identity = ReplicationPolicy(identity=True)
+    first = FlowSettings("src", "dst", re.compile("orders|clicks"), re.compile(""), identity)
+    second = FlowSettings("two", "dst", re.compile("orders"), re.compile(""), identity)
+    feed = OffsetSyncsFeed("src", None, {"syncs": first}, writers={"dst": RemoteWriters("dst", [first, second])})
+    feed.evidence_times()  # past the first read: counting
+    for topic, u, d in (("orders", 0, 0), ("orders", 10, 30), ("clicks", 0, 0), ("clicks", 10, 12)):
+        feed._apply("syncs", *encode_offset_sync(OffsetSync(topic, 0, u, d)))
+    assert feed.duplicates() == (DuplicateCount("src", "dst", "clicks", 2),)

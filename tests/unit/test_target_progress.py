@@ -97,9 +97,9 @@ def test_the_feed_lands_each_lro_on_its_row_also_where_partition_numbers_have_ga
     assert dict(feed.offsets()) == {rows[0]: 15, rows[1]: 8, rows[3]: 16, rows[4]: 2}
 
 
-def test_a_sync_that_showed_duplicates_gets_no_credit_beyond_its_own_record():
+def test_a_sync_that_showed_duplicates_gets_no_target_progress_until_the_next():
     u, d, t, leo = (np.array(v) for v in ([100, 100, -1], [40, 40, -1], [46, 46, 9], [200, 200, 200]))
-    assert progress_lros(u, d, t, leo, np.array([0, 1, 1], np.int8)).tolist() == [105, 100, NONE]
+    assert progress_lros(u, d, t, leo, np.array([0, 1, 1], np.int8)).tolist() == [105, NONE, NONE]
 
 
 @given(st.integers(0, 50), st.integers(0, 20), st.integers(1, 10), st.integers(0, 30), st.integers(0, 10),
@@ -109,7 +109,7 @@ def test_after_a_sync_that_showed_duplicates_more_of_them_never_read_above_the_t
     """From a sync (u0, u0): `copied` records, a retried batch of `twice` landing twice, the sync
     (U', D') that shows them (D' - D > U' - U), then `after` records copied and the retries going
     on (`again` more target records written twice) before the next sync: the translation through
-    (U', D') would read `again` above the truth; the flag holds it at U'."""
+    (U', D') would read `again` above the truth; the flag gives nothing (the sync's U' stands)."""
     upstream = u0 + copied + twice  # the sync's record, the last of the retried batch
     downstream = u0 + copied + 2 * twice
     assert downstream - u0 > upstream - u0
@@ -118,7 +118,7 @@ def test_after_a_sync_that_showed_duplicates_more_of_them_never_read_above_the_t
     target = downstream + 1 + after + again
     args = (np.array([upstream]), np.array([downstream]), np.array([target]), np.array([leo]))
     (value,) = progress_lros(*args, np.array([1], np.int8)).tolist()
-    assert value == upstream <= truth
+    assert value == NONE and upstream <= truth
     (unflagged,) = progress_lros(*args).tolist()
     assert unflagged == min(truth + again, leo - 1)
 
@@ -145,7 +145,7 @@ def test_a_remote_topic_two_flows_write_is_off_for_both_and_never_asked():
     """src->dst and two->dst mirror `orders` under the identity policy: dst's `orders` holds both
     flows' copies, so neither's sync translates its end offset. It is not asked at all (one
     partition twice in one ListOffsets is refused), and /status names it; `payments`, which only
-    src->dst mirrors, is on, and a sync that showed duplicates gets only its own record."""
+    src->dst mirrors, is on, but not for a partition whose sync showed duplicates."""
     from mirrorlag.config.writers import RemoteWriters
     from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
     from mirrorlag.feeds.target_progress import TargetProgressFeed
@@ -167,7 +167,7 @@ def test_a_remote_topic_two_flows_write_is_off_for_both_and_never_asked():
                               writers=RemoteWriters("dst", [first, second]))
     feed.use_topic_rows(lambda flow_id, topic: where.get((flow_id.source, topic)))
     feed.see_leos(dict(zip(rows, (100, 100, 100, 100))), rows)
-    assert dict(feed.offsets()) == {rows[1]: 8, rows[2]: 8}  # payments 0: 5 + 3; payments 1: the sync's 8 only
+    assert dict(feed.offsets()) == {rows[1]: 8}  # payments 0: 5 + 3; payments 1: its sync showed duplicates
     assert sorted(target.asked) == [("payments", 0), ("payments", 1)]
     health = feed.health()
     assert health.off == (FeedOff(("src->dst", "two->dst"), ("orders",),
