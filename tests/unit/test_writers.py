@@ -46,9 +46,11 @@ def test_policies_that_differ_per_flow_can_name_one_remote_topic():
 
 
 def test_mm2s_own_topics_on_the_target_are_a_writer():
-    # The identity policy names a mirrored `heartbeats` as MM2's heartbeat connector's topic on B.
+    # The identity policy names A's `heartbeats` `A.heartbeats` on B (as the default policy does),
+    # never the `heartbeats` MM2's heartbeat connector writes on B.
     writers = RemoteWriters("B", [flow("A")])
-    assert writers.of("heartbeats") == Writers(("A->B",), "MM2's heartbeat connector") and writers.of("heartbeats").shared
+    assert writers.of("heartbeats") == Writers((), "MM2's heartbeat connector")
+    assert writers.of("A.heartbeats") == Writers(("A->B",), None)
     # A Connect offsets topic renamed out of the internal pattern is mirrored by an identity flow.
     renamed = RemoteWriters("B", [flow("A", connect_offsets_topic="connect-offsets"), flow("C", target="X")])
     assert renamed.of("connect-offsets") == Writers(("A->B",), "Connect's offsets of A->B")
