@@ -82,16 +82,17 @@ class _TopicSyncs:
             offsets.extend(repeat(_NONE, grow))
             self.downstream.extend(repeat(_NONE, grow))
             self.duplicated.extend(repeat(0, grow))
-        extra = 0
         previous = offsets[partition]
-        if previous != _NONE:
-            gained = downstream - self.downstream[partition]
-            if gained > 0 and gained > upstream - previous:
-                extra = gained - (upstream - previous)
         offsets[partition] = upstream
-        self.downstream[partition] = downstream
-        self.duplicated[partition] = extra > 0
-        return extra
+        down = self.downstream
+        before = down[partition]
+        down[partition] = downstream
+        extra = (downstream - before) - (upstream - previous)  # (D' - D) - (U' - U)
+        if extra > 0 and previous != _NONE and downstream > before:
+            self.duplicated[partition] = 1
+            return extra
+        self.duplicated[partition] = 0
+        return 0
 
     def stamp(self, partition: int, at: float) -> None:
         times = self.times
