@@ -62,10 +62,20 @@ def test_target_progress_is_capped_at_the_leo_snapshot(tmp_path, clusters, topic
 
 
 def test_target_progress_is_off_where_mm2_writes_the_target_in_transactions(tmp_path, clusters, topic_name):
+    port = free_port()
     config = _estate(tmp_path, clusters, topic_name, 10, 7, OffsetSync(topic_name, 0, 2, 2),
-                     "dst.exactly.once.source.support = enabled\n")
+                     "dst.exactly.once.source.support = enabled\n", port)
     _, row = _check(config)
     assert (row["lro"], row["record_lag"], row["lro_feed"]) == (2, 7, "offset-syncs"), row
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        def named() -> dict:
+            (progress,) = [f for f in status(port)["feeds"] if f["feed"] == "target-progress"]
+            assert progress["off"], progress
+            return progress
+        progress = eventually(named)
+    # Every topic of the flow (none named): {flows, topics, reason}.
+    assert progress["off"] == [{"flows": ["src->dst"], "topics": [], "reason": "dst.exactly.once.source.support = "
+                                "enabled (transaction markers take target offsets)"}], progress
 
 
 def test_a_missing_remote_topic_is_named_and_the_sync_still_counts(tmp_path, clusters, topic_name):
