@@ -109,8 +109,8 @@ class OffsetSyncsFeed(LroFeed):
     `consumer` may be None to drive `_apply` directly (unit tests).
 
     Per partition it keeps 17 bytes: the newest sync's upstream and downstream offsets and whether
-    it showed duplicates, in its topic's arrays, indexed by partition number. A compacted topic repeats a few thousand keys millions of times: a record
-    whose key's topic part (everything before its INT32 partition) was seen before is read
+    it showed duplicates, in its topic's arrays, indexed by partition number. A compacted topic
+    repeats a few thousand keys millions of times: a record whose key's topic part (everything before its INT32 partition) was seen before is read
     without decoding the key again, by that part's bytes and the key's last four. No dict is kept
     per partition: a key object and a dict entry each would cost many times the 8 bytes."""
 

@@ -20,8 +20,8 @@ into one target under IdentityReplicationPolicy, MM2's own topics there), off fo
 only; and a remote topic that does not exist. Duplicates (a producer retry, a restarted task's
 re-copies) show at the next sync as D' - D > U' - U: a partition whose newest sync showed them
 gets no evidence from here until its next sync (the sync's own U stands, from the offset-syncs
-feed). Duplicates written since the newest sync, and
-writers the configuration cannot see, still read high until a sync shows them.
+feed). Duplicates written since the newest sync, and writers the configuration cannot see, still
+read high until a sync shows them.
 """
 
 from __future__ import annotations
