@@ -15,8 +15,8 @@ import pytest
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
-from tests.helpers import (eventually, mirrored_topic, mirrorlag, produce_records, running_mirror, running_sidecar,
-                           status, steady_producer)
+from tests.helpers import (eventually, labels, mirrored_topic, mirrorlag, produce_records, running_mirror,
+                           running_sidecar, scrape, status, steady_producer)
 
 pytestmark = pytest.mark.integration
 
@@ -243,3 +243,39 @@ def test_two_identity_flows_into_one_topic_turn_it_off_there_only(tmp_path, clus
     sync_feeds = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
     counted = {(d["source"], d["topic"], d["records"]) for f in sync_feeds for d in f["duplicates"]}
     assert {c for c in counted if c[1] in (shared, own)} == {("src", own, 0)}, sync_feeds
+
+
+def test_duplicates_shown_by_a_sync_are_counted_and_hold_target_progress_until_the_next(tmp_path, clusters,
+                                                                                     topic_name):
+    """The target holds 20 records, 5 of them written twice (copies of upstream 0..14). Before a
+    sync shows them, the translation through (0, 0) reads 19, 5 above the truth (the documented
+    limitation). Then MM2's sync (10, 15): 15 target records for 10 upstream offsets. /metrics
+    counts the 5 for the flow and topic, and the partition gets no target progress (its LRO is
+    the sync's 10, from the offset syncs; the step back from 19 is honest); the next sync
+    (12, 17), clean, brings it back: 12 + 20 - 1 - 17 = 14, the truth."""
+    port = free_port()
+    config = _estate(tmp_path, clusters, topic_name, 30, 20, OffsetSync(topic_name, 0, 0, 0),
+                     "replication.record.lag.metric.refresh.interval = 1000\n", port)
+    key = labels(source="src", target="dst", topic=topic_name)
+
+    def row() -> dict:
+        (r,) = [r for r in status(port)["partitions"] if r["topic"] == topic_name]
+        return r
+
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        def first() -> None:
+            assert (row()["lro"], row()["lro_feed"]) == (19, "target-progress"), row()  # 0 + 20 - 1 - 0
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 0
+        eventually(first)
+        clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 10, 15)])
+
+        def counted() -> None:
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 5
+            assert (row()["lro"], row()["lro_feed"]) == (10, "offset-syncs"), row()
+        eventually(counted)
+        clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 12, 17)])
+
+        def cleared() -> None:
+            assert (row()["lro"], row()["lro_feed"]) == (14, "target-progress"), row()
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 5
+        eventually(cleared)
