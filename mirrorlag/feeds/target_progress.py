@@ -120,7 +120,7 @@ class TargetProgressFeed(LroFeed):
         downs: list[array] = []
         dups: list[array] = []
         proved: list[np.ndarray] = []
-        shared: dict[Writers, list[str]] = {}  # writers -> remote topics of this target they share
+        shared: dict[Writers, set[str]] = {}  # writers -> remote topics of this target they share
         for flow in self.flows:
             for topic, upstream, downstream, duplicated in self.syncs[flow.id].topic_syncs(flow.id):
                 where = self.topic_rows(flow.id, topic) if self.topic_rows is not None else None
@@ -130,9 +130,7 @@ class TargetProgressFeed(LroFeed):
                 writers = self.writers.of(remote) if self.writers is not None else None
                 if writers is not None and writers.shared:
                     # Another writer's records would count as this flow's copies: no request at all.
-                    topics = shared.setdefault(writers, [])
-                    if remote not in topics:
-                        topics.append(remote)
+                    shared.setdefault(writers, set()).add(remote)
                     continue
                 names.append(remote)
                 firsts.append(where[0])
@@ -145,8 +143,8 @@ class TargetProgressFeed(LroFeed):
                                             f"more than one writer feeds these topics on {self.cluster_alias}: {writers}")
                                     for writers, topics in shared.items()))
         for entry in set(self._shared) - set(was):
-            log.info("target progress is off for %s of %s: %s", ", ".join(entry.topics), ", ".join(entry.flows),
-                     entry.reason)
+            named = ", ".join(entry.topics[:10]) + (f" and {len(entry.topics) - 10} more" if len(entry.topics) > 10 else "")
+            log.info("target progress is off for %s of %s: %s", named, ", ".join(entry.flows), entry.reason)
         self._topics = tuple(sorted(set(names)))
         if not names:
             return PollRows(self._rows, out)
