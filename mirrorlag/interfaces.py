@@ -137,6 +137,26 @@ class Engine(Protocol):
     def update(self, obs: PollObservation) -> Snapshot: ...
 
 
+@dataclass(frozen=True, order=True)
+class FeedOff:
+    """Where a feed gives no evidence by design: these flows' remote topics (none named: all of
+    them), and why. One entry covers every topic that is off for the same reason."""
+
+    flows: tuple[str, ...]  # "A->B"
+    topics: tuple[str, ...]  # remote topics on the feed's cluster; () = every topic of the flows
+    reason: str
+
+
+@dataclass(frozen=True, order=True)
+class DuplicateCount:
+    """Target records MM2 wrote more than once for one flow's topic, seen since the sidecar started."""
+
+    source: str
+    target: str
+    topic: str  # the source topic
+    records: int
+
+
 @dataclass(frozen=True)
 class FeedHealth:
     """What an operator needs to tell "no data" from "no feed": which topics exist, what was junk."""
@@ -152,7 +172,10 @@ class FeedHealth:
     # How often the feed's evidence can move at most (s; 0: at every copied record or poll); None
     # for heartbeats, which are no LRO evidence.
     resolution_s: float | None = None
-    off: tuple[str, ...] = ()  # where the feed gives no evidence by design, and why
+    off: tuple[FeedOff, ...] = ()  # where the feed gives no evidence by design, and why
+    # offset-syncs: per flow and topic, the target records written more than once (consecutive
+    # syncs (U, D), (U', D') with D' - D > U' - U); topics with syncs, 0 included
+    duplicates: tuple[DuplicateCount, ...] = ()
 
     @classmethod
     def of(cls, feed: str, reader: TopicReader, bad_records: int) -> FeedHealth:

@@ -11,22 +11,37 @@ IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 @dataclass(frozen=True, slots=True)
 class ReplicationPolicy:
-    """DefaultReplicationPolicy (`identity=False`) or IdentityReplicationPolicy (`identity=True`)."""
+    """DefaultReplicationPolicy (`identity=False`) or IdentityReplicationPolicy (`identity=True`).
+
+    IdentityReplicationPolicy keeps names except for topics that look like heartbeats (whose name
+    ends with the heartbeats topic's): those it names, and reads back, as DefaultReplicationPolicy
+    does, so A's `heartbeats` lands in B's `A.heartbeats`, never in the `heartbeats` MM2's
+    heartbeat connector writes on B itself."""
 
     separator: str = "."
     internal_separator_enabled: bool = True
     heartbeats_topic: str = "heartbeats"
     identity: bool = False
 
+    def _keeps_name(self, topic: str) -> bool:
+        return self.identity and not topic.endswith(self.heartbeats_topic)
+
     def remote_topic(self, source_alias: str, topic: str) -> str:
         """Name of `topic` from cluster `source_alias` on the target."""
-        if self.identity:
+        if self._keeps_name(topic):
             return topic
         return f"{source_alias}{self.separator}{topic}"
 
+    def local_topic(self, source_alias: str, remote: str) -> str | None:
+        """The topic of cluster `source_alias` that `remote_topic` names `remote`, or None."""
+        if self._keeps_name(remote):
+            return remote
+        prefix = f"{source_alias}{self.separator}"
+        return remote[len(prefix):] if remote.startswith(prefix) and len(remote) > len(prefix) else None
+
     def topic_source(self, topic: str) -> str | None:
         """Alias of the cluster a remote topic came from, or None for a local topic."""
-        if self.identity:
+        if self._keeps_name(topic):
             return None  # identity names carry no source (MM2 then relies on its own config)
         parts = [p for p in re.split(re.escape(self.separator), topic)]
         while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
@@ -44,6 +59,10 @@ class ReplicationPolicy:
     def offset_syncs_topic(self, cluster_alias: str) -> str:
         sep = self._internal_separator
         return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
+
+    def checkpoints_topic(self, cluster_alias: str) -> str:
+        sep = self._internal_separator
+        return f"{cluster_alias}{sep}checkpoints{sep}internal"
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
         return topic.endswith(f"{self._internal_separator}internal")

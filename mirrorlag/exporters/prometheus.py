@@ -511,6 +511,15 @@ class FlowCollector(Collector):
             up.add_metric([health.feed, health.cluster], 1 if health.up else 0)
             feed_errors.add_metric([health.feed, health.cluster], health.errors_total)
         yield from (present, bad, up, feed_errors)
+        duplicates = CounterMetricFamily(
+            "mirrorlag_mirror_duplicate_records",
+            "Target records MM2 wrote more than once (producer retries, a restarted task's re-copies), from consecutive "
+            "offset syncs (U, D), (U', D') of a partition: (D' - D) - (U' - U) where positive; counted since the "
+            "sidecar started.", labels=["source", "target", "topic"])
+        for health in s.feeds:
+            for count in health.duplicates:
+                duplicates.add_metric([count.source, count.target, count.topic], count.records)
+        yield duplicates
 
 
     @staticmethod

@@ -3,9 +3,9 @@
 MirrorHeartbeatConnector writes a Heartbeat(source alias, target alias, now) every second into the
 `heartbeats` topic of the cluster it targets. For a flow A->B, the heartbeats written INTO A
 (target alias A) are replicated by MirrorSourceConnector to B's `policy.remote_topic(A,
-"heartbeats")`: `A.heartbeats`, or plain `heartbeats` under IdentityReplicationPolicy, where B's own
-local heartbeats (target alias B) and heartbeats of other upstream clusters live too. So the feed
-keeps only heartbeats whose target alias is the flow's source alias.
+"heartbeats")`: `A.heartbeats` under IdentityReplicationPolicy too (it names heartbeats topics as
+DefaultReplicationPolicy does). Heartbeats of clusters further upstream reach A's `heartbeats` as
+well, so the feed keeps only heartbeats whose target alias is the flow's source alias.
 
 The topic grows by one record a second forever, so the feed starts near its end (the last
 `tail_records` records of each partition), never at the beginning. A flow whose topic does not

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS, sync_topic_location
 from mirrorlag.feeds.target_progress import FEED_NAME as TARGET_PROGRESS
-from mirrorlag.interfaces import FeedHealth, LroFeed
+from mirrorlag.interfaces import FeedHealth, FeedOff, LroFeed
 from mirrorlag.model import PartitionKey
 
 
@@ -20,7 +20,7 @@ class OffFeed(LroFeed):
 
     name: str
     cluster_alias: str
-    off: tuple[str, ...]  # "<flow>: why", one per flow
+    off: tuple[FeedOff, ...]  # the flows, and why
     bad_records: int = 0
     reader: None = None
 
@@ -42,14 +42,17 @@ def offset_syncs_off_feeds(settings: Settings, feeds: list[str]) -> list[OffFeed
     target (it translates through the syncs). The syncs left in a compacted topic by an MM2 that
     wrote them once would be old evidence forever, so none is read: those flows fall back to
     connect-offsets."""
-    by_feed: dict[tuple[str, str], list[str]] = {}
+    by_feed: dict[tuple[str, str], list[FeedOff]] = {}
+    why = "emit.offset-syncs.enabled = false"
     for flow in without_offset_syncs(settings):
-        why = f"{flow.id}: emit.offset-syncs.enabled = false"
+        flows = (str(flow.id),)
         if OFFSET_SYNCS in feeds:
             cluster, topic = sync_topic_location(flow)
-            by_feed.setdefault((OFFSET_SYNCS, cluster), []).append(f"{why} (MM2 writes no syncs; {topic} is not read)")
+            by_feed.setdefault((OFFSET_SYNCS, cluster), []).append(
+                FeedOff(flows, (), f"{why} (MM2 writes no syncs; {topic} is not read)"))
         if TARGET_PROGRESS in feeds:
-            by_feed.setdefault((TARGET_PROGRESS, flow.target), []).append(f"{why} (no syncs to translate through)")
+            by_feed.setdefault((TARGET_PROGRESS, flow.target), []).append(
+                FeedOff(flows, (), f"{why} (no syncs to translate through)"))
     return [OffFeed(name, cluster, tuple(off)) for (name, cluster), off in by_feed.items()]
 
 

@@ -4,24 +4,34 @@ MM2 writes a sync from its producer callback at most `offset.lag.max` records (o
 behind what it copied, so this LRO is a lower bound: the lag it gives is at most that much too high.
 Each sync's downstream offset is kept too: the target-progress feed translates the target's end
 offset through it.
+
+Consecutive syncs of a partition also show duplicates: MM2 copies records one target record each,
+so between syncs (U, D) and (U', D') the target gains U' - U records unless some were written more
+than once (Connect's producer retries a batch it is not sure landed; a restarted task copies again
+from its last committed offset). `duplicate_records` counts (D' - D) - (U' - U) where positive. It
+telescopes: over any run of syncs the counts add up to the target records written beyond the
+upstream range covered, so after a restart the new task's first sync (from its first re-copy)
+counts at once every record the old task copied past the commit, which it will write again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from confluent_kafka import Consumer
 
 from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.config.writers import RemoteWriters
 from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_VALUE, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
-from mirrorlag.interfaces import LroFeed, TopicKeysOf
+from mirrorlag.interfaces import DuplicateCount, FeedHealth, LroFeed, TopicKeysOf
 from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -48,22 +58,41 @@ _NONE = -1  # a slot with no sync yet (an upstream offset is never negative)
 @dataclass
 class _TopicSyncs:
     """One flow's topic: the newest sync by partition number, its upstream offset (_NONE: none)
-    and its downstream offset (the target record it became)."""
+    and its downstream offset (the target record it became), and whether it showed duplicates
+    (1: the target gained more records since the partition's previous sync than upstream offsets
+    were covered)."""
 
     flow: FlowSettings
     topic: str
     offsets: array = field(default_factory=lambda: array("q"))
     downstream: array = field(default_factory=lambda: array("q"))
+    duplicated: array = field(default_factory=lambda: array("b"))
+    duplicate_records: int = 0  # counted since the feed's first read (not during it: a restart would count them again)
     # While the feed's first read of the topic lasts: each partition's sync time (the record
     # batch's, seconds; 0: none). Dropped once handed out, so it costs nothing afterwards.
     times: array | None = None
 
-    def store(self, partition: int, upstream: int, downstream: int) -> None:
-        if partition >= len(self.offsets):
-            self.offsets.extend(repeat(_NONE, partition + 1 - len(self.offsets)))
-            self.downstream.extend(repeat(_NONE, partition + 1 - len(self.downstream)))
-        self.offsets[partition] = upstream
-        self.downstream[partition] = downstream
+    def store(self, partition: int, upstream: int, downstream: int) -> int:
+        """Keep a partition's newest sync; return the target records it shows were written more
+        than once since the previous one (0 without one, or where the target went back: a
+        truncated or recreated remote topic)."""
+        offsets = self.offsets
+        if partition >= len(offsets):
+            grow = partition + 1 - len(offsets)
+            offsets.extend(repeat(_NONE, grow))
+            self.downstream.extend(repeat(_NONE, grow))
+            self.duplicated.extend(repeat(0, grow))
+        previous = offsets[partition]
+        offsets[partition] = upstream
+        down = self.downstream
+        before = down[partition]
+        down[partition] = downstream
+        extra = (downstream - before) - (upstream - previous)  # (D' - D) - (U' - U)
+        if extra > 0 and previous != _NONE and downstream > before:
+            self.duplicated[partition] = 1
+            return extra
+        self.duplicated[partition] = 0
+        return 0
 
     def stamp(self, partition: int, at: float) -> None:
         times = self.times
@@ -79,9 +108,9 @@ class OffsetSyncsFeed(LroFeed):
     """Reads one cluster's offset-syncs topics (one per flow) from the beginning, then keeps up.
     `consumer` may be None to drive `_apply` directly (unit tests).
 
-    Per partition it keeps 16 bytes: the newest sync's upstream and downstream offsets in its
-    topic's arrays, indexed by partition number. A compacted topic repeats a few thousand keys millions of times: a record
-    whose key's topic part (everything before its INT32 partition) was seen before is read
+    Per partition it keeps 17 bytes: the newest sync's upstream and downstream offsets and whether
+    it showed duplicates, in its topic's arrays, indexed by partition number. A compacted topic
+    repeats a few thousand keys millions of times: a record whose key's topic part (everything before its INT32 partition) was seen before is read
     without decoding the key again, by that part's bytes and the key's last four. No dict is kept
     per partition: a key object and a dict entry each would cost many times the 8 bytes."""
 
@@ -100,6 +129,9 @@ class OffsetSyncsFeed(LroFeed):
     # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
     # are (the others are kept until it does). None: every partition, under keys of the feed's own.
     topic_keys: TopicKeysOf | None = None
+    # Per target alias, who can write its remote topics: where more than one writer can, a flow's
+    # consecutive syncs show the other writers' records too, which are no duplicates of its own.
+    writers: Mapping[str, RemoteWriters] = field(default_factory=dict)
 
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         self.topic_keys = topic_keys
@@ -152,7 +184,9 @@ class OffsetSyncsFeed(LroFeed):
                 upstream, downstream = _unpack_sync(value)
                 (partition,) = _unpack_partition(key, len(key) - 4)
                 if upstream >= 0 and 0 <= partition < _SLOTS:
-                    syncs.store(partition, upstream, downstream)
+                    extra = syncs.store(partition, upstream, downstream)
+                    if extra and not self._dating:
+                        syncs.duplicate_records += extra
                     if self._dating:
                         self._stamp(syncs, partition)
                     return
@@ -172,7 +206,9 @@ class OffsetSyncsFeed(LroFeed):
             syncs = self._topics[sync_topic, sync.topic] = _TopicSyncs(flow, sync.topic)
         if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
             prefixes[key[:-4]] = syncs
-        syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
+        extra = syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
+        if extra and not self._dating:
+            syncs.duplicate_records += extra
         if self._dating:
             self._stamp(syncs, sync.partition)
 
@@ -200,12 +236,28 @@ class OffsetSyncsFeed(LroFeed):
             out.update((key, at) for key, at in zip(by_partition, times) if key is not None and at > 0.0)
         return out
 
-    def topic_syncs(self, flow: FlowId) -> list[tuple[str, array, array]]:
-        """The flow's topics with syncs: (topic, upstream offsets, downstream offsets), each array
-        indexed by partition number, _NONE upstream where a partition has none. Live arrays: read
-        them before the next drain."""
-        return [(syncs.topic, syncs.offsets, syncs.downstream) for syncs in self._topics.values()
+    def topic_syncs(self, flow: FlowId) -> list[tuple[str, array, array, array]]:
+        """The flow's topics with syncs: (topic, upstream offsets, downstream offsets, duplicated
+        flags), each array indexed by partition number, _NONE upstream where a partition has
+        none. Live arrays: read them before the next drain."""
+        return [(syncs.topic, syncs.offsets, syncs.downstream, syncs.duplicated) for syncs in self._topics.values()
                 if syncs.flow.id == flow]
+
+    def duplicates(self) -> tuple[DuplicateCount, ...]:
+        """Per flow and topic with syncs (of those the poller lists, once it is given them; not
+        those another writer can feed too), the target records written more than once so far."""
+        listed = self.topic_keys
+        return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
+                            for s in self._topics.values()
+                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)))
+
+    def _shared(self, syncs: _TopicSyncs) -> bool:
+        writers = self.writers.get(syncs.flow.target)
+        return writers is not None and writers.of(syncs.flow.policy.remote_topic(syncs.flow.source, syncs.topic)).shared
+
+    def health(self) -> FeedHealth | None:
+        health = super().health()
+        return None if health is None else dataclasses.replace(health, duplicates=self.duplicates())
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
@@ -223,7 +275,9 @@ def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
     for flow in settings.flows:
         cluster, topic = sync_topic_location(flow)
         by_cluster.setdefault(cluster, {})[topic] = flow
+    writers = {target: RemoteWriters(target, settings.flows) for target in {flow.target for flow in settings.flows}}
     return [
-        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s)
+        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s,
+                        writers=writers)
         for alias, flows_by_topic in by_cluster.items()
     ]

@@ -12,11 +12,16 @@ Exact where the upstream range holds only data records: MM2 >= 3.7 syncs at ever
 source probe proves the ones after the last copied record. The target is read every poll, so this
 evidence has poll resolution from an unpatched MM2.
 
-It is wrong where target offsets are not one per copied record, so it is off there and says so:
-MM2 writing the target in transactions (`<target>.exactly.once.source.support = enabled`: the
-markers take target offsets), and a remote topic that does not exist. Something else writing the
-remote topic, or records MM2 copies again after a restart before its first new sync is read
-(usually within a poll), would make it read high; neither is seen from outside.
+It is wrong where target offsets are not one per copied record of one flow, so it is off there
+and says so (`/status` `feeds[].off`): MM2 writing the target in transactions
+(`<target>.exactly.once.source.support = enabled`: the markers take target offsets); a remote
+topic more than one writer can feed, as the configuration shows (config/writers.py: two flows
+into one target under IdentityReplicationPolicy, MM2's own topics there), off for those topics
+only; and a remote topic that does not exist. Duplicates (a producer retry, a restarted task's
+re-copies) show at the next sync as D' - D > U' - U: a partition whose newest sync showed them
+gets no evidence from here until its next sync (the sync's own U stands, from the offset-syncs
+feed). Duplicates written since the newest sync, and writers the configuration cannot see, still
+read high until a sync shows them.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.config.writers import RemoteWriters, Writers
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
-from mirrorlag.interfaces import NO_OFFSET, FeedHealth, LroFeed, PollRows, TopicRowsOf
+from mirrorlag.interfaces import NO_OFFSET, FeedHealth, FeedOff, LroFeed, PollRows, TopicRowsOf
 from mirrorlag.kafka.remote import UNREAD, RemoteEndOffsets
 from mirrorlag.kafka.source import make_admin, secret_values
 from mirrorlag.model import FlowId, PartitionKey
@@ -42,14 +48,21 @@ NONE = NO_OFFSET  # no evidence (an upstream offset is never negative)
 
 
 def progress_lros(upstream: np.ndarray, downstream: np.ndarray, target_end: np.ndarray,
-                  leo: np.ndarray) -> np.ndarray:
+                  leo: np.ndarray, duplicated: np.ndarray | None = None) -> np.ndarray:
     """Per partition, the LRO the target's end offset proves: U + (T - 1 - D), capped at LEO - 1.
 
     NONE where it proves nothing: no sync (U < 0), the target's end offset unread (T < 0), a
     target at or below the sync's own record (T <= D: the remote topic was truncated or created
     again), or the source LEO unread this poll (LEO < 0: the cap is what keeps a read taken after
-    the LEO snapshot from looking like an LRO beyond the LEO, which would read as a RESET)."""
+    the LEO snapshot from looking like an LRO beyond the LEO, which would read as a RESET).
+    `duplicated` (nonzero where the newest sync showed target records written more than once):
+    NONE there too, until the partition's next sync. The target's records after D are no proof of
+    distinct copies while retries may go on, so only the sync's U counts, and the offset-syncs feed
+    gives it with its own (flush) resolution: were this feed to give U, it would win the tie at
+    resolution 0 and a healthy mirror would read STALLED max after the sync."""
     valid = (upstream >= 0) & (target_end > downstream) & (leo >= 0)
+    if duplicated is not None:
+        valid &= duplicated == 0
     lro = np.minimum(upstream + (target_end - 1 - downstream), leo - 1)
     # A sync can only be for a record that existed: never below the sync itself.
     return np.where(valid, np.maximum(lro, upstream), NONE)
@@ -70,7 +83,8 @@ class TargetProgressFeed(LroFeed):
     remote: RemoteEndOffsets
     flows: Sequence[FlowSettings]  # the flows into this target whose evidence is valid
     syncs: Mapping[FlowId, OffsetSyncsFeed]  # the feed holding each flow's offset syncs
-    off: tuple[str, ...] = ()  # flows into this target where it is off, and why
+    off: tuple[FeedOff, ...] = ()  # flows into this target where it is off, and why
+    writers: RemoteWriters | None = None  # who can write each remote topic (None: one flow each)
     name: str = FEED_NAME
     bad_records: int = 0
     reader: None = None
@@ -80,6 +94,7 @@ class TargetProgressFeed(LroFeed):
     _rows: Sequence[PartitionKey] = ()
     _topics: tuple[str, ...] = ()  # the remote topics read at the last poll
     _proved: dict[tuple[FlowId, str], np.ndarray] = field(default_factory=dict)  # last LRO by partition number
+    _shared: tuple[FeedOff, ...] = ()  # the remote topics of the last poll that more than one writer can feed
 
     def use_topic_rows(self, topic_rows: TopicRowsOf) -> None:
         self.topic_rows = topic_rows
@@ -103,18 +118,33 @@ class TargetProgressFeed(LroFeed):
         numbers_of: list[Sequence[int]] = []
         ups: list[array] = []
         downs: list[array] = []
+        dups: list[array] = []
         proved: list[np.ndarray] = []
+        shared: dict[Writers, set[str]] = {}  # writers -> remote topics of this target they share
         for flow in self.flows:
-            for topic, upstream, downstream in self.syncs[flow.id].topic_syncs(flow.id):
+            for topic, upstream, downstream, duplicated in self.syncs[flow.id].topic_syncs(flow.id):
                 where = self.topic_rows(flow.id, topic) if self.topic_rows is not None else None
                 if where is None or not upstream:
                     continue
-                names.append(flow.policy.remote_topic(flow.source, topic))
+                remote = flow.policy.remote_topic(flow.source, topic)
+                writers = self.writers.of(remote) if self.writers is not None else None
+                if writers is not None and writers.shared:
+                    # Another writer's records would count as this flow's copies: no request at all.
+                    shared.setdefault(writers, set()).add(remote)
+                    continue
+                names.append(remote)
                 firsts.append(where[0])
                 numbers_of.append(where[1])
                 ups.append(upstream)
                 downs.append(downstream)
+                dups.append(duplicated)
                 proved.append(self._proved_of(flow.id, topic, len(upstream)))
+        was, self._shared = self._shared, tuple(sorted(FeedOff(writers.flows, tuple(sorted(topics)),
+                                            f"more than one writer feeds these topics on {self.cluster_alias}: {writers}")
+                                    for writers, topics in shared.items()))
+        for entry in set(self._shared) - set(was):
+            named = ", ".join(entry.topics[:10]) + (f" and {len(entry.topics) - 10} more" if len(entry.topics) > 10 else "")
+            log.info("target progress is off for %s of %s: %s", named, ", ".join(entry.flows), entry.reason)
         self._topics = tuple(sorted(set(names)))
         if not names:
             return PollRows(self._rows, out)
@@ -122,6 +152,7 @@ class TargetProgressFeed(LroFeed):
         starts = np.cumsum(counts) - counts
         u = np.frombuffer(b"".join(ups), np.int64)  # one copy of every topic's syncs
         d = np.frombuffer(b"".join(downs), np.int64)
+        dup = np.frombuffer(b"".join(dups), np.int8)
         last = np.concatenate([p[:n] for p, n in zip(proved, counts.tolist())])
         partition = np.arange(len(u)) - np.repeat(starts, counts)
         row = np.repeat(np.asarray(firsts, np.int64), counts) + partition
@@ -140,7 +171,7 @@ class TargetProgressFeed(LroFeed):
         if self.remote.error is not None:
             self.errors_total += 1
         leo_of_row = np.fromiter((-1 if v is None else v for v in self._leos.values()), np.int64, len(self._leos))
-        lro = np.where(ends == UNREAD, last[ask], progress_lros(u[ask], d[ask], ends, leo_of_row[row[ask]]))
+        lro = np.where(ends == UNREAD, last[ask], progress_lros(u[ask], d[ask], ends, leo_of_row[row[ask]], dup[ask]))
         last[ask] = lro
         out[row[ask]] = lro
         for p, start, n in zip(proved, starts.tolist(), counts.tolist()):
@@ -168,7 +199,7 @@ class TargetProgressFeed(LroFeed):
         remote = self.remote
         return FeedHealth(self.name, self.cluster_alias, self._topics, tuple(sorted(remote.missing)), 0,
                           up=remote.error is None, errors_total=self.errors_total, last_error=remote.error,
-                          off=self.off)
+                          off=self.off + self._shared)
 
     def close(self) -> None:
         pass  # an admin client holds no group or assignment to give back
@@ -181,12 +212,12 @@ def target_progress_feeds(settings: Settings, sync_feeds: Sequence[OffsetSyncsFe
     for target in dict.fromkeys(flow.target for flow in settings.flows):
         flows = [flow for flow in settings.flows if flow.target == target and flow.id in syncs]
         on = [flow for flow in flows if not flow.target_transactional]
-        off = tuple(f"{flow.id}: {target}.exactly.once.source.support = enabled (transaction markers take target "
-                    "offsets)" for flow in flows if flow.target_transactional)
-        for line in off:
-            log.info("target progress is off for %s", line)
+        off = tuple(FeedOff((str(flow.id),), (), f"{target}.exactly.once.source.support = enabled (transaction "
+                            "markers take target offsets)") for flow in flows if flow.target_transactional)
+        for entry in off:
+            log.info("target progress is off for %s: %s", ", ".join(entry.flows), entry.reason)
         cluster = settings.clusters[target]
         remote = RemoteEndOffsets(target, make_admin(cluster, settings.request_timeout_s), settings.request_timeout_s,
                                   settings.leo_chunk_size, secret_values(cluster))
-        feeds.append(TargetProgressFeed(target, remote, on, syncs, off))
+        feeds.append(TargetProgressFeed(target, remote, on, syncs, off, RemoteWriters(target, settings.flows)))
     return feeds

@@ -34,7 +34,27 @@ class RemoteEndOffsets:
 
     def read(self, topics: Sequence[str], topic_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:
         """The end offsets of partitions (`topics[topic_of[i]]`, `partitions[i]`), in that order
-        (UNREAD where one did not answer). Sets `missing` and `error` from this read."""
+        (UNREAD where one did not answer). Sets `missing` and `error` from this read.
+
+        A partition named more than once is asked once: librdkafka refuses a whole ListOffsets
+        request that names one twice ("Partitions must not contain duplicates")."""
+        topic_of, partitions = np.asarray(topic_of, np.int64), np.asarray(partitions, np.int64)
+        if len(set(topics)) < len(topics):  # one name at two indices: fold them into its first
+            first = {name: i for i, name in reversed(list(enumerate(topics)))}
+            topic_of = np.fromiter((first[name] for name in topics), np.int64, len(topics))[topic_of]
+        if not partitions.size:
+            return self._read(topics, topic_of, partitions)
+        pair = topic_of * (int(partitions.max()) + 1) + partitions
+        if (np.diff(pair) > 0).all():  # ascending, as the feed asks: distinct without a sort
+            return self._read(topics, topic_of, partitions)
+        unique, inverse = np.unique(pair, return_inverse=True)
+        if unique.size == pair.size:
+            return self._read(topics, topic_of, partitions)
+        at = np.zeros(unique.size, np.int64)
+        at[inverse] = np.arange(pair.size)  # a position of each distinct pair
+        return self._read(topics, topic_of[at], partitions[at])[inverse]
+
+    def _read(self, topics: Sequence[str], topic_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:
         request = [TopicPartition(topics[t], p, OFFSET_END) for t, p in zip(topic_of.tolist(), partitions.tolist())]
         futures = [submit_list_offsets(self.admin, request[i:i + self.chunk_size], self._isolation, self.timeout_s)
                    for i in range(0, len(request), self.chunk_size)]

@@ -172,7 +172,7 @@ def test_the_live_sidecar_exports_what_the_readme_lists(exposition):
                  "mirrorlag_flow_heartbeat_age_seconds", "mirrorlag_last_successful_poll_timestamp_seconds",
                  "mirrorlag_flow_time_lag_seconds_partitions_bucket", "mirrorlag_history_pending_upload_bytes",
                  "mirrorlag_flow_partitions", "mirrorlag_partition_state", "mirrorlag_topic_info",
-                 "mirrorlag_flow_partitions_by_lro_feed"):
+                 "mirrorlag_flow_partitions_by_lro_feed", "mirrorlag_mirror_duplicate_records_total"):
         assert live in exposition.samples, live
     # No per-partition series names the feed that won (it flips between polls).
     assert not [f.name for f in FAMILIES if "feed" in exposition.samples.get(f.name, set())]

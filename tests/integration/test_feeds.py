@@ -254,17 +254,22 @@ def test_heartbeats_start_near_the_end_not_at_the_beginning(tmp_path, clusters, 
     assert eventually(feed.newest, lambda n: n == expected) == expected
 
 
-def test_heartbeats_with_the_identity_policy_share_the_topic(tmp_path, clusters, topic_name, closing):
+def test_heartbeats_with_the_identity_policy_land_in_the_source_prefixed_topic(tmp_path, clusters, topic_name,
+                                                                              closing):
+    """IdentityReplicationPolicy names heartbeats topics as the default policy does (its
+    formatRemoteTopic): A's `heartbeats` lands in B's `A.heartbeats`, not in the `heartbeats`
+    MM2's heartbeat connector writes on B itself."""
     settings, flow = fresh_flow(tmp_path, clusters, topic_name,
                                 "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
-    create_topic(clusters, "heartbeats")
+    hb_topic = f"{flow.source}.heartbeats"
+    create_topic(clusters, hb_topic)
     feed = only_feed(heartbeat_feeds(settings))
     closing(feed)
-    assert feed.flows_by_topic == {"heartbeats": [flow]}
+    assert feed.flows_by_topic == {hb_topic: [flow]}
     assert eventually(feed.newest, lambda n: n == {}, timeout=0) == {}  # assigned near the end now
     now = int(time.time() * 1000)
-    produce(clusters, "heartbeats", [
-        beat(flow.source, flow.target, now + 60_000),  # the target's own local heartbeat
-        beat(flow.target, flow.source, now),  # replicated from the source
+    produce(clusters, hb_topic, [
+        beat(flow.target, flow.source, now),  # emitted into the source, replicated
+        beat("upstream", "elsewhere", now + 60_000),  # another cluster's: not this flow's
     ])
     assert eventually(feed.newest, lambda n: n == {flow: now}) == {flow: now}

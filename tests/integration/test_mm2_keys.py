@@ -136,9 +136,10 @@ def test_emit_offset_syncs_false_reads_no_sync_and_names_why(tmp_path, clusters,
     assert flow["offset_flush_interval_s"] == 5.0
     off = {(f["feed"], f["cluster"]): f["off"] for f in body["feeds"] if f["off"]}
     assert set(off) == {("offset-syncs", "src"), ("target-progress", "dst")}, body["feeds"]
-    for lines in off.values():
-        (line,) = lines
-        assert line.startswith("src->dst: emit.offset-syncs.enabled = false"), line
+    for entries in off.values():
+        (entry,) = entries
+        assert entry["flows"] == ["src->dst"] and entry["topics"] == [], entry
+        assert entry["reason"].startswith("emit.offset-syncs.enabled = false"), entry
     # One entry for the syncs on src: it reads src->oth's topic only, and names src->dst as off.
     (syncs,) = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
     assert (syncs["cluster"], syncs["topics"]) == ("src", ["mm2-offset-syncs.oth.internal"]), syncs

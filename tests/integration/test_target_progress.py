@@ -15,8 +15,8 @@ import pytest
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
-from tests.helpers import (eventually, mirrored_topic, mirrorlag, produce_records, running_mirror, running_sidecar,
-                           status, steady_producer)
+from tests.helpers import (eventually, labels, mirrored_topic, mirrorlag, produce_records, running_mirror,
+                           running_sidecar, scrape, status, steady_producer)
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +62,20 @@ def test_target_progress_is_capped_at_the_leo_snapshot(tmp_path, clusters, topic
 
 
 def test_target_progress_is_off_where_mm2_writes_the_target_in_transactions(tmp_path, clusters, topic_name):
+    port = free_port()
     config = _estate(tmp_path, clusters, topic_name, 10, 7, OffsetSync(topic_name, 0, 2, 2),
-                     "dst.exactly.once.source.support = enabled\n")
+                     "dst.exactly.once.source.support = enabled\n", port)
     _, row = _check(config)
     assert (row["lro"], row["record_lag"], row["lro_feed"]) == (2, 7, "offset-syncs"), row
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        def named() -> dict:
+            (progress,) = [f for f in status(port)["feeds"] if f["feed"] == "target-progress"]
+            assert progress["off"], progress
+            return progress
+        progress = eventually(named)
+    # Every topic of the flow (none named): {flows, topics, reason}.
+    assert progress["off"] == [{"flows": ["src->dst"], "topics": [], "reason": "dst.exactly.once.source.support = "
+                                "enabled (transaction markers take target offsets)"}], progress
 
 
 def test_a_missing_remote_topic_is_named_and_the_sync_still_counts(tmp_path, clusters, topic_name):
@@ -173,3 +183,99 @@ def test_target_progress_of_two_source_clusters_lands_on_the_right_partitions(tm
     got = {(r["source"], r["topic"], r["partition"]): (r["lro"], r["lro_feed"]) for r in json.loads(result.stdout)}
     assert got == {("src", first, 0): (6, "target-progress"), ("src", first, 1): (2, "target-progress"),
                    ("two", second, 0): (14, "target-progress"), ("two", second, 1): (19, "target-progress")}, got
+
+
+def test_two_identity_flows_into_one_topic_turn_it_off_there_only(tmp_path, clusters):
+    """src->dst and two->dst (IdentityReplicationPolicy) both mirror `shared` into dst's `shared`:
+    its end offset holds both flows' copies, so translating it through either flow's sync would
+    count the other's records (and asking dst's `shared/0` once per flow in one ListOffsets is
+    refused whole by librdkafka, target progress down for every flow into dst). It is off for that
+    topic, named with the reason, and on for `own`, which only src->dst mirrors; the target's
+    ListOffsets answers."""
+    shared, own = (f"t-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    for topic in (shared, own):
+        clusters.create_topic(topic, 1)
+        clusters.produce(topic, {0: 10})
+        clusters.create_topic(topic, 1, which="target")  # identity: the same name on the target
+    clusters.produce(shared, {0: 12}, which="target")  # copies from both flows
+    clusters.produce(own, {0: 7}, which="target")
+    try:
+        clusters.create_topic(SYNC_TOPIC, 1)
+    except Exception:
+        pass
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(shared, 0, 2, 2), OffsetSync(own, 0, 2, 2)])
+    second_syncs = "mm2-offset-syncs.two.internal"  # on the target: offset-syncs.topic.location = target
+    try:
+        clusters.create_topic(second_syncs, 1, which="target")
+    except Exception:
+        pass
+    clusters.write_offset_syncs(second_syncs, [OffsetSync(shared, 0, 4, 7)], which="target")
+    port = free_port()
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        f"clusters = src, two, dst\nsrc.bootstrap.servers = {clusters.source}\ntwo.bootstrap.servers = {clusters.source}\n"
+        f"dst.bootstrap.servers = {clusters.target}\nsrc->dst.enabled = true\ntwo->dst.enabled = true\n"
+        "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        f"src->dst.topics = {shared}, {own}\ntwo->dst.topics = {shared}\ntwo->dst.offset-syncs.topic.location = target\n"
+        f"mirrorlag.http.listener = 127.0.0.1:{port}\nreplication.record.lag.metric.refresh.interval = 1000\n")
+
+    def seen() -> dict:
+        body = status(port)
+        got = {(r["source"], r["topic"]): (r["lro"], r["lro_feed"]) for r in body["partitions"]}
+        assert got == {("src", shared): (2, "offset-syncs"), ("two", shared): (4, "offset-syncs"),
+                       ("src", own): (6, "target-progress")}, got
+        return body
+
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        polls = eventually(seen)["polls_total"]
+
+        def two_polls_later() -> None:
+            assert status(port)["polls_total"] >= polls + 2
+
+        eventually(two_polls_later)
+        body = seen()  # and it stays so
+    (progress,) = [f for f in body["feeds"] if f["feed"] == "target-progress"]
+    assert progress["off"] == [{"flows": ["src->dst", "two->dst"], "topics": [shared],
+                                "reason": "more than one writer feeds these topics on dst: src->dst, two->dst"}], progress
+    assert (progress["up"], progress["errors_total"], progress["last_error"]) == (True, 0, None), progress
+    assert progress["topics"] == [own], progress
+    # Each flow's syncs of the shared topic show the other's records: no duplicate count there.
+    sync_feeds = [f for f in body["feeds"] if f["feed"] == "offset-syncs"]
+    counted = {(d["source"], d["topic"], d["records"]) for f in sync_feeds for d in f["duplicates"]}
+    assert {c for c in counted if c[1] in (shared, own)} == {("src", own, 0)}, sync_feeds
+
+
+def test_duplicates_shown_by_a_sync_are_counted_and_hold_target_progress_until_the_next(tmp_path, clusters,
+                                                                                     topic_name):
+    """The target holds 20 records, 5 of them written twice (copies of upstream 0..14). Before a
+    sync shows them, the translation through (0, 0) reads 19, 5 above the truth (the documented
+    limitation). Then MM2's sync (10, 15): 15 target records for 10 upstream offsets. /metrics
+    counts the 5 for the flow and topic, and the partition gets no target progress (its LRO is
+    the sync's 10, from the offset syncs; the step back from 19 is honest); the next sync
+    (12, 17), clean, brings it back: 12 + 20 - 1 - 17 = 14, the truth."""
+    port = free_port()
+    config = _estate(tmp_path, clusters, topic_name, 30, 20, OffsetSync(topic_name, 0, 0, 0),
+                     "replication.record.lag.metric.refresh.interval = 1000\n", port)
+    key = labels(source="src", target="dst", topic=topic_name)
+
+    def row() -> dict:
+        (r,) = [r for r in status(port)["partitions"] if r["topic"] == topic_name]
+        return r
+
+    with running_sidecar(config, port=port, log=tmp_path / "sidecar.log"):
+        def first() -> None:
+            assert (row()["lro"], row()["lro_feed"]) == (19, "target-progress"), row()  # 0 + 20 - 1 - 0
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 0
+        eventually(first)
+        clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 10, 15)])
+
+        def counted() -> None:
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 5
+            assert (row()["lro"], row()["lro_feed"]) == (10, "offset-syncs"), row()
+        eventually(counted)
+        clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 12, 17)])
+
+        def cleared() -> None:
+            assert (row()["lro"], row()["lro_feed"]) == (14, "target-progress"), row()
+            assert scrape(port)[("mirrorlag_mirror_duplicate_records_total", key)] == 5
+        eventually(cleared)

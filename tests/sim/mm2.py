@@ -23,6 +23,13 @@ its offset syncs and the target partition.
   modelled (it would only delay syncs: older evidence, never higher).
   The producer's send is asynchronous: a sync becomes readable on the offset-syncs topic, and so
   to the sidecar's feed, `sync_delay` s after it was sent.
+- Duplicates (`retries`): Connect's producer is not idempotent; a batch it retries after a lost
+  ack lands twice. At the first ack at or after each retry's time, the next `k` acks' records are
+  first written unacknowledged, then again as the acked copies commitRecord sees (their downstream
+  offsets are the second copies'). Upstream offsets stay consecutive, so no sync rule fires for it:
+  the next sync (offset.lag.max target records on, or the flush) shows D' - D > U' - U.
+- A second writer (`foreign`): another flow's copies (two flows into one identity topic) appended
+  to the target partition, `n` records at each time: records MM2's syncs of this flow never name.
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ class MM2Config:
     # round trip): the syncs are taken this long before the target's end offset is read (at the
     # poll's `now`; at most the poll's eps, so both stay after the LEO snapshot).
     target_read_delay: float = 0.0
+    retries: tuple[tuple[float, int], ...] = ()  # (from when, records) batches written twice
+    foreign: tuple[tuple[float, int], ...] = ()  # (when, records) a second writer appends to the target
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class MM2Model:
         # Acks grouped by lifetime: an ack at or after restart r belongs to lifetime r + 1.
         copies_t, copies_u = mirror.copies_t, mirror.copies_u
         n = len(copies_t)
+        self._build_target(config)
+        ack_d = self.ack_downstream
         i = 0
         for life in range(len(lifetime_starts)):
             end = restarts[life] if life < len(restarts) else float("inf")
@@ -92,7 +103,7 @@ class MM2Model:
             flush_at = flushes(life, min(end, copies_t[-1] + every + 1.0 if n else start))
             f = 0
             while i < n and copies_t[i] < end:
-                at, u, d = copies_t[i], copies_u[i], i
+                at, u, d = copies_t[i], copies_u[i], ack_d[i]
                 while f < len(flush_at) and flush_at[f] < at:  # flushes before this ack
                     if delayed is not None:
                         syncs.append(Sync(flush_at[f] + config.sync_delay, flush_at[f], delayed[1], delayed[2], life, False))
@@ -114,6 +125,50 @@ class MM2Model:
         self.syncs = syncs
         self._visible = [s.visible_at for s in syncs]
         self.lifetime_starts = lifetime_starts
+
+    def _build_target(self, config: MM2Config) -> None:
+        """The target partition: (time, upstream offset or -1 for a second writer's record,
+        acked) per record, and each ack's downstream offset."""
+        copies_t, copies_u = self.mirror.copies_t, self.mirror.copies_u
+        n = len(copies_t)
+        twice = [0] * n  # acks whose record was first written unacknowledged
+        for at, k in config.retries:
+            j = bisect_left(copies_t, at)
+            for i in range(j, min(n, j + k)):
+                twice[i] = 1
+        entries: list[tuple[float, int, bool]] = []
+        i = 0
+        while i < n:
+            if twice[i]:
+                j = i
+                while j < n and twice[j]:  # the batch's first attempt, then its acked copies
+                    j += 1
+                entries += [(copies_t[i], copies_u[x], False) for x in range(i, j)]
+                entries += [(copies_t[x], copies_u[x], True) for x in range(i, j)]
+                i = j
+            else:
+                entries.append((copies_t[i], copies_u[i], True))
+                i += 1
+        for at, k in sorted(config.foreign):
+            where = bisect_right([e[0] for e in entries], at)
+            entries[where:where] = [(at, -1, False)] * k
+        self.target_t = [e[0] for e in entries]
+        self.target_u = [e[1] for e in entries]
+        self.target_acked = [e[2] for e in entries]
+        self.ack_downstream = [d for d, e in enumerate(entries) if e[2]]
+        self._unacked_below = [0]  # records no ack names below each offset
+        for e in entries:
+            self._unacked_below.append(self._unacked_below[-1] + (not e[2]))
+
+    def target_end(self, t: float) -> int:
+        """The target partition's end offset at t."""
+        return bisect_right(self.target_t, t)
+
+    def unacked(self, after: int, t: float) -> int:
+        """Target records above offset `after` written by t that no ack names: duplicates and a
+        second writer's records, what a translation through a sync at `after` counts too many."""
+        end = self.target_end(t)
+        return self._unacked_below[end] - self._unacked_below[min(after + 1, end)]
 
     def newest_sync(self, t: float) -> Sync | None:
         """The newest sync readable at t: what the offset-syncs feed holds for the partition."""

@@ -42,7 +42,9 @@ import numpy as np
 
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import LagEngine
+from mirrorlag.config.writers import RemoteWriters
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
+from mirrorlag.feeds.offset_syncs import _TopicSyncs
 from mirrorlag.feeds.target_progress import FEED_NAME as TARGET_PROGRESS
 from mirrorlag.feeds.target_progress import NONE as TP_NONE
 from mirrorlag.feeds.target_progress import progress_lros
@@ -409,6 +411,8 @@ class Truth:
     feeds: dict[str, int] = field(default_factory=dict)  # each feed's LRO this poll
     sync: Sync | None = None  # the newest readable offset sync
     target_end: int = 0  # the target partition's end offset at now
+    duplicated: bool = False  # the feed's flag: the newest sync showed duplicates
+    duplicates_counted: int = 0  # the feed's count of target records written twice, through the newest sync
 
 
 @dataclass(frozen=True)
@@ -461,6 +465,7 @@ def run(
     on_poll: Callable[[Poll], None] | None = None,
     probe: bool = False,
     mm2: MM2Config | None = None,
+    writers: RemoteWriters | None = None,
 ) -> Run:
     """Poll every `interval` s from `start` to `end` (inclusive). Log starts are read at every
     `log_start_every`-th poll (None: never, like the poller before issue 4).
@@ -476,7 +481,11 @@ def run(
     the poller lists them (the cache takes the highest; the first listed wins a tie; the syncs
     taken `mm2.target_read_delay` before the target is read, as the feed does), with the
     poller's resolution for offset-syncs (the offset flush) and the syncs' timestamps dating the
-    first read. The truth's `lro` is then the last acknowledged copy (`Mirror.acked`)."""
+    first read. The truth's `lro` is then the last acknowledged copy (`Mirror.acked`).
+    The target-progress feed as production runs it: the syncs applied in order to the offset-syncs
+    feed's own per-topic arrays (`_TopicSyncs.store`: its duplicate flag), and off for a partition
+    whose remote topic `writers` (the production reading of the configuration, config/writers.py;
+    None: one writer) says more than one writer can feed."""
     assert 0 < eps < interval
     assert mm2 is None or 0.0 <= mm2.target_read_delay <= eps
     engine = LagEngine(lambda flow: params)
@@ -488,6 +497,12 @@ def run(
     rewinds_seen: dict[PartitionKey, int] = {}
     certain: dict[PartitionKey, list[int]] = {sp.key: [0, 0] for sp in partitions}  # [total, covered_upto]
     models = {sp.key: MM2Model(sp.mirror, mm2, start) for sp in partitions} if mm2 is not None else {}
+    # The feed's arrays, one topic per partition (slot 0), and how many of the model's syncs each took.
+    fed = {kk: [_TopicSyncs(None, kk.topic), 0] for kk in models}  # type: ignore[arg-type]
+    shared = set()
+    if writers is not None:
+        policy_of = {flow.id: flow.policy for flow in writers.flows}
+        shared = {kk for kk in models if writers.of(policy_of[kk.flow].remote_topic(kk.source, kk.topic)).shared}
     resolution = {OFFSET_SYNCS: mm2.flush_interval} if mm2 is not None else {}
     fetcher = _LogFetcher({(sp.key.topic, sp.key.partition): sp.log for sp in partitions})
     # Poller._probe reads only these of the poller: the previous poll's `now`, each flow's isolation
@@ -515,13 +530,20 @@ def run(
             by_feed = {OFFSET_SYNCS: {kk: s.upstream for kk, s in syncs.items() if s is not None}}
             # The feed's first read dates its syncs by their timestamps (an old sync is old evidence).
             written_at = {OFFSET_SYNCS: {kk: s.sent_at for kk, s in syncs.items() if s is not None}} if k == 0 else {}
+            for kk, model in models.items():  # the syncs readable by now, in the topic's order
+                arrays, taken = fed[kk]
+                for sync in model.syncs[taken:bisect_right(model._visible, now - mm2.target_read_delay)]:
+                    arrays.duplicate_records += arrays.store(0, sync.upstream, sync.downstream)
+                    taken += 1
+                fed[kk][1] = taken
             if mm2.target_progress:
-                ks = list(models)
+                ks = [kk for kk in models if kk not in shared]  # the feed asks no shared topic
                 u = np.array([syncs[kk].upstream if syncs[kk] else -1 for kk in ks], np.int64)
                 d = np.array([syncs[kk].downstream if syncs[kk] else -1 for kk in ks], np.int64)
-                te = np.array([models[kk].mirror.target_end(now) for kk in ks], np.int64)
+                te = np.array([models[kk].target_end(now) for kk in ks], np.int64)
                 lt = np.array([leos[kk] for kk in ks], np.int64)
-                tp = progress_lros(u, d, te, lt)
+                dup = np.array([fed[kk][0].duplicated[0] if syncs[kk] else 0 for kk in ks], np.int8)
+                tp = progress_lros(u, d, te, lt, dup)
                 by_feed[TARGET_PROGRESS] = {kk: int(v) for kk, v in zip(ks, tp.tolist()) if v != TP_NONE}
                 # As the poller hands them to the cache: the finest resolution first, so it wins a tie.
                 by_feed = {TARGET_PROGRESS: by_feed[TARGET_PROGRESS], OFFSET_SYNCS: by_feed[OFFSET_SYNCS]}
@@ -606,7 +628,9 @@ def run(
                 reported=None if reading is None else reading.offset,
                 feeds={name: offsets[kk] for name, offsets in by_feed.items() if kk in offsets},
                 sync=syncs.get(kk),
-                target_end=mirror.target_end(now),
+                target_end=models[kk].target_end(now) if kk in models else mirror.target_end(now),
+                duplicated=bool(kk in fed and fed[kk][0].duplicated and fed[kk][0].duplicated[0]),
+                duplicates_counted=fed[kk][0].duplicate_records if kk in fed else 0,
             )
         poll = Poll(k, t, now, read_starts, rows, truth)
         polls.append(poll)

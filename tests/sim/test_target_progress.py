@@ -10,7 +10,10 @@ offset and L the LEO snapshot, the feed says max(U, min(U + T - 1 - D, L - 1)):
  (E1) never above: target progress <= R, and so is the cache's LRO (the highest of the feeds);
  (E2) exact without gaps: when no restart happened since the sync and every offset in (U, R] is
       a data record (no marker, no aborted record at read_committed), target progress is
-      max(U, min(R, L - 1)): R itself, but for the documented cap at the LEO snapshot.
+      max(U, min(R, L - 1)): R itself, but for the documented cap at the LEO snapshot;
+ (E3) the credit rule: where the newest sync showed duplicates (D' - D > U' - U against the
+      partition's previous sync: a restarted task's first sync does, its re-copy being one),
+      no target progress, whatever the target holds: the sync's U (offset-syncs) stands.
 
 Known limitation (a restart; the feed's docstring names it): a restarted task's first sync
 (noPreviousSyncThisLifetime) is sent from its first ack, asynchronously. Until it is readable
@@ -31,13 +34,16 @@ uncopied record's arrival, whichever is later) with target progress, and within 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorlag.config.settings import EngineParams
+from mirrorlag.config.policy import ReplicationPolicy
+from mirrorlag.config.settings import EngineParams, FlowSettings
+from mirrorlag.config.writers import RemoteWriters
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
 from mirrorlag.feeds.target_progress import FEED_NAME as TARGET_PROGRESS
 from mirrorlag.model import State
@@ -90,13 +96,13 @@ class EvCase:
     ttl: float = 20.0
 
 
-def simulate(case: EvCase) -> Run:
+def simulate(case: EvCase, writers: RemoteWriters | None = None) -> Run:
     sims = []
     for i, p in enumerate(case.parts):
         log = SourceLog(p.appends, p.bursts, initial=p.initial, initial_rate=1.0, txns=p.txns, isolation=case.isolation)
         sims.append(SimPartition(key(i), log, Mirror(log, p.phases, latency=p.latency, horizon=case.end + case.interval)))
     return run(sims, interval=case.interval, end=case.end, eps=case.eps, params=case.params, ttl=case.ttl,
-               probe=True, mm2=case.mm2)
+               probe=True, mm2=case.mm2, writers=writers)
 
 
 def mm2_configs(eps: float, sync_delay_max: float = 0.5) -> st.SearchStrategy[MM2Config]:
@@ -156,7 +162,12 @@ def check_evidence(res: Run) -> tuple[int, int]:
                 above += over > 0
                 assert over <= sum(w.twice for w in inside), where
                 assert tr.reported <= max(L - 1, max(w.acked_before for w in inside)), where
-            # E2: exact without gaps (nor a restart) since the sync.
+            if tr.duplicated:
+                # The credit rule: the newest sync showed duplicates, so only its own U counts
+                # (the offset-syncs feed's): no target progress.
+                assert tp is None, where
+                continue
+            # E2: exact without gaps (nor a restart, nor duplicates) since the sync.
             if sync is not None and tp is not None and sync.lifetime == model.lifetime(p.now):
                 U = sync.upstream
                 if log.data_before[R + 1] - log.data_before[U + 1] == R - U:
@@ -423,3 +434,127 @@ def test_stall_with_offset_syncs_alone() -> None:
     assert not late, late
     assert [row.state for p, row, _ in res.series(K)][-1] is STALLED
 
+
+
+# --- a second writer and duplicates (issue 30) -----------------------------------------------------
+#
+# The truth R is the last acknowledged copy; T counts every record of the target partition,
+# including a batch Connect's producer retried (it lands twice: the first attempt unacknowledged)
+# and another flow's copies into the same identity topic. Per poll, with (U, D) the newest
+# readable sync:
+#  (W) a second writer the configuration names: target progress is off for the partition (the
+#      production RemoteWriters decides), so nothing reads above the truth;
+#  (D1) where the newest sync showed duplicates, no target progress (E3): the sync's U stands;
+#  (D2) elsewhere it is above R by at most the duplicates written after D (those no sync shows
+#      yet: MM2 syncs again within offset.lag.max target records or a flush), never above when
+#      there are none;
+#  (D3) the feed's duplicate count through the newest sync never exceeds the records written
+#      twice, and equals it on a log without gaps (a gap between two syncs offsets duplicates).
+
+TWO_INTO_B = RemoteWriters("B", [FlowSettings(source, "B", re.compile(".*"), re.compile(""),
+                                              ReplicationPolicy(identity=True)) for source in ("A", "C")])
+ONE_INTO_B = RemoteWriters("B", TWO_INTO_B.flows[:1])
+FEWER = settings(QUICK, max_examples=10)  # ~5 s an example on a shared 2-core VM
+
+
+def check_second_writer(res: Run) -> None:
+    for sp in res.partitions:
+        for p, row, tr in res.series(sp.key):
+            assert TARGET_PROGRESS not in tr.feeds, (sp.key, p.t, tr.feeds)
+            assert tr.lro is None or tr.reported is None or tr.reported <= tr.lro, (sp.key, p.t, tr)
+
+
+def check_duplicates(res: Run) -> tuple[int, int]:
+    """D1-D3 at every poll; returns (polls under the credit rule, polls read above the truth)."""
+    ruled = above = 0
+    for sp in res.partitions:
+        model = res.mm2[sp.key]
+        gapless = all(sp.log.is_data)
+        for p, row, tr in res.series(sp.key):
+            R, sync, tp = tr.lro, tr.sync, tr.feeds.get(TARGET_PROGRESS)
+            where = f"{sp.key} poll {p.k} t={p.t}: R={R} L={tr.leo} T={tr.target_end} sync={sync} flag={tr.duplicated} tp={tp}"
+            if sync is None or R is None:
+                continue
+            written_twice = sum(1 for d in range(sync.downstream + 1) if not model.target_acked[d])
+            assert tr.duplicates_counted <= written_twice, where  # D3
+            if gapless:
+                assert tr.duplicates_counted == written_twice, where
+            if tr.duplicated:  # D1
+                ruled += 1
+                assert tp is None and tr.reported <= R, where
+                continue
+            if tp is None:
+                continue
+            extra = model.unacked(sync.downstream, p.now)  # D2
+            assert tp <= R + extra and (extra or tp <= R), where
+            above += tp > R
+    return ruled, above
+
+
+@st.composite
+def second_writer_cases(draw: st.DrawFn) -> EvCase:
+    case = draw(evidence_cases(restarts=False))
+    foreign = tuple(draw(st.lists(st.tuples(floats(0.0, case.end), st.integers(1, 50)), min_size=1, max_size=3)))
+    return replace(case, mm2=replace(case.mm2, foreign=foreign))
+
+
+@st.composite
+def duplicate_cases(draw: st.DrawFn) -> EvCase:
+    case = draw(evidence_cases(restarts=False))
+    retries = tuple(draw(st.lists(st.tuples(floats(0.0, case.end), st.integers(1, 50)), min_size=1, max_size=3)))
+    return replace(case, mm2=replace(case.mm2, retries=retries))
+
+
+def _second_writer(case: EvCase) -> None:
+    check_second_writer(simulate(case, TWO_INTO_B))
+
+
+def _duplicates(case: EvCase) -> None:
+    check_duplicates(simulate(case, ONE_INTO_B))
+
+
+def test_a_second_writer_named_by_the_configuration_never_reads_above_the_truth() -> None:
+    FEWER(given(second_writer_cases())(_second_writer))()
+
+
+def test_duplicates_never_read_above_the_truth_once_a_sync_shows_them() -> None:
+    FEWER(given(duplicate_cases())(_duplicates))()
+
+
+@pytest.mark.soak
+def test_second_writer_and_duplicates_soak() -> None:
+    SOAK(given(second_writer_cases())(_second_writer))()
+    SOAK(given(duplicate_cases())(_duplicates))()
+
+
+def steady(mm2: MM2Config, writers: RemoteWriters, stall_at: float = 400.0, rate: float = 10.0) -> Run:
+    # `rate` records/s, copied within 0.04 s until `stall_at`; syncs every 100 target records or 60 s.
+    log = SourceLog([Appends(300, rate)], initial=10, initial_rate=rate)
+    mirror = Mirror(log, [Phase(stall_at, 25.0), Phase(400, 0.0)])
+    return run([SimPartition(K, log, mirror)], interval=15.0, end=240.0, probe=True, mm2=mm2, writers=writers)
+
+
+def test_a_second_writers_records_would_read_as_this_flows_copies() -> None:
+    """The mirror stalls at 45 s and another flow appends 40 records to the identity topic at
+    50 s: read as one writer's, the translation counts them as this flow's copies, 40 above the
+    truth at every later poll; named by the configuration, target progress is off there."""
+    mm2 = MM2Config(foreign=((50.0, 40),))
+    blind = steady(mm2, ONE_INTO_B, stall_at=45.0)
+    over = {p.t: tr.feeds[TARGET_PROGRESS] - tr.lro for p, _, tr in blind.series(K) if p.t > 50.0}
+    assert set(over.values()) == {40}, over
+    check_second_writer(steady(mm2, TWO_INTO_B, stall_at=45.0))
+
+
+def test_a_retried_batch_reads_high_until_the_next_sync_then_the_credit_rule_holds() -> None:
+    """1 record/s; 30 land twice at 50 s. No sync rule fires for them (consecutive upstream
+    offsets): until the next sync (100 target records on, or the flush) a poll may read them as
+    copies; the sync that shows them is flagged and counted, and turns target progress off for
+    the partition until the next one, which clears it: the sync's U stands, at the offset syncs'
+    flush resolution, so the healthy mirror stays IN_SYNC throughout."""
+    res = steady(MM2Config(retries=((50.0, 30),)), ONE_INTO_B, rate=1.0)
+    ruled, above = check_duplicates(res)
+    flagged = [p.t for p, _, tr in res.series(K) if tr.duplicated]
+    assert ruled and flagged, res.table(K)
+    assert res.polls[-1].truth[K].duplicates_counted == 30
+    assert not res.polls[-1].truth[K].duplicated  # the next sync cleared it
+    assert {row.state for _, row, _ in res.series(K)} == {IN_SYNC}, res.table(K, ("state", "lro", "lro_feed"))

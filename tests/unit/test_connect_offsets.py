@@ -334,7 +334,8 @@ def test_heartbeats_topic_follows_the_replication_policy(tmp_path):
 
     assert heartbeats_topic(flow(ReplicationPolicy())) == "src.heartbeats"
     assert heartbeats_topic(flow(ReplicationPolicy(separator="_"))) == "src_heartbeats"
-    assert heartbeats_topic(flow(ReplicationPolicy(identity=True))) == "heartbeats"
+    # IdentityReplicationPolicy names heartbeats as the default policy does (formatRemoteTopic).
+    assert heartbeats_topic(flow(ReplicationPolicy(identity=True))) == "src.heartbeats"
 
     settings = load_settings([write(tmp_path, THREE_CLUSTERS.replace(
         "replication.policy.separator = _\n",
@@ -342,8 +343,8 @@ def test_heartbeats_topic_follows_the_replication_policy(tmp_path):
     feeds = heartbeat_feeds(settings)
     try:
         by_alias = {f.cluster_alias: f for f in feeds}
-        assert by_alias["b"].flows_by_topic == {"heartbeats": [FlowId("a", "b"), FlowId("c", "b")]}
-        assert by_alias["c"].flows_by_topic == {"heartbeats": [FlowId("a", "c")]}
+        assert by_alias["b"].flows_by_topic == {"a.heartbeats": [FlowId("a", "b")], "c.heartbeats": [FlowId("c", "b")]}
+        assert by_alias["c"].flows_by_topic == {"a.heartbeats": [FlowId("a", "c")]}
     finally:
         for f in feeds:
             f.close()

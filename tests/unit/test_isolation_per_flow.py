@@ -12,7 +12,7 @@ from mirrorlag.config import load_settings
 from mirrorlag.config.settings import EngineParams
 from mirrorlag.engine import LagEngine
 from mirrorlag.feeds.off import offset_syncs_off_feeds, one_per_cluster
-from mirrorlag.interfaces import FeedHealth
+from mirrorlag.interfaces import FeedOff, FeedHealth
 from mirrorlag.kafka.source import SourceCluster
 from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation, State
 from mirrorlag.poller import Poller, _SourceView
@@ -124,17 +124,18 @@ def test_flows_without_offset_syncs_are_named_where_their_syncs_would_be(tmp_pat
            for f in offset_syncs_off_feeds(settings(tmp_path, text), ["offset-syncs", "target-progress"])}
     assert set(off) == {("offset-syncs", "S"), ("offset-syncs", "Z"), ("target-progress", "X"),
                         ("target-progress", "Z")}
-    (line,) = off["offset-syncs", "S"]
-    assert line.startswith("S->X: emit.offset-syncs.enabled = false") and "mm2-offset-syncs.X.internal" in line
-    assert "mm2-offset-syncs.S.internal" in off["offset-syncs", "Z"][0]
+    (entry,) = off["offset-syncs", "S"]
+    assert entry.flows == ("S->X",) and entry.topics == ()
+    assert entry.reason.startswith("emit.offset-syncs.enabled = false") and "mm2-offset-syncs.X.internal" in entry.reason
+    assert "mm2-offset-syncs.S.internal" in off["offset-syncs", "Z"][0].reason
     # Only the feeds mirrorlag.lro.feeds lists.
     assert {f.name for f in offset_syncs_off_feeds(settings(tmp_path, text), ["connect-offsets"])} == set()
 
 
 def test_an_off_feeds_reasons_join_the_feed_reading_that_cluster() -> None:
     reading = FeedHealth("offset-syncs", "S", ("mm2-offset-syncs.Y.internal",), (), 0)
-    off_s = FeedHealth("offset-syncs", "S", (), (), 0, off=("S->X: emit.offset-syncs.enabled = false",))
-    off_z = FeedHealth("offset-syncs", "Z", (), (), 0, off=("S->Z: emit.offset-syncs.enabled = false",))
-    transactional = FeedHealth("target-progress", "X", (), (), 0, off=("S->X: X.exactly.once...",))
+    off_s = FeedHealth("offset-syncs", "S", (), (), 0, off=(FeedOff(("S->X",), (), "emit.offset-syncs.enabled = false"),))
+    off_z = FeedHealth("offset-syncs", "Z", (), (), 0, off=(FeedOff(("S->Z",), (), "emit.offset-syncs.enabled = false"),))
+    transactional = FeedHealth("target-progress", "X", (), (), 0, off=(FeedOff(("S->X",), (), "X.exactly.once..."),))
     assert one_per_cluster([reading, transactional, off_s, off_z]) == [
         FeedHealth("offset-syncs", "S", ("mm2-offset-syncs.Y.internal",), (), 0, off=off_s.off), transactional, off_z]

@@ -11,6 +11,7 @@ from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.config.settings import FlowSettings
 from mirrorlag.feeds.offset_syncs import OffsetSyncsFeed
 from mirrorlag.formats import BadRecord, OffsetSync, decode_offset_sync, encode_offset_sync
+from mirrorlag.interfaces import DuplicateCount
 from mirrorlag.model import PartitionKey
 
 # topic "orders", partition 3, upstreamOffset 1234, downstream offset 567
@@ -125,6 +126,51 @@ def test_the_feed_keeps_each_syncs_downstream_offset_for_target_progress():
     feed._apply("syncs", GOLDEN_KEY, GOLDEN_VALUE)  # orders 3: 1234 -> 567, decoded in full
     feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 1, 40, 20)))  # the seen-key path
     feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 3, 1300, 600)))
-    ((topic, upstream, downstream),) = feed.topic_syncs(flow.id)
+    ((topic, upstream, downstream, _),) = feed.topic_syncs(flow.id)
     assert (topic, list(upstream), list(downstream)) == ("orders", [-1, 40, -1, 1300], [-1, 20, -1, 600])
     assert feed.topic_syncs(FlowSettings("dst", "src", re.compile(".*"), re.compile(""), ReplicationPolicy()).id) == []
+
+
+def test_consecutive_syncs_count_the_target_records_written_more_than_once():
+    """(D' - D) - (U' - U) where positive, per flow and topic, from the syncs read after the
+    first read (a restart reads the topic again: its history must not count twice); each sync
+    sets its partition's flag, which the next sync of that partition replaces."""
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+
+    def sync(partition: int, upstream: int, downstream: int) -> tuple[int, bool]:
+        feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", partition, upstream, downstream)))
+        syncs = feed._topics["syncs", "orders"]
+        return syncs.duplicate_records, bool(syncs.duplicated[partition])
+
+    assert sync(0, 0, 0) == (0, False)
+    assert sync(0, 10, 15) == (0, True)  # 5 duplicates in the first read: flagged, not counted
+    feed.evidence_times()  # the first read is over
+    assert sync(0, 20, 25) == (0, False)  # one target record per upstream offset
+    assert sync(0, 30, 40) == (5, True)  # a retried batch of 5 landed twice
+    assert sync(1, 7, 7) == (5, False)  # another partition's first sync: nothing to compare
+    assert sync(0, 31, 41) == (5, False)  # the next sync clears the flag
+    # A restarted task copies again from its commit (26): its first sync (the re-copy of 27)
+    # counts every record the old task had copied past the commit (27..31), which it writes again.
+    assert sync(0, 27, 42) == (5 + 5, True)
+    assert sync(0, 40, 55) == (10, False)
+    assert sync(0, 50, 58) == (10, False)  # fewer target records than offsets: skipped gaps, not negative duplicates
+    assert sync(0, 60, 3) == (10, False)  # the remote topic went back (truncated, recreated): no count
+    ((topic, _, _, flags),) = feed.topic_syncs(flow.id)
+    assert (topic, list(flags)) == ("orders", [0, 0])
+    assert feed.duplicates() == (DuplicateCount("src", "dst", "orders", 10),)
+
+
+def test_no_duplicate_count_where_another_writer_can_feed_the_remote_topic():
+    """Two identity flows into dst both mirror `orders`: each flow's syncs step over the other's
+    records in dst's `orders`, which are no duplicates of its own."""
+    from mirrorlag.config.writers import RemoteWriters
+
+    identity = ReplicationPolicy(identity=True)
+    first = FlowSettings("src", "dst", re.compile("orders|clicks"), re.compile(""), identity)
+    second = FlowSettings("two", "dst", re.compile("orders"), re.compile(""), identity)
+    feed = OffsetSyncsFeed("src", None, {"syncs": first}, writers={"dst": RemoteWriters("dst", [first, second])})
+    feed.evidence_times()  # past the first read: counting
+    for topic, u, d in (("orders", 0, 0), ("orders", 10, 30), ("clicks", 0, 0), ("clicks", 10, 12)):
+        feed._apply("syncs", *encode_offset_sync(OffsetSync(topic, 0, u, d)))
+    assert feed.duplicates() == (DuplicateCount("src", "dst", "clicks", 2),)

@@ -32,6 +32,27 @@ def test_identity_policy_keeps_names():
     policy = ReplicationPolicy(identity=True)
     assert policy.remote_topic("A", "orders") == "orders"
     assert policy.topic_source("A.orders") is None
+    assert policy.local_topic("A", "orders") == "orders"
+
+
+def test_identity_policy_names_heartbeats_as_the_default_policy_does():
+    """IdentityReplicationPolicy.formatRemoteTopic, topicSource and upstreamTopic defer to
+    DefaultReplicationPolicy for a topic ending with the heartbeats topic's name."""
+    policy = ReplicationPolicy(identity=True)
+    assert policy.remote_topic("A", "heartbeats") == "A.heartbeats"
+    assert policy.remote_topic("A", "app-heartbeats") == "A.app-heartbeats"
+    assert policy.remote_topic("A", "C.heartbeats") == "A.C.heartbeats"
+    assert policy.topic_source("A.heartbeats") == "A" and policy.upstream_topic("A.heartbeats") == "heartbeats"
+    assert policy.local_topic("A", "A.heartbeats") == "heartbeats" and policy.local_topic("A", "heartbeats") is None
+    assert policy.is_heartbeats_topic("A.heartbeats")
+    identity = flow(policy)
+    assert identity.should_replicate("C.heartbeats") and not identity.should_replicate("B.heartbeats")  # a cycle
+
+
+def test_default_policy_inverse():
+    policy = ReplicationPolicy()
+    assert policy.local_topic("A", "A.orders") == "orders"
+    assert policy.local_topic("A", "C.orders") is None and policy.local_topic("A", "A.") is None
 
 
 @pytest.mark.parametrize("topic,expected", [

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.exporters.prometheus import FAMILIES, MetricsRenderer, PartitionBlock, _joined, _number
-from mirrorlag.interfaces import PollStats
+from mirrorlag.interfaces import DuplicateCount, FeedHealth, PollStats
 from mirrorlag.model import FlowId, PartitionKey, PartitionRow, RowColumns, Snapshot, State
 from tests.exposition import block_pieces, metrics_text
 
@@ -266,6 +266,16 @@ def test_metadata_errors_are_counted_per_source_cluster():
     samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, ()), polled))
     assert samples[("mirrorlag_metadata_errors_total", (("cluster", "A"),))] == 3
     assert samples[("mirrorlag_metadata_errors_total", (("cluster", "C"),))] == 1
+
+
+def test_duplicate_records_are_counted_per_flow_and_topic_with_the_topic_families_labels():
+    duplicates = (DuplicateCount("A", "B", "orders", 7), DuplicateCount("A", "B", "clicks", 0))
+    polled = PollStats(polls_total=2, feeds=[FeedHealth("offset-syncs", "A", ("mm2-offset-syncs.B.internal",), (), 0,
+                                                        duplicates=duplicates)])
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, ()), polled))
+    got = {labels: v for (name, labels), v in samples.items() if name == "mirrorlag_mirror_duplicate_records_total"}
+    assert got == {(("source", "A"), ("target", "B"), ("topic", "orders")): 7,
+                   (("source", "A"), ("target", "B"), ("topic", "clicks")): 0}
 
 
 def test_freshness_help_names_the_oldest_uncopied_record():
