@@ -98,7 +98,6 @@ def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario)
         assert samples[("mirrorlag_replication_record_lag", labels(1))] == 0
         assert samples[("mirrorlag_replication_record_lag", labels(2))] == 7  # never copied: owes all 7
         assert samples[("mirrorlag_replication_record_lag_max", labels(0))] == 4
-        assert samples[("mirrorlag_source_log_end_offset", labels(2))] == 7
         assert samples.get(("mirrorlag_partition_state", labels(2, state="UNKNOWN")), 0) == 0
         assert samples[("mirrorlag_polls_total", ())] >= 1
 
@@ -106,6 +105,8 @@ def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario)
         assert status["ready"] is True
         by_partition = {r["partition"]: r for r in status["partitions"]}
         assert (by_partition[0]["lro"], by_partition[0]["record_lag"]) == (5, 4)
+        assert (by_partition[2]["leo"], by_partition[2]["lro"], by_partition[2]["lro_feed"]) == (7, -1, "log-start")
+        assert status["evidence_unread"] == {}
 
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
