@@ -102,11 +102,13 @@ class LroCache:
         self._used[at] = True
         return self._table()
 
-    def backdate(self, since: Mapping[PartitionKey, float], now: float) -> LroTable:
-        """The LROs of `since`'s keys have not moved since those times (when earlier than known)."""
+    def backdate(self, feed: str, since: Mapping[PartitionKey, float], now: float) -> LroTable:
+        """`feed`'s LROs of `since`'s keys have not moved since those times (when earlier than known)."""
         at = rows_in(self._keys, list(since))
         when = np.fromiter(since.values(), float, len(since))
-        when, at = when[at >= 0], at[at >= 0]
+        ours = at >= 0
+        ours[ours] = self._used[at[ours]] & (self._feed[at[ours]] == self._code(feed))
+        when, at = when[ours], at[ours]
         self._changed[at] = np.minimum(self._changed[at], when)
         self._stale[at] = self._changed[at] + self._ttl <= now
         return self._table()

@@ -254,7 +254,7 @@ class Poller:
         if owed and (dates := {key: at for key in owed if isinstance(at := probed.get(key), float)}):
             # Owed since its oldest record was appended: the mirror has not moved since (a mirror
             # that never copied a partition an hour old reads STALLED at its first look).
-            lros = self.cache.backdate(dates, now)
+            lros = self.cache.backdate(LOG_START, dates, now)
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
                                                       frozenset(new_logs), self._resolution, probed))
@@ -330,7 +330,7 @@ class Poller:
         # Partitions with no LRO of a feed's: their log start is kept (the others' is not needed).
         candidates = np.flatnonzero(~has_r | (feed == floor)).tolist()
         starts = self._log_starts_owed
-        if log_starts or len(starts) > len(candidates):
+        if log_starts or starts:  # a partition that got a feed's LRO no longer owes from its log start
             kept = {rows[i] for i in candidates}
             for key in [k for k in starts if k not in kept]:
                 del starts[key]

@@ -247,6 +247,9 @@ def test_backdate_dates_an_lro_earlier_never_later():
     cache = LroCache(ttl_s=20)
     cache.update({}, now=100.0, keys=[K1, K2])
     cache.fill("log-start", {K1: -1, K2: 4}, now=100.0)
-    table = cache.backdate({K1: 40.0, K2: 150.0}, now=100.0)
+    table = cache.backdate("log-start", {K1: 40.0, K2: 150.0}, now=100.0)
     assert (table[K1].changed_at, table[K1].stale) == (40.0, True)
     assert (table[K2].changed_at, table[K2].stale) == (100.0, False)
+    # Another feed's LRO is dated by that feed alone.
+    cache.update({"offset-syncs": {K2: 5}}, now=110.0, keys=[K1, K2])
+    assert cache.backdate("log-start", {K2: 20.0}, now=110.0)[K2].changed_at == 110.0
