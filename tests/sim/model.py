@@ -508,7 +508,7 @@ def run(
     # Poller._probe reads only these of the poller: the previous poll's `now`, each flow's isolation
     # level (none named: read_uncommitted) and its probes per (source, level). The stand-in fetcher
     # reads each log at the log's own level, MM2's and the sidecar's alike.
-    poller = SimpleNamespace(_previous_poll=None, _isolation={},
+    poller = SimpleNamespace(_previous_poll=None, _isolation={}, _had_lro=(None, None),
                              _probes={(FLOW.source, READ_UNCOMMITTED): SourceProbe(None, fetcher=fetcher)})
     k = 0
     while True:
@@ -551,7 +551,7 @@ def run(
         probed: dict[PartitionKey, float | None] = {}
         if probe:
             fetcher.now = now
-            probed = Poller._probe(poller, leos, readings)  # type: ignore[arg-type]
+            probed = Poller._probe(poller, leos, list(leos), readings)  # type: ignore[arg-type]
             poller._previous_poll = now
         obs = PollObservation(
             leo_at=t,
