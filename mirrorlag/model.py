@@ -204,6 +204,9 @@ class PollObservation:
     new_logs: Collection[PartitionKey] = frozenset()
     resolution_s: Mapping[str, float] = field(default_factory=dict)
     oldest_uncopied: Mapping[PartitionKey, float | None] = field(default_factory=dict)
+    # Where the probe found a data record in [LRO + 1, LEO): the offset of the first one (the
+    # records retention deletes below it are markers, never lost: DESIGN §3, "Lost means data").
+    first_data: Mapping[PartitionKey, int] = field(default_factory=dict)
 
 
 class PartitionRow(NamedTuple):
@@ -235,7 +238,9 @@ class PartitionRow(NamedTuple):
     log_start: int | None = None  # source log-start offset (ListOffsets earliest), last known
     retention_headroom_records: int | None = None  # copied records still before the log start moves past LRO + 1
     retention_headroom_s: float | None = None  # when retention will delete uncopied records; None: not in sight
-    records_lost: int | None = None  # records the source deleted before they were copied
+    records_lost: int | None = None  # records the source deleted before they were copied, proved data
+    # Deleted uncopied offsets whose kind no probe proved (a commit marker may be all they were).
+    records_lost_unverified: int | None = None
 
 
 STATES: tuple[State, ...] = tuple(State)  # a state's code in RowColumns.state is its index here
@@ -244,7 +249,7 @@ _INT64 = np.iinfo(np.int64)
 
 # How each row field after the key is held in RowColumns.
 INT_FIELDS = ("leo", "lro", "record_lag", "byte_lag_estimate", "log_start", "retention_headroom_records",
-              "records_lost")  # int64 and a validity mask
+              "records_lost", "records_lost_unverified")  # int64 and a validity mask
 FLOAT_FIELDS = ("lro_age_s", "record_lag_min", "record_lag_max", "record_lag_avg", "time_lag_s",
                 "freshness_lag_s", "append_rate", "copy_rate", "catch_up_s",
                 "retention_headroom_s")  # float64, NaN where unknown

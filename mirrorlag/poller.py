@@ -222,10 +222,11 @@ class Poller:
         by_feed = dict(sorted(by_feed.items(), key=lambda item: self._resolution.get(item[0], 0.0)))
         lros = self.cache.update(by_feed, now, rows, written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
-        probed = self._probe(leos, lros)
+        first_data: dict[PartitionKey, int] = {}
+        probed = self._probe(leos, lros, first_data)
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
-                                                      frozenset(new_logs), self._resolution, probed))
+                                                      frozenset(new_logs), self._resolution, probed, first_data))
         cols = snapshot.columns
         self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()])
         # A RESET row's LRO is the old log's: it leaves the feeds and the cache, so the partition
@@ -243,6 +244,8 @@ class Poller:
         stats.lro_evictions_total = self.cache.evictions_total
         stats.rewinds_total = dict(self.engine.rewinds_total)
         stats.records_lost_total = dict(self.engine.records_lost_total)
+        stats.records_lost_unverified_total = dict(getattr(self.engine, "records_lost_unverified_total", {}))
+        stats.probe_outcomes_total = {alias: dict(probe.stats.outcomes) for alias, probe in self._probes.items()}
         stats.mean_record_bytes = sizes
         stats.feeds = [
             dataclasses.replace(health, resolution_s=self._resolution.get(feed.name, 0.0))
@@ -259,11 +262,13 @@ class Poller:
         for probe in self._probes.values():
             probe.close()
 
-    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable) -> dict[PartitionKey, float | None]:
+    def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable,
+               first_data: dict[PartitionKey, int] | None = None) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at the first poll (a mirror that stalled before the sidecar
-        started). The probe remembers its answers, so a partition that stays put costs no fetch."""
+        started). The probe remembers its answers, so a partition that stays put costs no fetch.
+        `first_data` gets the offset of the first data record where the probe found one."""
         if not len(lros):
             return {}
         keys = list(leos)
@@ -286,7 +291,7 @@ class Poller:
             if probe is None:
                 probe = self._probes[alias] = SourceProbe.for_cluster(self.settings.clusters[alias],
                                                                       self.settings.leo_isolation)
-            found.update(probe.probe(requests))  # type: ignore[arg-type]
+            found.update(probe.probe(requests, first_data))  # type: ignore[arg-type]
         return found
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:

@@ -101,6 +101,7 @@ class Sidecar:
             "last_success_at": stats.last_success_at,
             "last_poll_duration_s": round(stats.last_poll_duration_s, 4),
             "feeds": [dataclasses.asdict(health) for health in stats.feeds],
+            "probe_outcomes": stats.probe_outcomes_total,
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,

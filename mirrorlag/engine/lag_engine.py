@@ -52,8 +52,10 @@ class LagEngine:
         self._feed_codes: dict[str | None, int] = {}
         self._gen = 0
         self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow
-        # Offsets the source deleted before the mirror copied them, per flow, each counted once.
+        # Records the source deleted before the mirror copied them, per flow, each counted once:
+        # proved data, and offsets of unknown kind (a marker may be all they were) apart.
         self.records_lost_total: dict[FlowId, int] = {}
+        self.records_lost_unverified_total: dict[FlowId, int] = {}
 
     def __len__(self) -> int:
         """Partitions currently tracked (those in the previous update's `leos`)."""
@@ -130,8 +132,12 @@ class LagEngine:
         append, append_known, copy, copy_known = rates.rates(c, r, L, lro, t, now, f.rate_half_s[fl])
         catch_up, catch_up_known = rates.catch_up_s(lag, append, append_known, copy, copy_known)
         bytes_behind, sized = byte_lag(lag, f.mean_bytes[fl])
+        proof_rows, proof_at = by_row(obs.first_data, keys)
+        proof = ordinary[proof_rows]  # about this log's LRO + 1
+        retention.prove_data(c, proof_rows[proof], proof_at[proof])
         head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
+        self._count(self.records_lost_unverified_total, fl, head.newly_unverified)
         state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound)
 
         window.restart(c, r, f.shape[fl])
@@ -161,10 +167,11 @@ class LagEngine:
             keys, codes,
             {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_r(bytes_behind, np.int64),
              "log_start": c.log_start.copy(), "retention_headroom_records": at_r(head.room, np.int64),
-             "records_lost": at_r(head.lost, np.int64)},
+             "records_lost": at_r(head.lost, np.int64),
+             "records_lost_unverified": at_r(head.unverified, np.int64)},
             {"leo": has_leo, "lro": has_r, "record_lag": ordinary, "byte_lag_estimate": at_r(sized, bool),
              "log_start": c.has_log_start.copy(), "retention_headroom_records": at_r(head.known, bool),
-             "records_lost": at_r(head.known, bool)},
+             "records_lost": at_r(head.known, bool), "records_lost_unverified": at_r(head.known, bool)},
             {"lro_age_s": np.where(has_r, now - changed, np.nan),
              "record_lag_min": np.where(w_known, w_min, np.nan), "record_lag_max": np.where(w_known, w_max, np.nan),
              "record_lag_avg": np.where(w_known, w_avg, np.nan),

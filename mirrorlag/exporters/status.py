@@ -36,6 +36,7 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "retention_headroom_records": row.retention_headroom_records,
         "retention_headroom_s": _round(row.retention_headroom_s),
         "records_lost": row.records_lost,
+        "records_lost_unverified": row.records_lost_unverified,
     }
 
 

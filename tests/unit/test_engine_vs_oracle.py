@@ -88,6 +88,7 @@ def run_both(observations, params=lambda flow: ORACLE_PARAMS) -> None:
         same_rows(col.update(as_table(obs) if i % 2 else obs), ref.update(obs))
         assert col.rewinds_total == ref.rewinds_total
         assert col.records_lost_total == ref.records_lost_total
+        assert col.records_lost_unverified_total == ref.records_lost_unverified_total
         assert len(col) == len(ref)
 
 
@@ -130,6 +131,7 @@ def test_same_snapshots_when_the_config_changes_between_polls(observations, conf
         same_rows(col.update(as_table(obs) if data.draw(st.booleans()) else obs), ref.update(obs))
         assert col.rewinds_total == ref.rewinds_total
         assert col.records_lost_total == ref.records_lost_total
+        assert col.records_lost_unverified_total == ref.records_lost_unverified_total
 
 
 def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:
