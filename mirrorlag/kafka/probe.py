@@ -57,8 +57,8 @@ Request = tuple[Any, int, int]  # (the caller's key, from_offset, leo)
 # per broker carrying many partitions, FETCH_BYTES_PER_PARTITION each): 100k partitions behind at
 # start are proved in a poll or two (issue 30), where 1,000 a call took 100 polls.
 DEFAULT_MAX_FETCHES = 100_000
-DEFAULT_CACHE_SIZE = 200_000
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_CACHE_SIZE = 100_000
+DEFAULT_TIMEOUT_S = 5.0
 
 # Why a request was or was not answered (mirrorlag_probe_outcomes_total{cluster,reason}).
 ANSWERED = "answered"  # fetched this call and answered
@@ -307,6 +307,12 @@ class KafkaFetcher:
     # from an earlier call may be below a start the log has grown past since. Only a watermark
     # this old after the assign comes from this call's fetches on a broker that answers at all.
     PAST_END_AFTER_S = 0.5
+    # How often that check runs at most: it asks librdkafka for every open partition's watermark
+    # (~4 µs each), 0.4 s at 100k partitions.
+    PAST_END_EVERY_S = 1.0
+    # What one fetch response may carry, and what librdkafka may hold queued: a bound on the
+    # probe's memory however many partitions a call reads (each gets at least its first batch).
+    FETCH_MAX_BYTES = 16 * 1024 * 1024
 
     def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
         name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
@@ -328,6 +334,8 @@ class KafkaFetcher:
             # partitions are all at their end, or the next call's assign, waits behind it.
             "fetch.wait.max.ms": 10,
             "max.partition.fetch.bytes": self.FETCH_BYTES_PER_PARTITION,
+            "fetch.max.bytes": self.FETCH_MAX_BYTES,
+            "queued.max.messages.kbytes": self.FETCH_MAX_BYTES // 1024,
             # See topic_reader.assign_only_consumer: librdkafka <= 2.16 crashes on a Fetch answer
             # naming a deleted topic's id while its metadata cache holds entries.
             "metadata.max.age.ms": 1,
@@ -351,6 +359,7 @@ class KafkaFetcher:
         deadline = time.monotonic() + timeout_s
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
         assigned_at = time.monotonic()
+        past_end_due = assigned_at + self.PAST_END_AFTER_S
         try:
             while open_:
                 remaining = deadline - time.monotonic()
@@ -358,8 +367,9 @@ class KafkaFetcher:
                     break
                 first = consumer.poll(min(remaining, self.IDLE_CHECK_S))
                 if first is None:
-                    if time.monotonic() - assigned_at >= self.PAST_END_AFTER_S:
+                    if time.monotonic() >= past_end_due:
                         self._give_up_past_the_end(consumer, open_)
+                        past_end_due = time.monotonic() + self.PAST_END_EVERY_S
                     continue
                 done: list[TopicPartition] = []
                 for message in (first, *consumer.consume(10_000, 0)):

@@ -122,11 +122,14 @@ def test_partitions_the_broker_refuses_are_left_out_and_the_rest_answered(cluste
     assert probe.probe([(good, 0, 1), (past_end, 7, 9)]) == {good: (BASE_MS + 5) / 1000}
     assert time.monotonic() - started < 1.5
     assert probe.stats.errors_total == 1
+    assert probe.stats.outcomes == {"answered": 1, "out_of_range": 1}
     # A topic that does not exist: no answer within the timeout.
     started = time.monotonic()
     assert probe.probe([(good, 0, 1), (missing, 0, 3)]) == {good: (BASE_MS + 5) / 1000}  # good: cached
     assert time.monotonic() - started < 3.0 + 1.0
     assert probe.stats.errors_total == 2
+    unanswered = {r: n for r, n in probe.stats.outcomes.items() if r not in ("answered", "out_of_range", "cached")}
+    assert sum(unanswered.values()) == 1 and set(unanswered) <= {"timeout", "error"}, probe.stats.outcomes
     # Not cached: asked again, fetched again, and the consumer still works.
     assert probe.probe([(past_end, 1, 2)]) == {past_end: (BASE_MS + 1) / 1000}
     assert probe.stats.probes_total == 4
@@ -139,6 +142,7 @@ def test_a_broker_that_is_not_there_answers_nothing_within_the_timeout():
         assert probe.probe([(key("t"), 0, 5), (key("t", 1), 2, 3)]) == {}
         assert time.monotonic() - started < 2.0
         assert probe.stats.errors_total == 2
+        assert probe.stats.outcomes == {"timeout": 2}
         assert probe.probe([(key("t"), 0, 5)]) == {}
     finally:
         probe.close()
