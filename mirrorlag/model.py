@@ -207,6 +207,10 @@ class PollObservation:
     # Where the probe found a data record in [LRO + 1, LEO): the offset of the first one (the
     # records retention deletes below it are markers, never lost: DESIGN §3, "Lost means data").
     first_data: Mapping[PartitionKey, int] = field(default_factory=dict)
+    # Partitions the poller asked the probe about this poll that it did not answer (not
+    # authorized, deferred by its per-poll bound, a timeout, data deleted): where their time lag
+    # needed that answer, it is a flagged lower bound (DESIGN §3).
+    unprobed: Collection[PartitionKey] = frozenset()
 
 
 class PartitionRow(NamedTuple):
@@ -231,6 +235,9 @@ class PartitionRow(NamedTuple):
     # the engine's (LEO, time) table. 0 when caught up. Beyond the table: the table's age, a lower bound.
     freshness_lag_s: float | None = None
     freshness_lower_bound: bool = False
+    # The time lag counts from the sidecar's first look because the probe needed to date record
+    # LRO + 1 did not answer: a lower bound, and the state is judged on it (never IN_SYNC).
+    time_lag_lower_bound: bool = False
     byte_lag_estimate: int | None = None  # record lag x mean record size; None when no feed knows sizes
     append_rate: float | None = None  # source records/s over the sample windows
     copy_rate: float | None = None  # mirror records/s over the sample windows
@@ -253,7 +260,8 @@ INT_FIELDS = ("leo", "lro", "record_lag", "byte_lag_estimate", "log_start", "ret
 FLOAT_FIELDS = ("lro_age_s", "record_lag_min", "record_lag_max", "record_lag_avg", "time_lag_s",
                 "freshness_lag_s", "append_rate", "copy_rate", "catch_up_s",
                 "retention_headroom_s")  # float64, NaN where unknown
-assert set(PartitionRow._fields) == {"key", "state", "lro_feed", "freshness_lower_bound", *INT_FIELDS, *FLOAT_FIELDS}
+FLAG_FIELDS = ("freshness_lower_bound", "time_lag_lower_bound")  # bool, False where unset
+assert set(PartitionRow._fields) == {"key", "state", "lro_feed", *FLAG_FIELDS, *INT_FIELDS, *FLOAT_FIELDS}
 
 
 class RowColumns:
@@ -267,11 +275,13 @@ class RowColumns:
     (`lro_feed` gives the names). Never mutated once built: producers hand over arrays of their own.
     """
 
-    __slots__ = ("keys", "state", "ints", "valid", "floats", "feed_code", "feed_names", "freshness_lower_bound")
+    __slots__ = ("keys", "state", "ints", "valid", "floats", "feed_code", "feed_names", "freshness_lower_bound",
+                 "time_lag_lower_bound")
 
     def __init__(self, keys: Sequence[PartitionKey], state: np.ndarray, ints: dict[str, np.ndarray],
                  valid: dict[str, np.ndarray], floats: dict[str, np.ndarray], feed_code: np.ndarray,
-                 feed_names: tuple[str, ...], freshness_lower_bound: np.ndarray) -> None:
+                 feed_names: tuple[str, ...], freshness_lower_bound: np.ndarray,
+                 time_lag_lower_bound: np.ndarray | None = None) -> None:
         self.keys = keys
         self.state = state
         self.ints = ints
@@ -280,6 +290,7 @@ class RowColumns:
         self.feed_code = feed_code
         self.feed_names = feed_names
         self.freshness_lower_bound = freshness_lower_bound
+        self.time_lag_lower_bound = np.zeros(len(state), bool) if time_lag_lower_bound is None else time_lag_lower_bound
 
     @property
     def lro_feed(self) -> np.ndarray:
@@ -314,7 +325,8 @@ class RowColumns:
         """n rows, every value unknown and every state UNKNOWN, to be filled in."""
         return cls(keys, np.full(n, STATES.index(State.UNKNOWN), np.int8),
                    {f: np.zeros(n, np.int64) for f in INT_FIELDS}, {f: np.zeros(n, bool) for f in INT_FIELDS},
-                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, -1, np.int8), (), np.zeros(n, bool))
+                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, -1, np.int8), (), np.zeros(n, bool),
+                   np.zeros(n, bool))
 
     @classmethod
     def from_rows(cls, rows: Sequence[PartitionRow]) -> "RowColumns":
@@ -339,6 +351,7 @@ class RowColumns:
             self.floats[name][at] = [np.nan if v is None else v for v in fields[get(name)]]
         self.feed_code[at] = self._codes_of(fields[get("lro_feed")])
         self.freshness_lower_bound[at] = [bool(v) for v in fields[get("freshness_lower_bound")]]
+        self.time_lag_lower_bound[at] = [bool(v) for v in fields[get("time_lag_lower_bound")]]
 
     def place(self, at: np.ndarray, other: "RowColumns") -> None:
         """Write other's values into positions `at` (while the columns are being built); the
@@ -351,6 +364,7 @@ class RowColumns:
             self.floats[name][at] = other.floats[name]
         self.feed_code[at] = self._recoded(other)
         self.freshness_lower_bound[at] = other.freshness_lower_bound
+        self.time_lag_lower_bound[at] = other.time_lag_lower_bound
 
     def _recoded(self, other: "RowColumns") -> np.ndarray:
         """other's feed codes as codes of these columns (whose names grow to hold other's)."""
@@ -364,7 +378,8 @@ class RowColumns:
             {f: np.concatenate([v, other.valid[f]]) for f, v in self.valid.items()},
             {f: np.concatenate([v, other.floats[f]]) for f, v in self.floats.items()},
             self.feed_code, self.feed_names,
-            np.concatenate([self.freshness_lower_bound, other.freshness_lower_bound]))
+            np.concatenate([self.freshness_lower_bound, other.freshness_lower_bound]),
+            np.concatenate([self.time_lag_lower_bound, other.time_lag_lower_bound]))
         out.feed_code = np.concatenate([self.feed_code, out._recoded(other)])
         return out
 
@@ -372,7 +387,8 @@ class RowColumns:
         """The rows of a slice (views of these arrays, not copies)."""
         return RowColumns(self.keys[part], self.state[part], {f: v[part] for f, v in self.ints.items()},
                           {f: v[part] for f, v in self.valid.items()}, {f: v[part] for f, v in self.floats.items()},
-                          self.feed_code[part], self.feed_names, self.freshness_lower_bound[part])
+                          self.feed_code[part], self.feed_names, self.freshness_lower_bound[part],
+                          self.time_lag_lower_bound[part])
 
     def column(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A numeric field's values and where they are known."""
@@ -403,8 +419,8 @@ class RowColumns:
                 cols.append(values.tolist())
             elif name == "lro_feed":
                 cols.append(self.lro_feed.tolist())
-            else:
-                cols.append(self.freshness_lower_bound.tolist())
+            else:  # a flag
+                cols.append(getattr(self, name).tolist())
         return list(map(tuple.__new__, repeat(PartitionRow), zip(*cols)))
 
 

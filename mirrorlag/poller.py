@@ -223,10 +223,12 @@ class Poller:
         lros = self.cache.update(by_feed, now, rows, written_at)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         first_data: dict[PartitionKey, int] = {}
-        probed = self._probe(leos, lros, first_data)
+        unprobed: set[PartitionKey] = set()
+        probed = self._probe(leos, lros, first_data, unprobed)
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
-                                                      frozenset(new_logs), self._resolution, probed, first_data))
+                                                      frozenset(new_logs), self._resolution, probed, first_data,
+                                                      unprobed))
         cols = snapshot.columns
         self._forget([cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()])
         # A RESET row's LRO is the old log's: it leaves the feeds and the cache, so the partition
@@ -263,12 +265,14 @@ class Poller:
             probe.close()
 
     def _probe(self, leos: Mapping[PartitionKey, int | None], lros: LroTable,
-               first_data: dict[PartitionKey, int] | None = None) -> dict[PartitionKey, float | None]:
+               first_data: dict[PartitionKey, int] | None = None,
+               unprobed: set[PartitionKey] | None = None) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at the first poll (a mirror that stalled before the sidecar
         started). The probe remembers its answers, so a partition that stays put costs no fetch.
-        `first_data` gets the offset of the first data record where the probe found one."""
+        `first_data` gets the offset of the first data record where the probe found one, and
+        `unprobed` the partitions asked that it did not answer (their time lag may be a lower bound)."""
         if not len(lros):
             return {}
         keys = list(leos)
@@ -291,7 +295,10 @@ class Poller:
             if probe is None:
                 probe = self._probes[alias] = SourceProbe.for_cluster(self.settings.clusters[alias],
                                                                       self.settings.leo_isolation)
-            found.update(probe.probe(requests, first_data))  # type: ignore[arg-type]
+            answered = probe.probe(requests, first_data)
+            found.update(answered)  # type: ignore[arg-type]
+            if unprobed is not None and len(answered) < len(requests):
+                unprobed.update(key for key, _, _ in requests if key not in answered)
         return found
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:

@@ -79,6 +79,9 @@ class PartitionColumns:
         self.a["w_cur"] = np.zeros(n, fit(samples))
         self.a["w_created"] = np.zeros(n, fit(samples))
         self.a["shape"] = np.zeros(n, np.int8)
+        # What proves a time lag that counts from the first look: 0 nothing asked, 1 the probe was
+        # asked to date record LRO + 1 and has not answered (a lower bound), 2 it answered.
+        self.a["proof"] = np.zeros(n, np.int8)
         self.a["flow"] = np.zeros(n, np.int8)
         # The newest LRO seen: its offset and a code into the engine's feed names (-1: none).
         self.a["last_lro_off"] = np.zeros(n, np.int64)

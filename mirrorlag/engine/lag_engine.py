@@ -114,6 +114,10 @@ class LagEngine:
         lag = record_lag(L, N)
         appended = appended_at[r]
         t_lag, caught, since_prev = time_lag.time_lag(c, r, N, L, appended, t, now)
+        asked = np.zeros(r.size, bool)
+        if obs.unprobed:
+            asked = np.fromiter(map(obs.unprobed.__contains__, (keys[i] for i in r.tolist())), bool, r.size)
+        t_lower = time_lag.unproved(c, r, ~caught, appended, asked)
         fresh = np.zeros(r.size)
         lower = np.zeros(r.size, bool)
         fresh[since_prev] = freshness.between_polls(c.prev_leo[r[since_prev]], c.prev_t[r[since_prev]],
@@ -138,7 +142,7 @@ class LagEngine:
         head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
         self._count(self.records_lost_unverified_total, fl, head.newly_unverified)
-        state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound)
+        state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound, t_lower)
 
         window.restart(c, r, f.shape[fl])
         shape_window, shape_samples = flows.shape_columns()
@@ -179,7 +183,7 @@ class LagEngine:
              "append_rate": known_at_r(append, append_known), "copy_rate": known_at_r(copy, copy_known),
              "catch_up_s": known_at_r(catch_up, catch_up_known),
              "retention_headroom_s": known_at_r(head.room_s, head.room_s_known)},
-            feed, feed_names, at_r(lower, bool))
+            feed, feed_names, at_r(lower, bool), at_r(t_lower, bool))
         if gone:
             cols = cols + RowColumns.from_rows(gone)
         return Snapshot.of(now, cols)

@@ -26,6 +26,7 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "record_lag_max": row.record_lag_max,
         "record_lag_avg": row.record_lag_avg,
         "time_lag_s": _round(row.time_lag_s),
+        "time_lag_lower_bound": row.time_lag_lower_bound,
         "freshness_lag_s": _round(row.freshness_lag_s),
         "freshness_lower_bound": row.freshness_lower_bound,
         "byte_lag_estimate": row.byte_lag_estimate,

@@ -67,6 +67,9 @@ class _Partition:
     ls_rate: float | None = None
     lost_through: int = 0  # lost offsets below this were counted
     data_from: int | None = None  # the first data record at or after LRO + 1, where a probe proved it
+    # What proves a time lag counted from the first look: 0 nothing asked, 1 the probe asked to
+    # date record LRO + 1 has not answered on this log, 2 it answered.
+    proof: int = 0
 
     def observe_log_start(self, value: int, t: float) -> None:
         known = self.log_start
@@ -84,6 +87,7 @@ class _Partition:
         """Recreated or truncated: forget what belonged to the old log."""
         self.last_caught_up = None
         self.first_seen = first_seen
+        self.proof = 0
         self.lro_seen = self.rewind_mark = None
         freshness.clear(self.table)
         self.rates = None
@@ -216,6 +220,13 @@ class LagEngine:
                     part.first_seen = appended_at
             since = part.first_seen if part.last_caught_up is None else part.last_caught_up
             time_lag = now - since
+            # Never seen caught up, and the probe asked to date record LRO + 1 has not answered:
+            # the time lag counts from the first look, a lower bound (DESIGN §3).
+            if key in obs.unprobed and part.proof == 0:
+                part.proof = 1
+            if appended_at is not None:
+                part.proof = 2
+        unproved = nxt < leo and part.proof == 1 and part.last_caught_up is None
         freshness.prune(part.table, nxt)
         part.prev = (leo, t)
 
@@ -277,6 +288,8 @@ class LagEngine:
             # Not moving: unmoved for longer than the limit, or stale where evidence moves every poll.
             stalled = lag > 0 and (now - r.changed_at > limit or (r.stale and res == 0.0))
             state = State.STALLED if stalled else State.LAGGING
+        elif unproved:  # a lower bound under the limit proves nothing: never IN_SYNC
+            state = State.UNKNOWN
         elif part.rewind_mark is not None:
             state = State.REWIND
         else:
@@ -289,6 +302,7 @@ class LagEngine:
         window = part.window.record_and_measure(lag, now)
         return _row(key, state, leo, r, now, window, part.log_start, record_lag=lag, time_lag_s=time_lag,
                     freshness_lag_s=fresh, freshness_lower_bound=lower, byte_lag_estimate=byte_lag,
+                    time_lag_lower_bound=unproved,
                     append_rate=append_rate, copy_rate=copy_rate, catch_up_s=catch_up,
                     retention_headroom_records=room, retention_headroom_s=room_s, records_lost=lost,
                     records_lost_unverified=unverified)

@@ -525,9 +525,10 @@ def run(
         readings: LroTable = cache.update(by_feed, now, None, written_at)
         probed: dict[PartitionKey, float | None] = {}
         first_data: dict[PartitionKey, int] = {}
+        unprobed: set[PartitionKey] = set()
         if probe:
             fetcher.now = now
-            probed = Poller._probe(poller, leos, readings, first_data)  # type: ignore[arg-type]
+            probed = Poller._probe(poller, leos, readings, first_data, unprobed)  # type: ignore[arg-type]
             poller._previous_poll = now
         obs = PollObservation(
             leo_at=t,
@@ -538,6 +539,7 @@ def run(
             resolution_s=resolution,
             oldest_uncopied=probed,
             first_data=first_data,
+            unprobed=unprobed,
         )
         snap = engine.update(obs)
         rows = snap.by_key()

@@ -313,6 +313,10 @@ def lost_marker_cases(draw: st.DrawFn) -> tuple[TxnCase, Retention, float]:
 
 
 def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float) -> None:
+    """Per poll: records_lost only where [R + 1, S) held a data record, counted from it (with
+    AT_RISK); and where the probe could not date record R + 1 (retention deleted it before a
+    sidecar that started late could read it), a flagged time lag that is no more than the
+    truth's and never IN_SYNC."""
     sims = []
     for i, p in enumerate(case.parts):
         log = SourceLog(p.appends, initial=p.initial, txns=p.txns, isolation=case.isolation, retention=retention)
@@ -323,6 +327,10 @@ def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: fl
         log = sp.log
         for p, row, tr in res.series(sp.key):
             where = f"{sp.key} poll {p.k} t={p.t} ({log.isolation}): {row}\ntruth {tr}"
+            if row.time_lag_lower_bound:
+                # Never IN_SYNC on a claim the probe could not prove, and a bound never above the truth.
+                assert row.state is not IN_SYNC, where
+                assert tr.copied_through is None or row.time_lag_s <= p.now - tr.copied_through + TOL, where
             if not row.records_lost:
                 continue
             # Lost means data: the deleted uncopied range [R + 1, S) holds a data record, and the

@@ -63,7 +63,12 @@ def steady_polls(draw):
         resolution = {"callback": draw(st.sampled_from([0.0, 0.0, 60.0]))}
         probed = {k: draw(st.sampled_from([None, t - 3_600.0, t - 5.0, now])) for k in lros
                   if draw(st.integers(0, 4)) == 0}
-        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed))
+        # Issue 30: where a probe found data, the first data record's offset (markers before it),
+        # and the partitions whose probe did not answer (refused, deferred, timed out).
+        first = {k: off[k] + 1 + draw(st.sampled_from([0, 0, 1, 3, 40])) for k in probed
+                 if probed[k] is not None and draw(st.booleans())}
+        unprobed = frozenset(k for k in lros if k not in probed and draw(st.integers(0, 3)) == 0)
+        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed, first, unprobed))
         t = now
     return out
 
