@@ -10,6 +10,7 @@ the probe may read, the claim is proved."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Mapping
 
@@ -20,6 +21,7 @@ from mirrorlag.exporters.status import row_to_dict
 from mirrorlag.feeds.external import build_feeds
 from mirrorlag.formats import OffsetSync
 from mirrorlag.kafka.probe import NOT_AUTHORIZED, KafkaFetcher, SourceProbe
+from mirrorlag.model import State
 from mirrorlag.poller import Poller
 from mirrorlag.wiring import lag_engine
 from tests.conftest import write_properties
@@ -100,3 +102,27 @@ def test_a_refused_probe_is_counted_logged_once_flagged_and_proved_once_allowed(
     assert (i["record_lag"], i["state"], i["time_lag_lower_bound"]) == (0, "IN_SYNC", False), i
     assert poller.stats.probe_outcomes_total["src"]["answered"] == 2
     assert any("authorized again" in r.getMessage() for r in caplog.records)
+
+
+def test_check_proves_by_its_window_what_a_refused_probe_could_not(clusters, topic_name, poller):
+    # `mirrorlag check`'s own KIP-16 window is proof too: a partition behind at its first look
+    # whose probe is refused is not final; MM2 copying all that existed then makes it IN_SYNC.
+    # The idle transactional partition, which nothing can prove, ends STALLED (1 behind, flagged).
+    from mirrorlag.check import _observe
+
+    busy, idle = f"{topic_name}.busy", f"{topic_name}.idle"
+    clusters.create_topic(busy, 1)
+    clusters.create_topic(idle, 1)
+    now_ms = int(time.time() * 1000)
+    produce_records(clusters.source, busy, 0, [now_ms + i for i in range(10)])
+    produce_records(clusters.source, idle, 0, [now_ms] * 3, transactional=True)
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(busy, 0, 4, 4), OffsetSync(idle, 0, 2, 2)])
+    poller._probes["src"] = SourceProbe(None, fetcher=Refusing(clusters.source, {busy, idle}), cluster="src")
+    copied = threading.Timer(1.5, clusters.write_offset_syncs, (SYNC_TOPIC, [OffsetSync(busy, 0, 9, 9)]))
+    copied.start()
+    try:
+        rows = {r.key.topic: r for r in _observe(poller, 6.0)}
+    finally:
+        copied.join()
+    assert (rows[busy].state, rows[busy].record_lag) == (State.IN_SYNC, 0), rows[busy]
+    assert (rows[idle].state, rows[idle].record_lag, rows[idle].time_lag_lower_bound) == (State.STALLED, 1, True), rows[idle]
