@@ -313,6 +313,10 @@ class KafkaFetcher:
     # What one fetch response may carry, and what librdkafka may hold queued: a bound on the
     # probe's memory however many partitions a call reads (each gets at least its first batch).
     FETCH_MAX_BYTES = 16 * 1024 * 1024
+    # Partitions one assignment reads (see fetch), and how long a chunk with partitions still
+    # open may go without an answer before the next chunk's turn.
+    CHUNK_PARTITIONS = 5000
+    CHUNK_IDLE_S = 1.0
 
     def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
         name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
@@ -351,14 +355,30 @@ class KafkaFetcher:
         if consumer is None:
             raise RuntimeError("the probe is closed")
         found: dict[TopicPart, Finding] = {}
-        self.failures = failures = {}
-        if not starts:
-            return found
+        self.failures = {}
+        deadline = time.monotonic() + timeout_s
+        items = list(starts.items())
+        # A chunk at a time, until the call's deadline: librdkafka's assign and unassign cost
+        # grows faster than the partitions they name (a wakeup of the broker thread per
+        # partition), 100k at once took minutes; CHUNK_PARTITIONS still go out as one Fetch
+        # request per broker.
+        for lo in range(0, len(items), self.CHUNK_PARTITIONS):
+            if time.monotonic() >= deadline:
+                break  # the rest: unanswered this call (a timeout), asked first next call
+            last = lo + self.CHUNK_PARTITIONS >= len(items)
+            self._read(consumer, dict(items[lo:lo + self.CHUNK_PARTITIONS]), deadline, found, last)
+        return found
+
+    def _read(self, consumer: Consumer, starts: Mapping[TopicPart, int], deadline: float,
+              found: dict[TopicPart, Finding], last: bool) -> None:
+        """One assignment of `starts`, read until each has its answer or the deadline; a chunk
+        that is not the `last` is left once nothing arrived for CHUNK_IDLE_S (a partition that
+        does not answer must not hold up the chunks after it)."""
+        failures = self.failures
         open_: dict[TopicPart, int] = dict(starts)
         paused: list[TopicPartition] = []
-        deadline = time.monotonic() + timeout_s
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
-        assigned_at = time.monotonic()
+        assigned_at = progress_at = time.monotonic()
         past_end_due = assigned_at + self.PAST_END_AFTER_S
         try:
             while open_:
@@ -370,7 +390,10 @@ class KafkaFetcher:
                     if time.monotonic() >= past_end_due:
                         self._give_up_past_the_end(consumer, open_)
                         past_end_due = time.monotonic() + self.PAST_END_EVERY_S
+                    if not last and time.monotonic() - progress_at >= self.CHUNK_IDLE_S:
+                        break
                     continue
+                progress_at = time.monotonic()
                 done: list[TopicPartition] = []
                 for message in (first, *consumer.consume(10_000, 0)):
                     topic = message.topic()
@@ -402,7 +425,6 @@ class KafkaFetcher:
             consumer.unassign()
         if not open_:
             self.errors.answered()
-        return found
 
     def _give_up_past_the_end(self, consumer: Consumer, open_: dict[TopicPart, int]) -> None:
         """Drops partitions whose start is past the end their fetches report (a log that came

@@ -86,13 +86,15 @@ def test_a_committed_transactions_marker_is_no_record_to_copy(clusters, topic_na
     assert probe.probe([(k, 5, 7)]) == {k: (BASE_MS + 20_000) / 1000}
 
 
-def test_many_partitions_in_one_call_each_answered_as_its_log_says(clusters, topic_name, probes):
+@pytest.mark.parametrize("chunk", [5000, 7])  # one assignment, or six in turn
+def test_many_partitions_in_one_call_each_answered_as_its_log_says(clusters, topic_name, probes, chunk):
     n = 40
     clusters.create_topic(topic_name, n)
     for p in range(n):
         produce_records(clusters.source, topic_name, p, [BASE_MS + p * 1000 + i for i in range(p % 3)])
     produce_records(clusters.source, f"{topic_name}", 0, [BASE_MS - 5000], value=b"x" * 20_000)  # a big record
     probe = probes(max_fetches=n)
+    probe.fetcher.CHUNK_PARTITIONS = chunk
     requests = [(key(topic_name, p), 0, p % 3) for p in range(1, n)] + [(key(topic_name, 0), 0, 1)]
     clusters.create_topic(f"{topic_name}-empty", 1)
     past_end = (key(f"{topic_name}-empty"), 5, 9)  # past an empty log's end: holds the call ~0.5 s
