@@ -58,8 +58,9 @@ def _observe(poller: Poller, timeout_s: float) -> list[PartitionRow]:
     first_leo = {r.key: r.leo for r in rows}
     first_lro = {r.key: r.lro for r in rows}
     resolved = {r.key for r in rows if _settled(r, None)}
-    # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window.
-    waiting = {r.key for r in rows if r.key not in resolved and r.state not in FINAL}
+    # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window (an
+    # UNKNOWN that is only a time lag the probe could not prove too: the window can prove it).
+    waiting = {r.key for r in rows if r.key not in resolved and not _final(r)}
     while waiting:
         window = max(min(timeout_s, poller.settings.flow(k.flow).engine.lag_time_max_s) for k in waiting)
         if time.monotonic() - start + RECHECK_INTERVAL_S > window:
@@ -80,9 +81,15 @@ def _poll(poller: Poller) -> list[PartitionRow]:
     return [r for r in snapshot.rows if r.state is not State.GONE]
 
 
+def _final(row: PartitionRow) -> bool:
+    """A state the check's window cannot clear. A flagged lower bound (the probe could not date
+    record LRO + 1) is no such state: copying all that existed when the check began proves it."""
+    return row.state in FINAL and not (row.state is State.UNKNOWN and row.time_lag_lower_bound)
+
+
 def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
     """Caught up now, or the mirror has copied everything that existed when the check began."""
-    if row.state in FINAL:
+    if _final(row):
         return False
     if row.record_lag == 0:  # an empty partition has no LRO, and nothing to copy
         return True
@@ -90,7 +97,7 @@ def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
 
 
 def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> PartitionRow:
-    if row.state in FINAL:
+    if _final(row):
         return row
     if resolved:
         return row._replace(state=State.IN_SYNC)

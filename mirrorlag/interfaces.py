@@ -202,6 +202,10 @@ class PollStats:
     heartbeat_ms: dict[FlowId, int] = field(default_factory=dict)  # newest replicated heartbeat per flow
     rewinds_total: dict[FlowId, int] = field(default_factory=dict)
     records_lost_total: dict[FlowId, int] = field(default_factory=dict)
+    # Deleted uncopied offsets no probe proved were data (a marker may be all they were).
+    records_lost_unverified_total: dict[FlowId, int] = field(default_factory=dict)
+    # The source probe's requests by outcome (kafka.probe.REASONS), per source cluster alias.
+    probe_outcomes_total: dict[str, dict[str, int]] = field(default_factory=dict)
     feeds: list[FeedHealth] = field(default_factory=list)
     # Flows whose partitions without an LRO stay UNKNOWN rather than owed from their log start,
     # and why (a feed's topic not read through yet, MM2 starting at `latest`).

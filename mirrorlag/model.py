@@ -205,6 +205,13 @@ class PollObservation:
     new_logs: Collection[PartitionKey] = frozenset()
     resolution_s: Mapping[str, float | Mapping[FlowId, float]] = field(default_factory=dict)
     oldest_uncopied: Mapping[PartitionKey, float | None] = field(default_factory=dict)
+    # Where the probe found a data record in [LRO + 1, LEO): the offset of the first one (the
+    # records retention deletes below it are markers, never lost: DESIGN §3, "Lost means data").
+    first_data: Mapping[PartitionKey, int] = field(default_factory=dict)
+    # Partitions the poller asked the probe about this poll that it did not answer (not
+    # authorized, deferred by its per-poll bound, a timeout, data deleted): where their time lag
+    # needed that answer, it is a flagged lower bound (DESIGN §3).
+    unprobed: Collection[PartitionKey] = frozenset()
 
     def resolution(self, feed: str | None, flow: FlowId) -> float:
         """How often `feed`'s evidence of `flow` can move at most (s; 0: at every poll)."""
@@ -234,6 +241,9 @@ class PartitionRow(NamedTuple):
     # the engine's (LEO, time) table. 0 when caught up. Beyond the table: the table's age, a lower bound.
     freshness_lag_s: float | None = None
     freshness_lower_bound: bool = False
+    # The time lag counts from the sidecar's first look because the probe needed to date record
+    # LRO + 1 did not answer: a lower bound, and the state is judged on it (never IN_SYNC).
+    time_lag_lower_bound: bool = False
     byte_lag_estimate: int | None = None  # record lag x mean record size; None when no feed knows sizes
     append_rate: float | None = None  # source records/s over the sample windows
     copy_rate: float | None = None  # mirror records/s over the sample windows
@@ -241,7 +251,9 @@ class PartitionRow(NamedTuple):
     log_start: int | None = None  # source log-start offset (ListOffsets earliest), last known
     retention_headroom_records: int | None = None  # copied records still before the log start moves past LRO + 1
     retention_headroom_s: float | None = None  # when retention will delete uncopied records; None: not in sight
-    records_lost: int | None = None  # records the source deleted before they were copied
+    records_lost: int | None = None  # records the source deleted before they were copied, proved data
+    # Deleted uncopied offsets whose kind no probe proved (a commit marker may be all they were).
+    records_lost_unverified: int | None = None
 
 
 STATES: tuple[State, ...] = tuple(State)  # a state's code in RowColumns.state is its index here
@@ -250,11 +262,12 @@ _INT64 = np.iinfo(np.int64)
 
 # How each row field after the key is held in RowColumns.
 INT_FIELDS = ("leo", "lro", "record_lag", "byte_lag_estimate", "log_start", "retention_headroom_records",
-              "records_lost")  # int64 and a validity mask
+              "records_lost", "records_lost_unverified")  # int64 and a validity mask
 FLOAT_FIELDS = ("lro_age_s", "record_lag_min", "record_lag_max", "record_lag_avg", "time_lag_s",
                 "freshness_lag_s", "append_rate", "copy_rate", "catch_up_s",
                 "retention_headroom_s")  # float64, NaN where unknown
-assert set(PartitionRow._fields) == {"key", "state", "lro_feed", "freshness_lower_bound", *INT_FIELDS, *FLOAT_FIELDS}
+FLAG_FIELDS = ("freshness_lower_bound", "time_lag_lower_bound")  # bool, False where unset
+assert set(PartitionRow._fields) == {"key", "state", "lro_feed", *FLAG_FIELDS, *INT_FIELDS, *FLOAT_FIELDS}
 
 
 class RowColumns:
@@ -268,11 +281,13 @@ class RowColumns:
     (`lro_feed` gives the names). Never mutated once built: producers hand over arrays of their own.
     """
 
-    __slots__ = ("keys", "state", "ints", "valid", "floats", "feed_code", "feed_names", "freshness_lower_bound")
+    __slots__ = ("keys", "state", "ints", "valid", "floats", "feed_code", "feed_names", "freshness_lower_bound",
+                 "time_lag_lower_bound")
 
     def __init__(self, keys: Sequence[PartitionKey], state: np.ndarray, ints: dict[str, np.ndarray],
                  valid: dict[str, np.ndarray], floats: dict[str, np.ndarray], feed_code: np.ndarray,
-                 feed_names: tuple[str, ...], freshness_lower_bound: np.ndarray) -> None:
+                 feed_names: tuple[str, ...], freshness_lower_bound: np.ndarray,
+                 time_lag_lower_bound: np.ndarray | None = None) -> None:
         self.keys = keys
         self.state = state
         self.ints = ints
@@ -281,6 +296,7 @@ class RowColumns:
         self.feed_code = feed_code
         self.feed_names = feed_names
         self.freshness_lower_bound = freshness_lower_bound
+        self.time_lag_lower_bound = np.zeros(len(state), bool) if time_lag_lower_bound is None else time_lag_lower_bound
 
     @property
     def lro_feed(self) -> np.ndarray:
@@ -315,7 +331,8 @@ class RowColumns:
         """n rows, every value unknown and every state UNKNOWN, to be filled in."""
         return cls(keys, np.full(n, STATES.index(State.UNKNOWN), np.int8),
                    {f: np.zeros(n, np.int64) for f in INT_FIELDS}, {f: np.zeros(n, bool) for f in INT_FIELDS},
-                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, -1, np.int8), (), np.zeros(n, bool))
+                   {f: np.full(n, np.nan) for f in FLOAT_FIELDS}, np.full(n, -1, np.int8), (), np.zeros(n, bool),
+                   np.zeros(n, bool))
 
     @classmethod
     def from_rows(cls, rows: Sequence[PartitionRow]) -> "RowColumns":
@@ -340,6 +357,7 @@ class RowColumns:
             self.floats[name][at] = [np.nan if v is None else v for v in fields[get(name)]]
         self.feed_code[at] = self._codes_of(fields[get("lro_feed")])
         self.freshness_lower_bound[at] = [bool(v) for v in fields[get("freshness_lower_bound")]]
+        self.time_lag_lower_bound[at] = [bool(v) for v in fields[get("time_lag_lower_bound")]]
 
     def place(self, at: np.ndarray, other: "RowColumns") -> None:
         """Write other's values into positions `at` (while the columns are being built); the
@@ -352,6 +370,7 @@ class RowColumns:
             self.floats[name][at] = other.floats[name]
         self.feed_code[at] = self._recoded(other)
         self.freshness_lower_bound[at] = other.freshness_lower_bound
+        self.time_lag_lower_bound[at] = other.time_lag_lower_bound
 
     def _recoded(self, other: "RowColumns") -> np.ndarray:
         """other's feed codes as codes of these columns (whose names grow to hold other's)."""
@@ -365,7 +384,8 @@ class RowColumns:
             {f: np.concatenate([v, other.valid[f]]) for f, v in self.valid.items()},
             {f: np.concatenate([v, other.floats[f]]) for f, v in self.floats.items()},
             self.feed_code, self.feed_names,
-            np.concatenate([self.freshness_lower_bound, other.freshness_lower_bound]))
+            np.concatenate([self.freshness_lower_bound, other.freshness_lower_bound]),
+            np.concatenate([self.time_lag_lower_bound, other.time_lag_lower_bound]))
         out.feed_code = np.concatenate([self.feed_code, out._recoded(other)])
         return out
 
@@ -373,7 +393,8 @@ class RowColumns:
         """The rows of a slice (views of these arrays, not copies)."""
         return RowColumns(self.keys[part], self.state[part], {f: v[part] for f, v in self.ints.items()},
                           {f: v[part] for f, v in self.valid.items()}, {f: v[part] for f, v in self.floats.items()},
-                          self.feed_code[part], self.feed_names, self.freshness_lower_bound[part])
+                          self.feed_code[part], self.feed_names, self.freshness_lower_bound[part],
+                          self.time_lag_lower_bound[part])
 
     def column(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A numeric field's values and where they are known."""
@@ -404,8 +425,8 @@ class RowColumns:
                 cols.append(values.tolist())
             elif name == "lro_feed":
                 cols.append(self.lro_feed.tolist())
-            else:
-                cols.append(self.freshness_lower_bound.tolist())
+            else:  # a flag
+                cols.append(getattr(self, name).tolist())
         return list(map(tuple.__new__, repeat(PartitionRow), zip(*cols)))
 
 

@@ -250,14 +250,17 @@ class Poller:
         if owed := self._owed_from_log_start(leos, rows, lros, log_starts):
             lros = self.cache.fill(LOG_START, owed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
-        probed = self._probe(leos, rows, lros)
+        first_data: dict[PartitionKey, int] = {}
+        unprobed: set[PartitionKey] = set()
+        probed = self._probe(leos, rows, lros, first_data, unprobed)
         if owed and (dates := {key: at for key in owed if isinstance(at := probed.get(key), float)}):
             # Owed since its oldest record was appended: the mirror has not moved since (a mirror
             # that never copied a partition an hour old reads STALLED at its first look).
             lros = self.cache.backdate(LOG_START, dates, now)
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
-                                                      frozenset(new_logs), self._resolution, probed))
+                                                      frozenset(new_logs), self._resolution, probed, first_data,
+                                                      unprobed))
         cols = snapshot.columns
         gone = [cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()]
         self._forget(gone)
@@ -278,6 +281,13 @@ class Poller:
         stats.lro_evictions_total = self.cache.evictions_total
         stats.rewinds_total = dict(self.engine.rewinds_total)
         stats.records_lost_total = dict(self.engine.records_lost_total)
+        stats.records_lost_unverified_total = dict(getattr(self.engine, "records_lost_unverified_total", {}))
+        outcomes: dict[str, dict[str, int]] = {}
+        for (alias, _), probe in self._probes.items():  # a cluster's probes at each isolation level, summed
+            per_reason = outcomes.setdefault(alias, {})
+            for reason, n in probe.stats.outcomes.items():
+                per_reason[reason] = per_reason.get(reason, 0) + n
+        stats.probe_outcomes_total = outcomes
         stats.mean_record_bytes = sizes
         stats.feeds = one_per_cluster([
             dataclasses.replace(health, resolution_s=self._longest_resolution(feed.name))
@@ -342,13 +352,16 @@ class Poller:
                 owed[key] = start - 1
         return owed
 
-    def _probe(self, leos: Mapping[PartitionKey, int | None], keys: Sequence[PartitionKey],
-               lros: LroTable) -> dict[PartitionKey, float | None]:
+    def _probe(self, leos: Mapping[PartitionKey, int | None], keys: Sequence[PartitionKey], lros: LroTable,
+               first_data: dict[PartitionKey, int] | None = None,
+               unprobed: set[PartitionKey] | None = None) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at its first LRO (a mirror that stalled before the sidecar started,
         or before its evidence was read). `keys` are `leos`'s, in order. The probe remembers its
-        answers, so a partition that stays put costs no fetch."""
+        answers, so a partition that stays put costs no fetch. `first_data` gets the offset of
+        the first data record where the probe found one, and `unprobed` the partitions asked that
+        it did not answer (their time lag may be a lower bound)."""
         if not len(lros):
             return {}
         has_r, off, changed, _, _, _ = lros.aligned(keys)
@@ -376,7 +389,10 @@ class Poller:
             probe = self._probes.get((alias, level))
             if probe is None:
                 probe = self._probes[alias, level] = SourceProbe.for_cluster(self.settings.clusters[alias], level)
-            found.update(probe.probe(requests))  # type: ignore[arg-type]
+            answered = probe.probe(requests, first_data)
+            found.update(answered)  # type: ignore[arg-type]
+            if unprobed is not None and len(answered) < len(requests):
+                unprobed.update(key for key, _, _ in requests if key not in answered)
         return found
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:

@@ -104,6 +104,7 @@ class Sidecar:
             "feeds": [dataclasses.asdict(health) for health in stats.feeds],
             # Why partitions without an LRO are UNKNOWN rather than owed from their log start.
             "evidence_unread": {f"{flow.source}->{flow.target}": why for flow, why in stats.evidence_unread.items()},
+            "probe_outcomes": stats.probe_outcomes_total,
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,

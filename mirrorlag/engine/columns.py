@@ -16,8 +16,8 @@ import numpy as np
 
 # The per-partition fields, by type (a new partition: 0, False, NaN for the optional floats).
 INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", "log_start", "sa_x", "sb_x",
-        "lost_through", "f_leo0", "f_tick0")
-OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start")  # each with a has_<name> mask
+        "lost_through", "f_leo0", "f_tick0", "data_from")
+OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start", "data_from")  # each with a has_<name> mask
 FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
 OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: unknown
 _INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
@@ -51,7 +51,8 @@ class PartitionColumns:
     - time lag: prev_leo/prev_t (the previous LEO snapshot), last_caught_up, first_seen_t;
     - rewinds: lro_seen (the last LRO on this log), rewind_mark (the LRO before a step back);
     - rates: la/lb (the LEO's two checkpoints), ca/cb (the LRO's), each an offset _x and time _t;
-    - retention: log_start, its rate ls_rate and checkpoints sa/sb, lost_through;
+    - retention: log_start, its rate ls_rate and checkpoints sa/sb, lost_through, data_from (the
+      offset of the first data record at or after LRO + 1, where the source probe proved one);
     - freshness: the table t_leo/t_tick (offsets from f_leo0/f_tick0, stored by point slot:
       `table_planes`), f_count points in use;
     - the record-lag window: w_* per sample (start, count, min, max, sum), w_cur, w_created, and
@@ -78,6 +79,9 @@ class PartitionColumns:
         self.a["w_cur"] = np.zeros(n, fit(samples))
         self.a["w_created"] = np.zeros(n, fit(samples))
         self.a["shape"] = np.zeros(n, np.int8)
+        # What proves a time lag that counts from the first look: 0 nothing asked, 1 the probe was
+        # asked to date record LRO + 1 and has not answered (a lower bound), 2 it answered.
+        self.a["proof"] = np.zeros(n, np.int8)
         self.a["flow"] = np.zeros(n, np.int8)
         # The newest LRO seen: its offset and a code into the engine's feed names (-1: none).
         self.a["last_lro_off"] = np.zeros(n, np.int64)

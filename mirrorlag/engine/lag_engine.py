@@ -54,8 +54,10 @@ class LagEngine:
         self._feed_codes: dict[str | None, int] = {}
         self._gen = 0
         self.rewinds_total: dict[FlowId, int] = {}  # LRO steps back seen, per flow
-        # Offsets the source deleted before the mirror copied them, per flow, each counted once.
+        # Records the source deleted before the mirror copied them, per flow, each counted once:
+        # proved data, and offsets of unknown kind (a marker may be all they were) apart.
         self.records_lost_total: dict[FlowId, int] = {}
+        self.records_lost_unverified_total: dict[FlowId, int] = {}
 
     def __len__(self) -> int:
         """Partitions currently tracked (those in the previous update's `leos`)."""
@@ -126,6 +128,10 @@ class LagEngine:
         lag = record_lag(L, N)
         appended = appended_at[r]
         t_lag, caught, since_prev = time_lag.time_lag(c, r, N, L, appended, t, now)
+        asked = np.zeros(r.size, bool)
+        if obs.unprobed:
+            asked = np.fromiter(map(obs.unprobed.__contains__, (keys[i] for i in r.tolist())), bool, r.size)
+        t_lower = time_lag.unproved(c, r, ~caught, appended, asked)
         fresh = np.zeros(r.size)
         lower = np.zeros(r.size, bool)
         fresh[since_prev] = freshness.between_polls(c.prev_leo[r[since_prev]], c.prev_t[r[since_prev]],
@@ -147,9 +153,13 @@ class LagEngine:
         catch_up, catch_up_known = rates.catch_up_s(lag, append, append_known, copy, copy_known)
         bytes_behind, sized = byte_lag(np.concatenate([lag, np.zeros(z.size, np.int64)]),
                                        f.mean_bytes[np.concatenate([fl, flow[z]])])
+        proof_rows, proof_at = by_row(obs.first_data, keys)
+        proof = ordinary[proof_rows]  # about this log's LRO + 1
+        retention.prove_data(c, proof_rows[proof], proof_at[proof])
         head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
-        state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound)
+        self._count(self.records_lost_unverified_total, fl, head.newly_unverified)
+        state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound, t_lower)
 
         rz = np.concatenate([r, z])  # the rows whose record lag is known: a sample each
         window.restart(c, rz, f.shape[flow[rz]])
@@ -189,10 +199,11 @@ class LagEngine:
             keys, codes,
             {"leo": leo, "lro": off, "record_lag": lags, "byte_lag_estimate": at_rz(bytes_behind, np.int64),
              "log_start": c.log_start.copy(), "retention_headroom_records": at_r(head.room, np.int64),
-             "records_lost": at_r(head.lost, np.int64)},
+             "records_lost": at_r(head.lost, np.int64),
+             "records_lost_unverified": at_r(head.unverified, np.int64)},
             {"leo": has_leo, "lro": has_r, "record_lag": ordinary | idle, "byte_lag_estimate": at_rz(sized, bool),
              "log_start": c.has_log_start.copy(), "retention_headroom_records": retained,
-             "records_lost": retained},
+             "records_lost": retained, "records_lost_unverified": retained},
             {"lro_age_s": np.where(has_r, now - changed, np.nan),
              "record_lag_min": np.where(w_known, w_min, np.nan), "record_lag_max": np.where(w_known, w_max, np.nan),
              "record_lag_avg": np.where(w_known, w_avg, np.nan),
@@ -200,7 +211,7 @@ class LagEngine:
              "append_rate": known_at_r(append, append_known), "copy_rate": known_at_r(copy, copy_known),
              "catch_up_s": known_at_r(catch_up, catch_up_known, idle_value=0.0),
              "retention_headroom_s": known_at_r(head.room_s, head.room_s_known)},
-            feed, feed_names, at_r(lower, bool))
+            feed, feed_names, at_r(lower, bool), at_r(t_lower, bool))
         if gone:
             cols = cols + RowColumns.from_rows(gone)
         return Snapshot.of(now, cols)

@@ -5,6 +5,12 @@ The log start (ListOffsets earliest) is read less often than the LEO; a partitio
 known value between reads. Retention deletes whole segments, so the log start moves in jumps: its
 rate is measured with two checkpoints (as rates.py does) over a span at least as long as the
 horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
+
+Lost means data (DESIGN §3): deleted offsets `[LRO + 1, log start)` are lost records only from
+the first data record the source probe proved at or after LRO + 1 (`data_from`); offsets below
+it are transaction markers (or aborted records), never lost; where no probe proved where data
+starts (the probe's memory is gone after a restart, and a fetch below the log start fails) they
+are unverified: counted apart, and neither AT_RISK nor a critical alert rests on them.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ def forget(c: PartitionColumns, r: np.ndarray, read_now: np.ndarray, t: float) -
     """A new log: its rate history and lost count start again, from a log start read this poll
     (`read_now`), else from the next reading."""
     c.lost_through[r] = 0
+    c.has_data_from[r] = False
     c.ls_rate[r] = np.nan
     now = r[read_now]
     c.sa_x[now] = c.sb_x[now] = c.log_start[now]
@@ -61,9 +68,17 @@ class Headroom:
     known: np.ndarray  # the log start is known (room and lost are)
     room_s: np.ndarray  # seconds until it deletes an uncopied record
     room_s_known: np.ndarray  # in sight: the log start advances faster than the mirror copies
-    lost: np.ndarray  # records deleted before they were copied
+    lost: np.ndarray  # records deleted before they were copied, proved data (from data_from on)
     newly_lost: np.ndarray  # of them, those not counted before (each lost offset counts once)
+    unverified: np.ndarray  # deleted uncopied offsets whose kind no probe proved (maybe only markers)
+    newly_unverified: np.ndarray  # of them, those not counted before
     at_risk: np.ndarray
+
+
+def prove_data(c: PartitionColumns, rows: np.ndarray, first_data: np.ndarray) -> None:
+    """The source probe found the first data record at or after LRO + 1 of `rows` at `first_data`."""
+    c.data_from[rows] = first_data
+    c.has_data_from[rows] = True
 
 
 def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: np.ndarray, copy: np.ndarray,
@@ -74,10 +89,18 @@ def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: n
     known = c.has_log_start[r]
     start = c.log_start[r]
     lost = start - next_offset
-    deleted = known & (lost > 0) & (lag > 0)
+    gone = known & (lost > 0) & (lag > 0)  # offsets deleted uncopied, of whatever kind
+    # A proof for an earlier LRO + 1 holds while the LRO has not passed the record it found.
+    proved = c.has_data_from[r] & (c.data_from[r] >= next_offset)
+    c.has_data_from[r[c.has_data_from[r] & ~proved]] = False
+    data = np.where(proved, c.data_from[r], next_offset)  # where the deleted data would start
+    deleted = gone & proved & (start > data)  # proved: at least the record at data_from is gone
+    unverified = gone & ~proved
     counted = c.lost_through[r]
-    newly = deleted & (start > counted)
-    newly_lost = np.where(newly, start - np.maximum(next_offset, counted), 0)
+    newly = gone & (start > counted)
+    since = np.maximum(next_offset, counted)
+    newly_lost = np.where(newly & deleted, start - np.maximum(since, data), 0)
+    newly_unverified = np.where(newly & unverified, start - since, 0)
     c.lost_through[r[newly]] = start[newly]
     room = np.maximum(-lost, 0)
     rate = c.ls_rate[r]
@@ -85,5 +108,5 @@ def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: n
     in_sight = known & ~deleted & (lag > 0) & ~np.isnan(rate) & (rate > 0.0) & (closing > 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         room_s = np.where(deleted, 0.0, room / closing)
-    return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, lost, 0), newly_lost,
-                    deleted | (in_sight & (room_s < warn_s)))
+    return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, start - data, 0), newly_lost,
+                    np.where(unverified, lost, 0), newly_unverified, deleted | (in_sight & (room_s < warn_s)))

@@ -22,9 +22,14 @@ CODE = {state: np.int8(code) for code, state in enumerate(STATES)}
 
 
 def states(at_risk: np.ndarray, time_lag: np.ndarray, max_s: np.ndarray, res: np.ndarray, lag: np.ndarray,
-           stale: np.ndarray, lro_age: np.ndarray, rewound: np.ndarray) -> np.ndarray:
+           stale: np.ndarray, lro_age: np.ndarray, rewound: np.ndarray, lower: np.ndarray | None = None) -> np.ndarray:
+    """`lower`: the time lag is only a lower bound (the probe needed for it did not answer): judged
+    on the bound, over the limit it is out of sync as usual; under it, it proves nothing: UNKNOWN,
+    never IN_SYNC."""
     limit = max_s + res
     stalled = (lag > 0) & ((lro_age > limit) | (stale & (res == 0.0)))
     state = np.where(rewound, CODE[State.REWIND], CODE[State.IN_SYNC])
+    if lower is not None:
+        state = np.where(lower, CODE[State.UNKNOWN], state)
     state = np.where(time_lag > limit, np.where(stalled, CODE[State.STALLED], CODE[State.LAGGING]), state)
     return np.where(at_risk, CODE[State.AT_RISK], state).astype(np.int8)

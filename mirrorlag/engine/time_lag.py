@@ -55,3 +55,17 @@ def forget(c: PartitionColumns, r: np.ndarray, first_seen: float) -> None:
     counts from until caught up (NaN: the next poll with an LRO)."""
     c.last_caught_up[r] = np.nan
     c.first_seen_t[r] = first_seen
+    c.proof[r] = 0
+
+
+def unproved(c: PartitionColumns, r: np.ndarray, behind: np.ndarray, appended_at: np.ndarray,
+             unanswered: np.ndarray) -> np.ndarray:
+    """Rows `r` (after `time_lag`) whose time lag is only a lower bound (DESIGN §3, "A claim the
+    evidence cannot prove is flagged"): never seen caught up, so it counts from the first look,
+    and the probe asked for record LRO + 1's append time (`unanswered`: this poll) has never
+    answered on this log. A probed time, once, or a credited catch-up proves it."""
+    proof = c.proof[r]
+    proof[behind & unanswered & (proof == 0)] = 1
+    proof[behind & ~np.isnan(appended_at)] = 2
+    c.proof[r] = proof
+    return behind & (proof == 1) & np.isnan(c.last_caught_up[r])

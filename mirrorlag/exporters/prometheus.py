@@ -494,7 +494,13 @@ class FlowCollector(Collector):
         yield GaugeMetricFamily("mirrorlag_lro_cache_partitions", "Partitions with a known last replicated offset.", value=s.lro_cache_size)
         yield CounterMetricFamily("mirrorlag_lro_cache_evictions", "Last replicated offsets whose TTL expired without a newer value (kept as stale, never forgotten).", value=s.lro_evictions_total)
         yield _per_flow_counter("mirrorlag_lro_rewinds", "Times a partition's last replicated offset stepped back (MM2 resumed from an older commit and copies those records again).", s.rewinds_total)
-        yield _per_flow_counter("mirrorlag_records_lost", "Records the source deleted before the mirror copied them (retention outran the mirror).", s.records_lost_total)
+        yield _per_flow_counter("mirrorlag_records_lost", "Records the source deleted before the mirror copied them (retention outran the mirror), proved data by the source probe.", s.records_lost_total)
+        yield _per_flow_counter("mirrorlag_records_lost_unverified", "Offsets the source deleted before the mirror copied them whose kind no probe proved (a transaction marker may be all they were): no alert rests on them.", s.records_lost_unverified_total)
+        probe = CounterMetricFamily("mirrorlag_probe_outcomes", "Source probe requests (LRO + 1, DESIGN §3) by outcome: answered, cached, deferred (per-poll bound), not_authorized (no Read ACL on the topic), timeout, out_of_range (data deleted), error.", labels=["cluster", "reason"])
+        for cluster, outcomes in sorted(s.probe_outcomes_total.items()):
+            for reason, count in sorted(outcomes.items()):
+                probe.add_metric([cluster, reason], count)
+        yield probe
 
         heartbeat = GaugeMetricFamily("mirrorlag_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat replicated to the target (absent while none was seen): a dead flow keeps growing, an idle healthy one stays near 1 s.", labels=["source", "target"])
         for flow, age in sorted(heartbeat_ages(s).items()):

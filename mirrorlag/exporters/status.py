@@ -27,6 +27,7 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "record_lag_max": row.record_lag_max,
         "record_lag_avg": row.record_lag_avg,
         "time_lag_s": _round(row.time_lag_s),
+        "time_lag_lower_bound": row.time_lag_lower_bound,
         "freshness_lag_s": _round(row.freshness_lag_s),
         "freshness_lower_bound": row.freshness_lower_bound,
         "byte_lag_estimate": row.byte_lag_estimate,
@@ -37,6 +38,7 @@ def row_to_dict(row: PartitionRow) -> dict[str, Any]:
         "retention_headroom_records": row.retention_headroom_records,
         "retention_headroom_s": _round(row.retention_headroom_s),
         "records_lost": row.records_lost,
+        "records_lost_unverified": row.records_lost_unverified,
     }
 
 

@@ -32,7 +32,7 @@ import logging
 import math
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Protocol, Sequence
 
 from cachetools import LRUCache
@@ -53,9 +53,22 @@ TopicPart = tuple[str, int]
 Finding = tuple[int, float | None]
 Request = tuple[Any, int, int]  # (the caller's key, from_offset, leo)
 
-DEFAULT_MAX_FETCHES = 1000
+# Partitions one call fetches at most. One consumer fetches them all at once (a Fetch request
+# per broker carrying many partitions, FETCH_BYTES_PER_PARTITION each): 100k partitions behind at
+# start are proved in a poll or two (issue 30), where 1,000 a call took 100 polls.
+DEFAULT_MAX_FETCHES = 100_000
 DEFAULT_CACHE_SIZE = 100_000
 DEFAULT_TIMEOUT_S = 5.0
+
+# Why a request was or was not answered (mirrorlag_probe_outcomes_total{cluster,reason}).
+ANSWERED = "answered"  # fetched this call and answered
+CACHED = "cached"  # answered from what an earlier fetch learnt, no fetch
+DEFERRED = "deferred"  # left for a later call by the per-call bound
+NOT_AUTHORIZED = "not_authorized"  # the principal lacks Read on the topic (TOPIC_AUTHORIZATION_FAILED)
+TIMEOUT = "timeout"  # no answer within the call's timeout
+OUT_OF_RANGE = "out_of_range"  # LRO + 1 below the log start (retention deleted it) or past the end
+ERROR = "error"  # any other broker or client error
+REASONS = (ANSWERED, CACHED, DEFERRED, NOT_AUTHORIZED, TIMEOUT, OUT_OF_RANGE, ERROR)
 
 _MISS = object()  # the cache cannot answer this leo: fetch
 
@@ -63,7 +76,9 @@ _MISS = object()  # the cache cannot answer this leo: fetch
 class Fetcher(Protocol):
     def fetch(self, starts: Mapping[TopicPart, int], timeout_s: float) -> dict[TopicPart, Finding]:
         """For each partition, what a read from its start offset found; a partition left out
-        was not answered (error, timeout). Never raises for a broker's failure."""
+        was not answered (error, timeout). Never raises for a broker's failure. A fetcher may
+        say why in `failures` (TopicPart -> one of REASONS) for its last call; one left out of
+        both is a TIMEOUT."""
 
     def close(self) -> None: ...
 
@@ -76,6 +91,10 @@ class ProbeStats:
     cache_hits_total: int = 0  # requests answered from the cache, no fetch
     deferred_total: int = 0  # requests left for a later call by the per-call fetch limit
     errors_total: int = 0  # requests fetched for but left unanswered (broker error, timeout)
+    outcomes: dict[str, int] = field(default_factory=dict)  # requests by outcome (REASONS)
+
+    def count(self, reason: str, n: int = 1) -> None:
+        self.outcomes[reason] = self.outcomes.get(reason, 0) + n
 
 
 def answer(finding: Finding, leo: int) -> Any:
@@ -100,7 +119,7 @@ class SourceProbe:
 
     def __init__(self, client_config: Mapping[str, str] | None, isolation: str | IsolationLevel = "read_uncommitted",
                  max_fetches: int = DEFAULT_MAX_FETCHES, cache_size: int = DEFAULT_CACHE_SIZE,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, *, fetcher: Fetcher | None = None) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, *, fetcher: Fetcher | None = None, cluster: str = "") -> None:
         if max_fetches < 0 or cache_size < 1 or timeout_s <= 0:
             raise ValueError("max_fetches >= 0, cache_size >= 1 and timeout_s > 0")
         if fetcher is None:
@@ -111,6 +130,8 @@ class SourceProbe:
         self.max_fetches = max_fetches
         self.timeout_s = timeout_s
         self.stats = ProbeStats()
+        self.cluster = cluster  # its alias, for the log
+        self._denied = False  # the last fetch met a topic the principal may not Read
         self._cache: LRUCache[tuple[str, int, int], Finding] = LRUCache(maxsize=cache_size)
         # The keys of requests waiting for a fetch, oldest first (a dict keeps insertion order):
         # a partition fetched goes to the back if it is asked again, so none waits for ever. The
@@ -125,15 +146,19 @@ class SourceProbe:
         """A probe on `cluster` (its librdkafka client config); a configuration librdkafka
         refuses (TLS material it cannot read) is a ConfigError, as for every other client."""
         with refused_config(cluster):
-            return cls(cluster.client, isolation, **kwargs)
+            return cls(cluster.client, isolation, cluster=cluster.alias, **kwargs)
 
-    def probe(self, requests: Iterable[Request]) -> dict[Hashable, float | None]:
+    def probe(self, requests: Iterable[Request], offsets: dict[Hashable, int] | None = None
+              ) -> dict[Hashable, float | None]:
         """Per key answered: the timestamp (s) of the first data record in [from_offset, leo),
-        or None when that range holds none (caught up). Keys left out are unknown this call."""
+        or None when that range holds none (caught up). Keys left out are unknown this call.
+        `offsets`, when given, gets per key whose range holds a data record that record's offset
+        (what retention deletes below it is no data: DESIGN §3, "Lost means data")."""
         out: dict[Hashable, float | None] = {}
         stats = self.stats
         cache = self._cache
         misses: dict[TopicPart, list[Request]] = {}
+        cached = 0
         for request in requests:
             key, from_offset, leo = request
             if from_offset >= leo:  # an empty range: nothing to read
@@ -142,11 +167,13 @@ class SourceProbe:
             topic, partition = key[-2], key[-1]
             finding = cache.get((topic, partition, from_offset))
             if finding is not None and (result := answer(finding, leo)) is not _MISS:
-                stats.cache_hits_total += 1
-                if result == result:  # NaN: a data record without a timestamp, unknown
-                    out[key] = result
+                cached += 1
+                self._answer(key, finding, result, out, offsets)
                 continue
             misses.setdefault((topic, partition), []).append(request)
+        if cached:
+            stats.cache_hits_total += cached
+            stats.count(CACHED, cached)
         if not misses:
             self._waiting.clear()
             return out
@@ -155,6 +182,7 @@ class SourceProbe:
         for tp, asked in misses.items():
             if tp not in chosen:
                 stats.deferred_total += len(asked)
+                stats.count(DEFERRED, len(asked))
         if not chosen:
             return out
         starts = {tp: min(r[1] for r in misses[tp]) for tp in chosen}
@@ -164,10 +192,16 @@ class SourceProbe:
         except Exception:  # a client's failure is a poll without answers, never the caller's
             log.warning("source probe failed", exc_info=True)
             findings = {}
+        failures: Mapping[TopicPart, str] = getattr(self.fetcher, "failures", None) or {}
+        denied: list[str] = []
         for tp, start in starts.items():
             finding = findings.get(tp)
             if finding is None:
                 stats.errors_total += len(misses[tp])
+                reason = failures.get(tp, TIMEOUT)
+                stats.count(reason, len(misses[tp]))
+                if reason == NOT_AUTHORIZED:
+                    denied.append(tp[0])
                 continue
             topic, partition = tp
             for key, from_offset, leo in misses[tp]:
@@ -175,15 +209,42 @@ class SourceProbe:
                     # Another flow's LRO further on than the first data record read: its own
                     # fetch, at a later call.
                     stats.deferred_total += 1
+                    stats.count(DEFERRED)
                     self._waiting[key] = None
                     continue
                 cache[(topic, partition, from_offset)] = finding
                 result = answer(finding, leo)
                 if result is _MISS:  # the end was reached below leo (e.g. LSO below the HWM)
                     stats.errors_total += 1
-                elif result == result:  # not NaN (a data record without a timestamp: unknown)
-                    out[key] = result
+                    stats.count(OUT_OF_RANGE)
+                else:
+                    stats.count(ANSWERED)
+                    self._answer(key, finding, result, out, offsets)
+        self._say_denied(denied)
         return out
+
+    @staticmethod
+    def _answer(key: Hashable, finding: Finding, result: Any, out: dict[Hashable, float | None],
+                offsets: dict[Hashable, int] | None) -> None:
+        if result is not None and offsets is not None:
+            offsets[key] = finding[0]  # a data record, with or without a timestamp
+        if result == result:  # not NaN (a data record without a timestamp: its time unknown)
+            out[key] = result
+
+    def _say_denied(self, topics: list[str]) -> None:
+        """Log a probe the cluster refuses for want of Read once per change, naming the ACL."""
+        if bool(topics) == self._denied:
+            return
+        self._denied = bool(topics)
+        if topics:
+            names = sorted(set(topics))
+            log.warning("source probe on cluster %s: not authorized to read %d partition(s) of %s%s: grant the "
+                        "principal Read on the source topics (ACL: Read on Topic). Until then partitions whose "
+                        "claim needs the probe read a flagged lower bound of their time lag "
+                        "(mirrorlag_probe_outcomes_total{reason=\"not_authorized\"})",
+                        self.cluster, len(topics), ", ".join(names[:3]), " ..." if len(names) > 3 else "")
+        else:
+            log.info("source probe on cluster %s: authorized again", self.cluster)
 
     def _choose(self, misses: Mapping[TopicPart, list[Request]]) -> dict[TopicPart, None]:
         """Up to max_fetches partitions, those waiting longest first (in that order); the rest
@@ -223,6 +284,15 @@ class SourceProbe:
         self.fetcher.close()
 
 
+def failure_reason(code: int) -> str:
+    """The outcome a fetch error stands for."""
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return NOT_AUTHORIZED
+    if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):  # auto.offset.reset=error
+        return OUT_OF_RANGE
+    return ERROR
+
+
 class KafkaFetcher:
     """Reads the source from given offsets with one reused, assign-only consumer."""
 
@@ -237,6 +307,16 @@ class KafkaFetcher:
     # from an earlier call may be below a start the log has grown past since. Only a watermark
     # this old after the assign comes from this call's fetches on a broker that answers at all.
     PAST_END_AFTER_S = 0.5
+    # How often that check runs at most: it asks librdkafka for every open partition's watermark
+    # (~4 µs each), 0.4 s at 100k partitions.
+    PAST_END_EVERY_S = 1.0
+    # What one fetch response may carry, and what librdkafka may hold queued: a bound on the
+    # probe's memory however many partitions a call reads (each gets at least its first batch).
+    FETCH_MAX_BYTES = 16 * 1024 * 1024
+    # Partitions one assignment reads (see fetch), and how long a chunk with partitions still
+    # open may go without an answer before the next chunk's turn.
+    CHUNK_PARTITIONS = 5000
+    CHUNK_IDLE_S = 1.0
 
     def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
         name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
@@ -258,6 +338,8 @@ class KafkaFetcher:
             # partitions are all at their end, or the next call's assign, waits behind it.
             "fetch.wait.max.ms": 10,
             "max.partition.fetch.bytes": self.FETCH_BYTES_PER_PARTITION,
+            "fetch.max.bytes": self.FETCH_MAX_BYTES,
+            "queued.max.messages.kbytes": self.FETCH_MAX_BYTES // 1024,
             # See topic_reader.assign_only_consumer: librdkafka <= 2.16 crashes on a Fetch answer
             # naming a deleted topic's id while its metadata cache holds entries.
             "metadata.max.age.ms": 1,
@@ -266,19 +348,38 @@ class KafkaFetcher:
             "error_cb": self.errors.record,
         }
         self._consumer: Consumer | None = Consumer(config)
+        self.failures: dict[TopicPart, str] = {}  # the last call's unanswered partitions, and why
 
     def fetch(self, starts: Mapping[TopicPart, int], timeout_s: float) -> dict[TopicPart, Finding]:
         consumer = self._consumer
         if consumer is None:
             raise RuntimeError("the probe is closed")
         found: dict[TopicPart, Finding] = {}
-        if not starts:
-            return found
+        self.failures = {}
+        deadline = time.monotonic() + timeout_s
+        items = list(starts.items())
+        # A chunk at a time, until the call's deadline: librdkafka's assign and unassign cost
+        # grows faster than the partitions they name (a wakeup of the broker thread per
+        # partition), 100k at once took minutes; CHUNK_PARTITIONS still go out as one Fetch
+        # request per broker.
+        for lo in range(0, len(items), self.CHUNK_PARTITIONS):
+            if time.monotonic() >= deadline:
+                break  # the rest: unanswered this call (a timeout), asked first next call
+            last = lo + self.CHUNK_PARTITIONS >= len(items)
+            self._read(consumer, dict(items[lo:lo + self.CHUNK_PARTITIONS]), deadline, found, last)
+        return found
+
+    def _read(self, consumer: Consumer, starts: Mapping[TopicPart, int], deadline: float,
+              found: dict[TopicPart, Finding], last: bool) -> None:
+        """One assignment of `starts`, read until each has its answer or the deadline; a chunk
+        that is not the `last` is left once nothing arrived for CHUNK_IDLE_S (a partition that
+        does not answer must not hold up the chunks after it)."""
+        failures = self.failures
         open_: dict[TopicPart, int] = dict(starts)
         paused: list[TopicPartition] = []
-        deadline = time.monotonic() + timeout_s
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
-        assigned_at = time.monotonic()
+        assigned_at = progress_at = time.monotonic()
+        past_end_due = assigned_at + self.PAST_END_AFTER_S
         try:
             while open_:
                 remaining = deadline - time.monotonic()
@@ -286,9 +387,13 @@ class KafkaFetcher:
                     break
                 first = consumer.poll(min(remaining, self.IDLE_CHECK_S))
                 if first is None:
-                    if time.monotonic() - assigned_at >= self.PAST_END_AFTER_S:
+                    if time.monotonic() >= past_end_due:
                         self._give_up_past_the_end(consumer, open_)
+                        past_end_due = time.monotonic() + self.PAST_END_EVERY_S
+                    if not last and time.monotonic() - progress_at >= self.CHUNK_IDLE_S:
+                        break
                     continue
+                progress_at = time.monotonic()
                 done: list[TopicPartition] = []
                 for message in (first, *consumer.consume(10_000, 0)):
                     topic = message.topic()
@@ -307,6 +412,7 @@ class KafkaFetcher:
                         found[tp] = (max(message.offset(), start), None)
                     else:  # out of range, unknown partition, not authorized: unanswered
                         self.errors.record(error)
+                        failures[tp] = failure_reason(error.code())
                         log.debug("source probe of %s[%d] from %d: %s", topic, tp[1], start, error)
                     del open_[tp]
                     done.append(TopicPartition(topic, tp[1]))
@@ -319,7 +425,6 @@ class KafkaFetcher:
             consumer.unassign()
         if not open_:
             self.errors.answered()
-        return found
 
     def _give_up_past_the_end(self, consumer: Consumer, open_: dict[TopicPart, int]) -> None:
         """Drops partitions whose start is past the end their fetches report (a log that came
@@ -333,6 +438,7 @@ class KafkaFetcher:
                 continue
             if 0 <= high < start:
                 del open_[(topic, partition)]
+                self.failures[(topic, partition)] = OUT_OF_RANGE
                 log.debug("source probe of %s[%d] from %d: past the end (%d)", topic, partition, start, high)
 
     def close(self) -> None:

@@ -44,7 +44,7 @@ PROMETHEUS_OWN = {"up"}
 CONDITIONAL = {
     "mirrorlag_retention_headroom_seconds", "mirrorlag_partition_records_lost", "mirrorlag_records_lost_total",
     "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_metadata_errors_total",
-    "mirrorlag_lro_rewinds_total",
+    "mirrorlag_lro_rewinds_total", "mirrorlag_records_lost_unverified_total", "mirrorlag_probe_outcomes_total",
     "mirrorlag_catch_up_estimate_seconds", "mirrorlag_replication_freshness_lag_lower_bound",
 }
 GRAFANA_VARIABLES = {"$source": ".*", "$target": ".*", "$__rate_interval": "1m", "${datasource}": "prometheus"}

@@ -86,13 +86,15 @@ def test_a_committed_transactions_marker_is_no_record_to_copy(clusters, topic_na
     assert probe.probe([(k, 5, 7)]) == {k: (BASE_MS + 20_000) / 1000}
 
 
-def test_many_partitions_in_one_call_each_answered_as_its_log_says(clusters, topic_name, probes):
+@pytest.mark.parametrize("chunk", [5000, 7])  # one assignment, or six in turn
+def test_many_partitions_in_one_call_each_answered_as_its_log_says(clusters, topic_name, probes, chunk):
     n = 40
     clusters.create_topic(topic_name, n)
     for p in range(n):
         produce_records(clusters.source, topic_name, p, [BASE_MS + p * 1000 + i for i in range(p % 3)])
     produce_records(clusters.source, f"{topic_name}", 0, [BASE_MS - 5000], value=b"x" * 20_000)  # a big record
     probe = probes(max_fetches=n)
+    probe.fetcher.CHUNK_PARTITIONS = chunk
     requests = [(key(topic_name, p), 0, p % 3) for p in range(1, n)] + [(key(topic_name, 0), 0, 1)]
     clusters.create_topic(f"{topic_name}-empty", 1)
     past_end = (key(f"{topic_name}-empty"), 5, 9)  # past an empty log's end: holds the call ~0.5 s
@@ -122,11 +124,14 @@ def test_partitions_the_broker_refuses_are_left_out_and_the_rest_answered(cluste
     assert probe.probe([(good, 0, 1), (past_end, 7, 9)]) == {good: (BASE_MS + 5) / 1000}
     assert time.monotonic() - started < 1.5
     assert probe.stats.errors_total == 1
+    assert probe.stats.outcomes == {"answered": 1, "out_of_range": 1}
     # A topic that does not exist: no answer within the timeout.
     started = time.monotonic()
     assert probe.probe([(good, 0, 1), (missing, 0, 3)]) == {good: (BASE_MS + 5) / 1000}  # good: cached
     assert time.monotonic() - started < 3.0 + 1.0
     assert probe.stats.errors_total == 2
+    unanswered = {r: n for r, n in probe.stats.outcomes.items() if r not in ("answered", "out_of_range", "cached")}
+    assert sum(unanswered.values()) == 1 and set(unanswered) <= {"timeout", "error"}, probe.stats.outcomes
     # Not cached: asked again, fetched again, and the consumer still works.
     assert probe.probe([(past_end, 1, 2)]) == {past_end: (BASE_MS + 1) / 1000}
     assert probe.stats.probes_total == 4
@@ -139,6 +144,7 @@ def test_a_broker_that_is_not_there_answers_nothing_within_the_timeout():
         assert probe.probe([(key("t"), 0, 5), (key("t", 1), 2, 3)]) == {}
         assert time.monotonic() - started < 2.0
         assert probe.stats.errors_total == 2
+        assert probe.stats.outcomes == {"timeout": 2}
         assert probe.probe([(key("t"), 0, 5)]) == {}
     finally:
         probe.close()

@@ -66,6 +66,10 @@ class _Partition:
     log_start_rate: WindowRate | None = None
     ls_rate: float | None = None
     lost_through: int = 0  # lost offsets below this were counted
+    data_from: int | None = None  # the first data record at or after LRO + 1, where a probe proved it
+    # What proves a time lag counted from the first look: 0 nothing asked, 1 the probe asked to
+    # date record LRO + 1 has not answered on this log, 2 it answered.
+    proof: int = 0
 
     def observe_log_start(self, value: int, t: float) -> None:
         known = self.log_start
@@ -83,10 +87,12 @@ class _Partition:
         """Recreated or truncated: forget what belonged to the old log."""
         self.last_caught_up = None
         self.first_seen = first_seen
+        self.proof = 0
         self.lro_seen = self.rewind_mark = None
         freshness.clear(self.table)
         self.rates = None
         self.lost_through = 0
+        self.data_from = None
         self.ls_rate = None
         if read_now:
             self.log_start_rate = WindowRate(self.log_start, t)
@@ -110,6 +116,7 @@ class LagEngine:
         self._gen = 0
         self.rewinds_total: dict[FlowId, int] = {}
         self.records_lost_total: dict[FlowId, int] = {}
+        self.records_lost_unverified_total: dict[FlowId, int] = {}
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -232,6 +239,13 @@ class LagEngine:
                     part.first_seen = appended_at
             since = part.first_seen if part.last_caught_up is None else part.last_caught_up
             time_lag = now - since
+            # Never seen caught up, and the probe asked to date record LRO + 1 has not answered:
+            # the time lag counts from the first look, a lower bound (DESIGN §3).
+            if key in obs.unprobed and part.proof == 0:
+                part.proof = 1
+            if appended_at is not None:
+                part.proof = 2
+        unproved = nxt < leo and part.proof == 1 and part.last_caught_up is None
         freshness.prune(part.table, nxt)
         part.prev = (leo, t)
 
@@ -255,20 +269,33 @@ class LagEngine:
         catch_up = catch_up_s(lag, copy_rate, append_rate)
         byte_lag = None if fl.mean_bytes is None else round(lag * fl.mean_bytes)
 
-        # Retention.
+        # Retention. Lost means data: deleted offsets count as lost records from the first data
+        # record a probe proved at or after LRO + 1; below it they are markers (never lost); with
+        # no proof, unverified (counted apart, no AT_RISK from them).
+        if key in obs.first_data:
+            part.data_from = obs.first_data[key]
+        if part.data_from is not None and part.data_from < nxt:  # the LRO passed it: no longer a proof
+            part.data_from = None
         if part.log_start is None:
-            room = room_s = lost = None
+            room = room_s = lost = unverified = None
             at_risk = False
         else:
             # Caught up: retention can only delete records already copied.
-            lost = records_lost(part.log_start, nxt) if lag else 0
+            gone = records_lost(part.log_start, nxt) if lag else 0
+            data = nxt if part.data_from is None else part.data_from
+            lost = records_lost(part.log_start, data) if gone and part.data_from is not None else 0
+            unverified = gone if part.data_from is None else 0
             room = headroom_records(part.log_start, nxt)
             room_s = headroom_s(room, lost, part.ls_rate, copy_rate) if lag else None
             at_risk = lost > 0 or (room_s is not None and room_s < fl.p.retention_warn_s)
-            if lost > 0:  # each lost offset is counted once
-                counted = newly_lost(part.lost_through, nxt, part.log_start)
+            if gone > 0:  # each deleted offset is counted once, as lost or as unverified
+                since = max(nxt, part.lost_through)
+                counted = newly_lost(part.lost_through, max(nxt, data), part.log_start) if lost else 0
                 if counted:
                     self.records_lost_total[key.flow] = self.records_lost_total.get(key.flow, 0) + counted
+                if unverified and part.log_start > since:
+                    total = self.records_lost_unverified_total
+                    total[key.flow] = total.get(key.flow, 0) + part.log_start - since
                 part.lost_through = max(part.lost_through, part.log_start)
 
         # State: out of sync past max plus the resolution of the winning feed's evidence.
@@ -280,6 +307,8 @@ class LagEngine:
             # Not moving: unmoved for longer than the limit, or stale where evidence moves every poll.
             stalled = lag > 0 and (now - r.changed_at > limit or (r.stale and res == 0.0))
             state = State.STALLED if stalled else State.LAGGING
+        elif unproved:  # a lower bound under the limit proves nothing: never IN_SYNC
+            state = State.UNKNOWN
         elif part.rewind_mark is not None:
             state = State.REWIND
         else:
@@ -288,5 +317,7 @@ class LagEngine:
         window = self._window(part).record_and_measure(lag, now)
         return _row(key, state, leo, r, now, window, part.log_start, record_lag=lag, time_lag_s=time_lag,
                     freshness_lag_s=fresh, freshness_lower_bound=lower, byte_lag_estimate=byte_lag,
+                    time_lag_lower_bound=unproved,
                     append_rate=append_rate, copy_rate=copy_rate, catch_up_s=catch_up,
-                    retention_headroom_records=room, retention_headroom_s=room_s, records_lost=lost)
+                    retention_headroom_records=room, retention_headroom_s=room_s, records_lost=lost,
+                    records_lost_unverified=unverified)

@@ -549,9 +549,11 @@ def run(
                 by_feed = {TARGET_PROGRESS: by_feed[TARGET_PROGRESS], OFFSET_SYNCS: by_feed[OFFSET_SYNCS]}
         readings: LroTable = cache.update(by_feed, now, None, written_at)
         probed: dict[PartitionKey, float | None] = {}
+        first_data: dict[PartitionKey, int] = {}
+        unprobed: set[PartitionKey] = set()
         if probe:
             fetcher.now = now
-            probed = Poller._probe(poller, leos, list(leos), readings)  # type: ignore[arg-type]
+            probed = Poller._probe(poller, leos, list(leos), readings, first_data, unprobed)  # type: ignore[arg-type]
             poller._previous_poll = now
         obs = PollObservation(
             leo_at=t,
@@ -561,6 +563,8 @@ def run(
             log_starts=dict(starts) if read_starts else {},
             resolution_s=resolution,
             oldest_uncopied=probed,
+            first_data=first_data,
+            unprobed=unprobed,
         )
         snap = engine.update(obs)
         rows = snap.by_key()

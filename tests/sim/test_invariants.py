@@ -60,12 +60,13 @@ freshness    Inside the table (freshness_lower_bound False): |freshness - (now -
              been dropped yet (polls so far <= freshness_points).
 
 retention    log_start is the last value read; retention_headroom_records == max(0, R+1 - S);
-             the row's records_lost lies between the deleted-uncopied range the engine can see,
+             the row's records_lost + records_lost_unverified (no probe here: none is proved data,
+             all are unverified) lies between the deleted-uncopied range the engine can see,
              max(0, S - (R+1)), and the true number of offsets deleted before being copied; the
              engine's per-flow counter lies between the losses a poller can prove (the union over
              polls of [R_j + 1, S_j)) and the truth: so it is exact whenever every loss was
              visible at a poll (test_records_lost_exact_when_observable constructs such runs).
-             AT_RISK whenever deleted-uncopied records are visible, and before the loss when the
+             AT_RISK whenever proved-lost records are visible, and before the loss when the
              log start closes in on a stalled mirror at a known rate (derivation at the test).
 
 rates        never negative; exactly 0 once nothing was appended / copied for 2W + 3Δ, where
@@ -438,16 +439,20 @@ def check_retention(res: Run) -> None:
                 continue
             assert row.retention_headroom_records == max(0, tr.lro + 1 - tr.log_start_known), where
             assert row.records_lost is not None, where
-            assert tr.lost_visible <= row.records_lost <= tr.lost, where
-            if tr.lost_visible > 0:
+            # Lost means data: without the probe no deleted offset is proved data, so every one
+            # the engine can see is unverified; never hidden.
+            assert row.records_lost_unverified is not None, where
+            assert tr.lost_visible <= row.records_lost + row.records_lost_unverified <= tr.lost, where
+            if row.records_lost > 0:
                 assert row.state is State.AT_RISK, where
                 assert row.retention_headroom_s == 0.0, where
             hs = row.retention_headroom_s
             assert hs is None or (math.isfinite(hs) and hs >= 0), where
             if row.record_lag == 0:  # caught up: retention deletes only copied records
                 assert row.state is not State.AT_RISK and not row.records_lost and hs is None, where
+                assert not row.records_lost_unverified, where
         if isinstance(lost_total, dict) and i == len(res.polls) - 1:
-            counted = lost_total.get(FLOW, 0)
+            counted = lost_total.get(FLOW, 0) + getattr(res.engine, "records_lost_unverified_total", {}).get(FLOW, 0)
             assert certain <= counted <= truth, f"records_lost_total={counted} certain={certain} truth={truth}"
 
 
@@ -682,12 +687,14 @@ def _lost_exact(case: Case) -> None:
     truth = sum(tr.lost for tr in last.truth.values())
     certain = sum(tr.lost_certain for tr in last.truth.values())
     assert certain == truth, "strategy bug: a loss was not observable"
-    assert res.engine.records_lost_total.get(FLOW, 0) == truth
+    # No probe here: no deleted offset is proved data, so all of them are counted unverified.
+    assert res.engine.records_lost_total.get(FLOW, 0) == 0
+    assert res.engine.records_lost_unverified_total.get(FLOW, 0) == truth
     for sp in res.partitions:
         for p, row, tr in res.series(sp.key):
             # Before the mirror resumes, everything lost is still in view: the row says it all.
             if tr.lost_visible and tr.log_start_known == tr.log_start:
-                assert row.records_lost == tr.lost, f"{sp.key} poll {p.k}: {row}\n{tr}"
+                assert row.records_lost_unverified == tr.lost, f"{sp.key} poll {p.k}: {row}\n{tr}"
 
 
 lost_exact_quick = QUICK(given(observable_loss_cases())(_lost_exact))

@@ -309,10 +309,12 @@ def retention() -> Run:
     # 2400 records exist (10/s history), retention keeps the newest 1800, so the log start is
     # 600 + 10 t and advances 10 records/s from the first poll on. 10 records/s are appended until
     # 250 s (LEO 4900), then nothing. The mirror (100/s) stalls at 60 s with LRO 2999 (offset
-    # 3000 appended at 60.05) and resumes at 285 s. Warn at 90 s of headroom.
+    # 3000 appended at 60.05) and resumes at 285 s. Warn at 90 s of headroom. The poller's probe
+    # reads the stalled partition from LRO + 1 and finds a data record there: what retention
+    # deletes from it on is lost data (DESIGN §3, "Lost means data").
     log = SourceLog([Appends(250, 10.0)], initial=2400, initial_rate=10.0, retention=Retention(keep_records=1800))
     mirror = Mirror(log, [Phase(60, 100.0), Phase(225, 0.0), Phase(400, 100.0)])
-    return simulate(log, mirror, 330.0, params=EngineParams(retention_warn_s=90.0))
+    return simulate(log, mirror, 330.0, params=EngineParams(retention_warn_s=90.0), probe=True)
 
 
 @needs("log_start", "retention_headroom_records", "retention_headroom_s", "records_lost", "records_lost_total")

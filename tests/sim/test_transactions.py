@@ -48,6 +48,7 @@ from tests.sim.model import (
     Appends,
     Mirror,
     Phase,
+    Retention,
     Run,
     SimPartition,
     SourceLog,
@@ -268,3 +269,85 @@ def test_open_transaction_holds_the_lso_at_read_committed() -> None:
             assert leos[120.0] == 50 + 120 + 11  # the transaction's records at 100, 102, ..., 120 so far
         assert all(r.state is IN_SYNC for _, r, _ in res.series(K)), res.table(K)
         assert math.isfinite(res.polls[-1].rows[K].time_lag_s)
+
+
+# --- lost means data (issue 30 case 4): retention and markers -----------------------------------
+
+
+def test_a_marker_deleted_uncopied_is_never_lost_after_a_restart() -> None:
+    # The issue's case: an idle transactional partition whose data is all copied (LRO 54), the
+    # commit marker at 55, LEO 56; retention (10 min) then deletes every segment: log start = LEO
+    # = 56. A sidecar started after that has no probe memory, and a fetch from 55 is below the
+    # log start: the deleted offset's kind is unknown. Never records_lost, never AT_RISK.
+    log = SourceLog([], initial=50, txns=[Txn(99.999, 5, True)], retention=Retention(keep_seconds=600.0))
+    mirror = Mirror(log, [Phase(2000, 200.0)])
+    res = run([SimPartition(K, log, mirror)], interval=15.0, start=900.0, end=1000.0, probe=True)
+    assert log.log_start(900.0) == log.leo(900.0) == 56
+    for p, row, tr in res.series(K):
+        assert (row.lro, row.log_start, row.records_lost) == (54, 56, 0), row
+        assert row.state is not State.AT_RISK, row
+        assert row.records_lost_unverified in (0, 1), row  # 0 once [log start, LEO) empty reads caught up
+    assert res.engine.records_lost_total == {}
+
+
+def test_a_sidecar_that_saw_the_marker_counts_nothing() -> None:
+    # The same partition watched from the start: the probe proved [55, 56) holds no data before
+    # retention deleted it, so the partition is caught up and nothing is lost or unverified.
+    log = SourceLog([], initial=50, txns=[Txn(99.999, 5, True)], retention=Retention(keep_seconds=600.0))
+    res = run([SimPartition(K, log, Mirror(log, [Phase(2000, 200.0)]))], interval=15.0, end=1000.0, probe=True)
+    for p, row, tr in res.series(K):
+        assert row.records_lost in (0, None) and row.records_lost_unverified in (0, None), row
+        if p.t >= 120.0:
+            assert row.state is IN_SYNC, row
+    assert res.engine.records_lost_total == {} and res.engine.records_lost_unverified_total == {}
+
+
+@st.composite
+def lost_marker_cases(draw: st.DrawFn) -> tuple[TxnCase, Retention, float]:
+    """Transactional logs under retention, mirrors that stall and resume, and a sidecar that
+    starts at any time (a restart: no probe memory)."""
+    case = draw(txn_cases(max_end=300.0))
+    retention = Retention(keep_records=draw(st.one_of(st.none(), st.integers(5, 60))),
+                          keep_seconds=draw(st.one_of(st.none(), floats(20.0, 200.0))),
+                          check_interval=draw(st.one_of(st.none(), floats(1.0, 30.0))))
+    return case, retention, draw(floats(0.0, case.end / 2))
+
+
+def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float) -> None:
+    """Per poll: records_lost only where [R + 1, S) held a data record, counted from it (with
+    AT_RISK); and where the probe could not date record R + 1 (retention deleted it before a
+    sidecar that started late could read it), a flagged time lag that is no more than the
+    truth's and never IN_SYNC."""
+    sims = []
+    for i, p in enumerate(case.parts):
+        log = SourceLog(p.appends, initial=p.initial, txns=p.txns, isolation=case.isolation, retention=retention)
+        sims.append(SimPartition(key(i), log, Mirror(log, p.phases, latency=p.latency, horizon=case.end + case.interval)))
+    res = run(sims, interval=case.interval, start=start, end=max(case.end, start + 2 * case.interval), eps=case.eps,
+              params=case.params, ttl=case.ttl, probe=True)
+    for sp in res.partitions:
+        log = sp.log
+        for p, row, tr in res.series(sp.key):
+            where = f"{sp.key} poll {p.k} t={p.t} ({log.isolation}): {row}\ntruth {tr}"
+            if row.time_lag_lower_bound:
+                # Never IN_SYNC on a claim the probe could not prove, and a bound never above the truth.
+                assert row.state is not IN_SYNC, where
+                assert tr.copied_through is None or row.time_lag_s <= p.now - tr.copied_through + TOL, where
+            if not row.records_lost:
+                continue
+            # Lost means data: the deleted uncopied range [R + 1, S) holds a data record, and the
+            # count runs from the first one.
+            first = log.next_data[min(tr.lro + 1, len(log))]
+            assert first < tr.log_start_known, where
+            assert row.records_lost <= tr.log_start_known - first, where
+            assert row.state is State.AT_RISK, where
+
+
+def _never_lost_for_a_marker(args: tuple[TxnCase, Retention, float]) -> None:
+    check_never_lost_for_a_marker(*args)
+
+
+lost_markers_quick = QUICK(given(lost_marker_cases())(_never_lost_for_a_marker))
+
+
+def test_never_records_lost_for_a_marker() -> None:
+    lost_markers_quick()

@@ -765,7 +765,10 @@ def polls(draw):
         if draw(st.integers(0, 4)) == 0:
             log_starts[PartitionKey("A", "B", "elsewhere", 0)] = 5  # not in the flows: ignored
         sizes = {flow: draw(st.sampled_from([1.0, 100.5, 1024.0])) for flow in (AB, CB) if draw(st.booleans())}
-        out.append(PollObservation(t, now, leos, lros, log_starts, sizes))
+        # Every record is data (no transactions): what the probe would prove of LRO + 1, so that
+        # deleted uncopied offsets are lost records (issue 30: "Lost means data").
+        first_data = {k: r.offset + 1 for k, r in lros.items()}
+        out.append(PollObservation(t, now, leos, lros, log_starts, sizes, first_data=first_data))
         t = now
     return out
 
@@ -988,7 +991,7 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
             if r.state in (State.GONE, State.UNKNOWN, State.RESET):
                 # Nothing new is made up where the lag itself is unknown (the log start may show).
                 assert r[r._fields.index("freshness_lag_s"):r._fields.index("log_start")] == (
-                    None, False, None, None, None, None)
+                    None, False, False, None, None, None, None)
                 assert (r.retention_headroom_records, r.retention_headroom_s, r.records_lost) == NONE3
             if r.state is State.GONE:
                 assert r.key in gone

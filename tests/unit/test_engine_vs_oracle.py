@@ -64,7 +64,12 @@ def steady_polls(draw):
         resolution = {"callback": draw(st.sampled_from([0.0, 0.0, 60.0, {AB: 60.0}, {AB: 0.0, CB: 5.0}]))}
         probed = {k: draw(st.sampled_from([None, t - 3_600.0, t - 5.0, now])) for k in lros
                   if draw(st.integers(0, 4)) == 0}
-        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed))
+        # Issue 30: where a probe found data, the first data record's offset (markers before it),
+        # and the partitions whose probe did not answer (refused, deferred, timed out).
+        first = {k: off[k] + 1 + draw(st.sampled_from([0, 0, 1, 3, 40])) for k in probed
+                 if probed[k] is not None and draw(st.booleans())}
+        unprobed = frozenset(k for k in lros if k not in probed and draw(st.integers(0, 3)) == 0)
+        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed, first, unprobed))
         t = now
     return out
 
@@ -89,6 +94,7 @@ def run_both(observations, params=lambda flow: ORACLE_PARAMS) -> None:
         same_rows(col.update(as_table(obs) if i % 2 else obs), ref.update(obs))
         assert col.rewinds_total == ref.rewinds_total
         assert col.records_lost_total == ref.records_lost_total
+        assert col.records_lost_unverified_total == ref.records_lost_unverified_total
         assert len(col) == len(ref)
 
 
@@ -131,6 +137,7 @@ def test_same_snapshots_when_the_config_changes_between_polls(observations, conf
         same_rows(col.update(as_table(obs) if data.draw(st.booleans()) else obs), ref.update(obs))
         assert col.rewinds_total == ref.rewinds_total
         assert col.records_lost_total == ref.records_lost_total
+        assert col.records_lost_unverified_total == ref.records_lost_unverified_total
 
 
 def test_a_big_estate_in_one_poll_matches_row_for_row() -> None:

@@ -66,7 +66,7 @@ def test_timestamp_of_the_first_data_record_or_none_past_the_markers(log):
     assert probe.probe([(key(), 6, 7)]) == {key(): None}  # only the marker: caught up
     assert probe.probe([(key(), 5, 5)]) == {key(): None}  # an empty range: no fetch
     assert len(log.calls) == 3
-    assert probe.stats == ProbeStats(probes_total=3)
+    assert probe.stats == ProbeStats(probes_total=3, outcomes={"answered": 3})
 
 
 def test_a_poll_where_nothing_changed_fetches_nothing(log):
@@ -256,3 +256,52 @@ def test_partitions_no_longer_asked_stop_waiting_and_hold_no_memory(log):
     assert len(probe._waiting) == 4
     probe.probe(())
     assert probe._waiting == {}
+
+
+class RefusingLog(FakeLog):
+    """A source that refuses some partitions, saying why (the KafkaFetcher's `failures`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse: dict[tuple[str, int], str] = {}
+        self.failures: dict[tuple[str, int], str] = {}
+
+    def fetch(self, starts, timeout_s):
+        # A timeout is a partition left out of the answer and of `failures` alike.
+        self.failures = {tp: why for tp, why in self.refuse.items() if tp in starts and why != "timeout"}
+        self.fail = set(self.refuse)
+        return super().fetch(starts, timeout_s)
+
+
+def test_outcomes_are_counted_by_reason_and_a_refusal_is_logged_once_per_change(caplog):
+    log = RefusingLog()
+    for p in range(5):
+        log.write("t", p, 10, 1010.0)
+    log.refuse = {("t", 1): "not_authorized", ("t", 2): "out_of_range", ("t", 3): "timeout"}
+    probe = SourceProbe(None, fetcher=log, max_fetches=4, cluster="src")
+    asked = [(key(partition=p), 10, 11) for p in range(5)]
+    with caplog.at_level("INFO", logger="mirrorlag.kafka.probe"):
+        probe.probe(asked)
+        probe.probe(asked)  # again: 0 is cached, 4 (deferred) now fetched; 1, 2, 3 fail again
+    assert probe.stats.outcomes == {"answered": 2, "cached": 1, "deferred": 1, "not_authorized": 2,
+                                    "out_of_range": 2, "timeout": 2}
+    denied = [r for r in caplog.records if "not authorized" in r.getMessage()]
+    assert len(denied) == 1 and "Read on Topic" in denied[0].getMessage() and "cluster src" in denied[0].getMessage()
+    log.refuse = {}
+    with caplog.at_level("INFO", logger="mirrorlag.kafka.probe"):
+        probe.probe([(key(partition=1), 10, 11)])
+    assert any("authorized again" in r.getMessage() for r in caplog.records)
+
+
+def test_offsets_of_the_first_data_records_are_handed_out(log):
+    log.write("t", 0, 12, 1012.0)
+    log.ends[("t", 0)] = 14  # 13: a marker
+    probe = make(log)
+    offsets: dict = {}
+    assert probe.probe([(key(), 11, 14)], offsets) == {key(): 1012.0}
+    assert offsets == {key(): 12}
+    offsets.clear()
+    assert probe.probe([(key(), 11, 14)], offsets) == {key(): 1012.0}  # from the cache
+    assert offsets == {key(): 12}
+    offsets.clear()
+    assert probe.probe([(key(), 13, 14)], offsets) == {key(): None} and offsets == {}  # a marker only

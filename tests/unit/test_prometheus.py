@@ -378,3 +378,15 @@ def test_the_openmetrics_exposition_parses_with_its_types():
     lag = [s for s in families["mirrorlag_replication_record_lag"].samples]
     assert {(tuple(sorted(s.labels.items())), s.value) for s in lag} == {
         (labels(K0), 7.0), (labels(K1), 0.0)} == {(k[1], v) for k, v in classic.items() if k[0] == "mirrorlag_replication_record_lag"}
+
+
+def test_probe_outcomes_and_unverified_losses_are_counters_of_their_own():
+    polled = PollStats(polls_total=2, records_lost_total={FlowId("A", "B"): 3},
+                       records_lost_unverified_total={FlowId("A", "B"): 1},
+                       probe_outcomes_total={"A": {"answered": 5, "not_authorized": 2}})
+    samples = parse(metrics_text(MetricsRenderer(), Snapshot(1.0, (row(K0, State.LAGGING, 7),)), polled))
+    flow = (("source", "A"), ("target", "B"))
+    assert samples[("mirrorlag_records_lost_total", flow)] == 3  # proved data: the alert's
+    assert samples[("mirrorlag_records_lost_unverified_total", flow)] == 1
+    assert samples[("mirrorlag_probe_outcomes_total", (("cluster", "A"), ("reason", "answered")))] == 5
+    assert samples[("mirrorlag_probe_outcomes_total", (("cluster", "A"), ("reason", "not_authorized")))] == 2

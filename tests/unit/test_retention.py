@@ -71,8 +71,13 @@ def poll(
     leos: Mapping[PartitionKey, int | None],
     lros: Mapping[PartitionKey, LroReading] | None = None,
     log_starts: Mapping[PartitionKey, int] | None = None,
+    first_data: Mapping[PartitionKey, int] | None = None,
 ) -> dict[PartitionKey, PartitionRow]:
-    snap = eng.update(PollObservation(t, t + READ, leos, lros or {}, log_starts or {}))
+    """One poll; by default the source probe proved record LRO + 1 a data record (a topic without
+    transactions), so deleted uncopied offsets are lost records."""
+    if first_data is None:
+        first_data = {k: r.offset + 1 for k, r in (lros or {}).items()}
+    snap = eng.update(PollObservation(t, t + READ, leos, lros or {}, log_starts or {}, first_data=first_data))
     return snap.by_key()
 
 
@@ -233,8 +238,49 @@ def test_unknown_rows_show_the_log_start_and_nothing_else_new() -> None:
     for key, start in ((K0, 10), (K1, 20)):
         r = rows[key]
         assert r.state is State.UNKNOWN and r.log_start == start
-        assert r[r._fields.index("log_start") + 1:] == (None, None, None)
+        assert r[r._fields.index("log_start") + 1:] == (None, None, None, None)
         assert (r.freshness_lag_s, r.freshness_lower_bound, r.byte_lag_estimate, r.append_rate,
                 r.copy_rate, r.catch_up_s) == (None, False, None, None, None, None)
     rows = poll(e, 15.0, {K0: None}, {K0: lro(5, 14.0)})
     assert rows[K0].log_start == 10 and rows[K1].state is State.GONE and rows[K1].log_start == 20
+
+
+# --- lost means data (issue 30) ---
+
+
+def test_deleted_offsets_no_probe_proved_are_unverified_not_lost() -> None:
+    # After a restart the probe's memory is gone and a fetch below the log start fails: nothing
+    # says whether [500, 600) held data. Counted apart; no AT_RISK, no records_lost.
+    e = engine()
+    r = poll(e, 0.0, {K0: 1_000}, {K0: lro(499, -50.0)}, {K0: 600}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified, r.retention_headroom_records) == (0, 100, 0)
+    assert r.state is not State.AT_RISK and r.retention_headroom_s is None
+    assert e.records_lost_total == {} and e.records_lost_unverified_total == {FlowId("A", "B"): 100}
+    # Seen again: counted once.
+    r = poll(e, 15.0, {K0: 1_000}, {K0: lro(499, -50.0)}, {K0: 650}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified) == (0, 150)
+    assert e.records_lost_unverified_total == {FlowId("A", "B"): 150}
+
+
+def test_a_marker_is_never_lost() -> None:
+    # Idle transactional partition: data through 100 (copied), the commit marker at 101, then data
+    # from 102. The probe proved the first data record after LRO + 1 = 101 is 102; retention then
+    # deleted 101 (the marker) only: nothing lost, nothing unverified.
+    e = engine()
+    poll(e, 0.0, {K0: 110}, {K0: lro(100, -50.0)}, {}, first_data={K0: 102})
+    r = poll(e, 15.0, {K0: 110}, {K0: lro(100, -50.0)}, {K0: 102}, first_data={})[K0]  # the proof is kept
+    assert (r.records_lost, r.records_lost_unverified) == (0, 0)
+    assert r.state is not State.AT_RISK
+    assert e.records_lost_total == {} and e.records_lost_unverified_total == {}
+    # Retention goes on past 102: from the first data record on, records are lost.
+    r = poll(e, 30.0, {K0: 110}, {K0: lro(100, -50.0)}, {K0: 105}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified, r.state) == (3, 0, State.AT_RISK)
+    assert e.records_lost_total == {FlowId("A", "B"): 3} and e.records_lost_unverified_total == {}
+
+
+def test_a_proof_ends_when_the_lro_passes_it() -> None:
+    e = engine()
+    poll(e, 0.0, {K0: 110}, {K0: lro(100, -50.0)}, {}, first_data={K0: 102})
+    # The mirror copied 102..104 (LRO 104): the record at 102 says nothing of [105, ...).
+    r = poll(e, 15.0, {K0: 110}, {K0: lro(104, 14.0)}, {K0: 107}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified) == (0, 2)
