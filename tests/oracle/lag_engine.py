@@ -195,7 +195,7 @@ class LagEngine:
             window = self._window(part).record_and_measure(0, now)
             return _row(key, State.IN_SYNC, leo, None, now, window, part.log_start, record_lag=0, time_lag_s=0.0,
                         freshness_lag_s=0.0, byte_lag_estimate=None if fl.mean_bytes is None else 0, catch_up_s=0.0,
-                        **dict.fromkeys(("retention_headroom_records", "records_lost"),
+                        **dict.fromkeys(("retention_headroom_records", "records_lost", "records_lost_unverified"),
                                         None if part.log_start is None else 0))
 
         # The source probe at LRO + 1: no data record left (transaction markers only) is caught

@@ -73,7 +73,7 @@ class StandInProbe:
     def __init__(self) -> None:
         self.asked: list[list] = []
 
-    def probe(self, requests):
+    def probe(self, requests, first_data=None):
         requests = list(requests)
         self.asked.append(requests)
         return {key: None for key, _, _ in requests}
