@@ -311,7 +311,7 @@ class Poller:
     def _owed_from_log_start(self, leos: Mapping[PartitionKey, int | None], rows: Sequence[PartitionKey],
                              lros: LroTable, log_starts: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """An LRO of `log start - 1` for the partitions with records that no feed gives one,
-        once every feed that could has read its evidence through (DESIGN §3, no LRO, records to
+        once a feed of their flow has read its evidence through (DESIGN §3, no LRO, records to
         copy): MM2's consumer starts a partition it never copied at its log start
         (auto.offset.reset = earliest, its default), so every record from there is owed. Where it
         starts at `latest`, nothing says where it began, and they stay UNKNOWN; `/status` says
