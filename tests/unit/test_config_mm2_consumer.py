@@ -9,16 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirrorlag.model import FlowId
-from tests.unit.test_config import BASE, NEXT, assert_at, f0, load, load_error
-
-THREE = """\
-clusters = A, B, C
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-C.bootstrap.servers = c:9092
-A->B.enabled = true
-A->C.enabled = true
-"""
+from tests.unit.test_config import BASE, NEXT, THREE, assert_at, f0, load, load_error
 AB, AC = FlowId("A", "B"), FlowId("A", "C")
 
 
