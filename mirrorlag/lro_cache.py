@@ -93,7 +93,7 @@ class LroCache:
         at = rows_in(self._keys, list(offsets))
         value = np.fromiter(offsets.values(), np.int64, len(offsets))
         value, at = value[at >= 0], at[at >= 0]
-        take = (~self._used[at] | (self._feed[at] == code)) & (~self._used[at] | (self._offset[at] != value))
+        take = ~self._used[at] | ((self._feed[at] == code) & (self._offset[at] != value))  # new, or moved
         at, value = at[take], value[take]
         self._offset[at] = value
         self._feed[at] = code
@@ -199,6 +199,6 @@ class LroCache:
 
 
 _NONE = np.iinfo(np.int64).min  # no offset: below any a feed reports
-# The pseudo-feed of a partition no feed gives an LRO, once every feed has read its evidence: MM2
+# The pseudo-feed of a partition no feed gives an LRO, once a feed of its flow has read its evidence: MM2
 # owes every record from the log start (the LRO is `log start - 1`; DESIGN §3).
 LOG_START = "log-start"
