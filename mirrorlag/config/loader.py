@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import javaproperties
 
 from mirrorlag.config.client import Prop, cluster_client_config, error_at
+from mirrorlag.config.near_miss import warn_near_misses
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
     DEFAULT_TOPICS_EXCLUDE,
@@ -356,6 +357,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
 
     aliases, clusters_prop = _clusters(props, files)
     _check_own_keys(props)
+    warn_near_misses(props, aliases, {key: row[1] for key, row in {**GLOBAL_KEYS, **FLOW_KEYS}.items()})
     own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
     clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
     override = props.get("mirrorlag.leo.isolation.level") if own["mirrorlag.leo.isolation.level"] else None
