@@ -263,14 +263,15 @@ def _protocols(uri: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(fsspec.core.split_protocol(part)[0] or "file" for part in uri.split("::")))
 
 
-_LISTENER = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>[0-9]{1,5})")
+_LISTENER = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>[0-9]{1,5})")
 
 
 def _listener(text: str) -> tuple[str, int]:
     match = _LISTENER.fullmatch(text.strip())
     if match is None or int(match["port"]) > 65535:
-        raise _Bad("host:port or [ipv6]:port with a port in 0..65535")
-    return match["v6"] or match["host"], int(match["port"])
+        raise _Bad("host:port, [ipv6]:port or :port with a port in 0..65535")
+    # `:9464` is every interface, as Prometheus exporters' --web.listen-address reads it.
+    return match["v6"] or match["host"] or "0.0.0.0", int(match["port"])
 
 
 # --- the keys mirrorlag reads: key -> (parser, default text as MM2 would write it) -----------

@@ -473,6 +473,8 @@ def test_global_keys_are_not_per_flow(tmp_path: Path) -> None:
         (" localhost:0 ", "localhost", 0),
         ("[::1]:9464", "::1", 9464),
         ("[::]:65535", "::", 65535),
+        (":9464", "0.0.0.0", 9464),  # every interface, as Prometheus exporters read it
+        (" :0", "0.0.0.0", 0),
     ],
 )
 def test_http_listener(tmp_path: Path, value: str, host: str, port: int) -> None:
@@ -480,7 +482,7 @@ def test_http_listener(tmp_path: Path, value: str, host: str, port: int) -> None
     assert (s.http_host, s.http_port) == (host, port)
 
 
-@pytest.mark.parametrize("value", ["9464", "host:", ":9464", "host:65536", "::1:9464", "[::1]", "h:p", "h:123456"])
+@pytest.mark.parametrize("value", ["9464", "host:", ":", ":65536", "host:65536", "::1:9464", "[::1]", "h:p", "h:123456"])
 def test_bad_http_listener(tmp_path: Path, value: str) -> None:
     err = load_error(tmp_path, BASE + f"mirrorlag.http.listener = {value}\n")
     assert f"got {value!r}" in assert_at(err, f0(tmp_path), NEXT, "mirrorlag.http.listener")
