@@ -127,10 +127,12 @@ def run_pacing() -> GcPacing:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
+    from mirrorlag.config.effective import log_effective
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
+    log_effective(settings)
     web = None
     web_config_file = args.web_config_file or settings.http_web_config_file  # the flag wins
     if web_config_file is not None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import javaproperties
 
 from mirrorlag.config.client import Prop, cluster_client_config, error_at
+from mirrorlag.config.effective import non_defaults
 from mirrorlag.config.near_miss import warn_near_misses
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
@@ -344,6 +345,18 @@ def _value(prop: Prop | None, row: Row) -> Any:
     return parser(default) if prop is None else _parse(prop, parser)
 
 
+def _means_default(row: Row) -> Callable[[str], bool]:
+    parser, default = row
+
+    def test(text: str) -> bool:
+        try:
+            return bool(parser(text) == parser(default))
+        except _Bad:
+            return False
+
+    return test
+
+
 # --- loading -----------------------------------------------------------------------------
 
 
@@ -382,6 +395,8 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         metrics_detail=own["mirrorlag.metrics.detail"],
         metrics_partition_series_max=own["mirrorlag.metrics.partition.series.max"],
         history=_history(props, own),
+        non_defaults=non_defaults(props, files, aliases, [f"{f.source}->{f.target}" for f in flows],
+                                  {key: _means_default(row) for key, row in {**GLOBAL_KEYS, **FLOW_KEYS}.items()}),
     )
 
 

@@ -152,6 +152,19 @@ class HistorySettings:
 
 
 @dataclass(frozen=True)
+class InForce:
+    """A key mirrorlag reads, set to something other than its default (config/effective.py)."""
+
+    key: str
+    shown: str  # the value as written (trimmed), *** for a secret
+    file: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.key} = {self.shown}"
+
+
+@dataclass(frozen=True)
 class Settings:
     files: tuple[Path, ...]
     clusters: Mapping[str, ClusterSettings]
@@ -181,6 +194,9 @@ class Settings:
     # (0: every poll). A read costs client CPU in proportion to the cluster's partitions.
     metadata_max_age_s: float = 0.0
     history: HistorySettings | None = None  # mirrorlag.history.*; None when mirrorlag.history.dir is unset
+    # The keys read that are not at their defaults, with file and line and secrets masked: `run`
+    # logs them at its start (config/effective.py).
+    non_defaults: tuple[InForce, ...] = field(default=(), repr=False, compare=False)
 
     def flow(self, flow_id: FlowId) -> FlowSettings:
         for flow in self.flows:
