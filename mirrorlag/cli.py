@@ -132,7 +132,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.sidecar import Sidecar
 
     settings = load_settings(args.config)
-    log_effective(settings)
     web = None
     web_config_file = args.web_config_file or settings.http_web_config_file  # the flag wins
     if web_config_file is not None:
@@ -144,7 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings),
                           gc_pacing=run_pacing(), web=web)
     except OSError as exc:  # e.g. the HTTP port is taken
-        raise MirrorlagError(f"mirrorlag.http.listener {settings.http_host}:{settings.http_port}: {exc.strerror}") from None
+        host = f"[{settings.http_host}]" if ":" in settings.http_host else settings.http_host
+        raise MirrorlagError(f"mirrorlag.http.listener {host}:{settings.http_port}: {exc.strerror}") from None
+    log_effective(settings)  # once the listener is bound: a run that cannot start says one line
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())

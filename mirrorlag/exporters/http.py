@@ -259,6 +259,12 @@ def _close(conn: ssl.SSLSocket) -> None:
 _UNAUTHORIZED = b"Unauthorized\n"  # the same few bytes whatever was sent: nothing to learn from them
 
 
+class _Server6(_Server):
+    """An IPv6 listener (`[::1]:9464`); on `[::]` Linux also takes IPv4 clients, as Go's servers do."""
+
+    address_family = socket.AF_INET6
+
+
 class ExpositionServer:
     def __init__(self, host: str, port: int, client_timeout_s: float = CLIENT_TIMEOUT_S,
                  web: WebConfig | None = None, web_reload_check_s: float | None = None) -> None:
@@ -376,7 +382,7 @@ class ExpositionServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("%s " + format, self.address_string(), *args)
 
-        self.httpd = _Server((host, port), Handler)
+        self.httpd = (_Server6 if ":" in host else _Server)((host, port), Handler)
         self.httpd.web = live
         self.httpd.client_timeout_s = client_timeout_s
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -84,3 +85,17 @@ def test_run_logs_its_settings_masks_secrets_and_listens_on_every_interface(tmp_
     assert not any("metrics.num.samples" in line or "intervall" in line for line in in_force)  # default; unknown
     assert f"{mm2}:8: unknown key 'replication.record.lag.metric.refresh.intervall'" in text
     assert f"on 0.0.0.0:{port}" in stderr[-1]
+
+
+def test_a_taken_ipv6_listener_is_one_line_with_brackets(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET6) as taken:
+        taken.bind(("::1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "mm2.properties"
+        config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:{free_port()}\n"
+                          f"dst.bootstrap.servers = 127.0.0.1:{free_port()}\nsrc->dst.enabled = true\n"
+                          f"mirrorlag.http.listener = [::1]:{port}\n")
+        result = mirrorlag("run", "--config", str(config))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == f"mirrorlag: error: mirrorlag.http.listener [::1]:{port}: Address already in use"
