@@ -13,30 +13,38 @@ from pathlib import Path
 from typing import Callable, Collection, Mapping, Sequence
 
 from mirrorlag.config.client import CLIENT_KEYS, Prop
-from mirrorlag.config.known_keys import CONSUMER_KEYS_READ, OTHER_KEYS_READ, KeyParts, split_key
+from mirrorlag.config.known_keys import (
+    CONSUMER_KEYS_READ,
+    FLOW_KEYS_READ,
+    OTHER_KEYS_READ,
+    TOP_KEYS_READ,
+    WORKER_KEYS_READ,
+    KeyParts,
+    split_key,
+)
 from mirrorlag.config.settings import InForce, Settings, is_secret_key
 
 log = logging.getLogger(__name__)
 
 _USERINFO = re.compile(r"(://)[^/@\s]+@")  # a URL's user:password@
 _CONSUMER_PREFIXES = ("consumer.", "source.consumer.")
-_WORKER_KEYS = ("offset.flush.interval.ms", "exactly.once.source.support", "offset.storage.topic")
+DefaultTest = Callable[[str], bool]  # whether a value, as written, means the key's default
 
 
 def non_defaults(props: Mapping[str, Prop], files: Sequence[Path], aliases: Collection[str], flows: Collection[str],
-                 loader_keys: Mapping[str, Callable[[str], bool]]) -> tuple[InForce, ...]:
+                 global_keys: Mapping[str, DefaultTest], flow_keys: Mapping[str, DefaultTest]) -> tuple[InForce, ...]:
     """The keys in `props` mirrorlag reads whose values are not their defaults, in the order of
     `files` (the order they are layered in) and of their lines.
 
     `flows` are the enabled flows ("A->B"): a per-flow key of any other flow is not in force.
-    `loader_keys` maps each of the loader's keys (FLOW_KEYS, GLOBAL_KEYS) to a test of whether a
-    text means its default (e.g. 30000 and +30000 both do)."""
+    `global_keys` and `flow_keys` map the loader's GLOBAL_KEYS and FLOW_KEYS to a test of whether
+    a text means the key's default (30000 and +30000 both do)."""
     found = []
     for key, prop in props.items():
         parts = split_key(key, aliases)
-        if not _read(parts, flows, loader_keys):
+        if not _read(parts, flows, global_keys, flow_keys):
             continue
-        is_default = loader_keys.get(parts.bare) or _text_default(parts.bare)
+        is_default = global_keys.get(parts.bare) or flow_keys.get(parts.bare) or _text_default(parts.bare)
         if not is_default(prop.value):
             found.append(InForce(key, shown(key, prop.value), prop.file, prop.line))
     return tuple(sorted(found, key=lambda f: (files.index(f.file), f.line)))
@@ -47,21 +55,21 @@ def shown(key: str, value: str) -> str:
     return "***" if is_secret_key(key) else _USERINFO.sub(r"\1***@", value.strip())
 
 
-def _read(parts: KeyParts, flows: Collection[str], loader_keys: Collection[str]) -> bool:
-    """Whether mirrorlag reads the key (for the flows in force)."""
-    if not parts.scope:  # the top level: the loader's keys, `clusters`, the Java client keys
-        return not parts.client and (parts.bare in loader_keys or parts.bare in OTHER_KEYS_READ)
-    if "->" in parts.scope:  # A->B.
+def _read(parts: KeyParts, flows: Collection[str], global_keys: Collection[str], flow_keys: Collection[str]) -> bool:
+    """Whether mirrorlag reads the key (for the flows in force): see loader.py and client.py."""
+    if not parts.scope:
+        return not parts.client and (parts.bare in global_keys or parts.bare in flow_keys or parts.bare in TOP_KEYS_READ)
+    if "->" in parts.scope:  # A->B.: a global-only key there is ignored (the loader warns)
         if parts.scope[:-1] not in flows:
             return False
         if parts.client:
             return parts.client in _CONSUMER_PREFIXES and parts.bare in CONSUMER_KEYS_READ
-        return parts.bare == "enabled" or (parts.bare in loader_keys and not parts.bare.startswith("mirrorlag."))
+        return parts.bare in flow_keys or parts.bare in FLOW_KEYS_READ
     if parts.client == "admin.":  # <alias>.admin.
         return parts.bare in CLIENT_KEYS
     if parts.client:
         return parts.client == "consumer." and parts.bare in CONSUMER_KEYS_READ
-    return parts.bare in CLIENT_KEYS or parts.bare in _WORKER_KEYS
+    return parts.bare in CLIENT_KEYS or parts.bare in WORKER_KEYS_READ
 
 
 def _text_default(bare: str) -> Callable[[str], bool]:

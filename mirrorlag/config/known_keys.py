@@ -16,18 +16,23 @@ from typing import Collection
 
 from mirrorlag.config.client import CLIENT_KEYS
 
-# Keys mirrorlag reads besides the loader's FLOW_KEYS and GLOBAL_KEYS (bare, without prefixes):
-# MirrorMakerConfig's own, the Connect worker keys of the target's herder, and MM2's source
-# consumer's keys (under `consumer.`-type prefixes: see CONSUMER_KEYS_READ).
-OTHER_KEYS_READ: dict[str, str | None] = {  # key -> default as MM2 would write it (None: none)
+# Keys mirrorlag reads besides the loader's FLOW_KEYS and GLOBAL_KEYS (bare, without prefixes),
+# each with its default as MM2 would write it (None: none). MirrorMakerConfig's own and the Java
+# client keys at the top level (the client keys under `<alias>.` and `<alias>.admin.` too):
+TOP_KEYS_READ: dict[str, str | None] = {
     "clusters": None,
-    "enabled": "false",  # A->B.enabled
-    "topics.blacklist": None,  # the legacy name of topics.exclude
-    "offset.flush.interval.ms": "60000",  # <target>.offset.flush.interval.ms
-    "exactly.once.source.support": "disabled",  # <target>.exactly.once.source.support
+    "topics.blacklist": None,  # the legacy name of topics.exclude, also per flow
     "offset.storage.topic": None,
-    **{key: None for key in CLIENT_KEYS},  # top level, <alias>. and <alias>.admin.
+    **{key: None for key in CLIENT_KEYS},
 }
+FLOW_KEYS_READ: dict[str, str | None] = {"enabled": "false", "topics.blacklist": None}  # A->B.
+# Connect worker keys of the target's herder, read under `<target>.` only, as MM2's worker does.
+WORKER_KEYS_READ: dict[str, str | None] = {
+    "offset.flush.interval.ms": "60000",
+    "exactly.once.source.support": "disabled",
+    "offset.storage.topic": None,
+}
+OTHER_KEYS_READ = {**TOP_KEYS_READ, **FLOW_KEYS_READ, **WORKER_KEYS_READ}
 # Under a client prefix (<source>.consumer., A->B.consumer., A->B.source.consumer., <alias>.admin.).
 CONSUMER_KEYS_READ: dict[str, str | None] = {
     "isolation.level": "read_uncommitted",

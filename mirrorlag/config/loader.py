@@ -8,6 +8,7 @@ default. Every value remembers the file and line it came from so that errors can
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 import re
@@ -345,16 +346,16 @@ def _value(prop: Prop | None, row: Row) -> Any:
     return parser(default) if prop is None else _parse(prop, parser)
 
 
-def _means_default(row: Row) -> Callable[[str], bool]:
-    parser, default = row
+def _means_default(row: Row, text: str) -> bool:
+    """Whether `text` parses to the row's default (30000 and +30000 both do)."""
+    try:
+        return bool(row[0](text) == row[0](row[1]))
+    except _Bad:
+        return False
 
-    def test(text: str) -> bool:
-        try:
-            return bool(parser(text) == parser(default))
-        except _Bad:
-            return False
 
-    return test
+def _default_tests(rows: Mapping[str, Row]) -> dict[str, Callable[[str], bool]]:
+    return {key: functools.partial(_means_default, row) for key, row in rows.items()}
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -396,7 +397,7 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         metrics_partition_series_max=own["mirrorlag.metrics.partition.series.max"],
         history=_history(props, own),
         non_defaults=non_defaults(props, files, aliases, [f"{f.source}->{f.target}" for f in flows],
-                                  {key: _means_default(row) for key, row in {**GLOBAL_KEYS, **FLOW_KEYS}.items()}),
+                                  _default_tests(GLOBAL_KEYS), _default_tests(FLOW_KEYS)),
     )
 
 

@@ -38,6 +38,9 @@ def test_lists_what_differs_from_the_default_with_file_and_line(tmp_path: Path) 
         "B.offset.flush.interval.ms = 60000\n"       # 11: Connect's default
         "A.consumer.isolation.level = read_committed\n"  # 12
         "mirrorlag.http.listener = :9464\n"          # 13: every interface, port 9464: the default
+        "A->B.mirrorlag.freshness.table.points = 10\n"  # 14: an engine key, per flow
+        "A->B.replication.record.lag.metric.refresh.interval = 1000\n"  # 15: global only: ignored
+        "offset.flush.interval.ms = 1000\n"         # 16: a worker key, read under <target>. only
     ), "replication.lag.time.max.ms = 9000\nmirrorlag.metrics.detail = lag\n")
     f0, f1 = tmp_path / "f0.properties", tmp_path / "f1.properties"
     assert lines == [
@@ -47,6 +50,7 @@ def test_lists_what_differs_from_the_default_with_file_and_line(tmp_path: Path) 
         f"{f0}:4: A->B.enabled = true",
         f"{f0}:10: A->B.topics = orders.*",
         f"{f0}:12: A.consumer.isolation.level = read_committed",
+        f"{f0}:14: A->B.mirrorlag.freshness.table.points = 10",
         f"{f1}:1: replication.lag.time.max.ms = 9000",  # the later file's value, where it was set
         f"{f1}:2: mirrorlag.metrics.detail = lag",
     ]
