@@ -54,7 +54,8 @@ def near_misses(keys: Iterable[str], aliases: Collection[str], read: Collection[
         candidates = client_keys if parts.client else top
         if parts.bare in VALID_KEYS or parts.bare in candidates:
             continue
-        close = difflib.get_close_matches(parts.bare, candidates, n=1, cutoff=CUTOFF)
+        # Java's keys are case-sensitive: `Clusters` is a different, unknown key.
+        close = difflib.get_close_matches(parts.bare.lower(), candidates, n=1, cutoff=CUTOFF)
         if close:
             found.append(NearMiss(key, parts.prefix + close[0], close[0]))
     return found

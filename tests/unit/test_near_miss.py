@@ -44,6 +44,8 @@ def suggestions(*keys: str) -> dict[str, str]:
     ("topic", "topics"),
     ("topics.exlude", "topics.exclude"),
     ("cluster", "clusters"),
+    ("Clusters", "clusters"),  # Java's keys are case-sensitive
+    ("A->B.Replication.Lag.Time.Max.Ms", "A->B.replication.lag.time.max.ms"),
     ("replication.policy.seperator", "replication.policy.separator"),
     # with a flow's or a cluster's prefix, and behind a client prefix: the same prefix in the answer
     ("A->B.replication.lag.time.max", "A->B.replication.lag.time.max.ms"),
