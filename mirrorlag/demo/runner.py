@@ -145,7 +145,7 @@ def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, histo
             ages = (status or {}).get("heartbeat_age_s") or {}
             heartbeat = ", ".join(f"{f} {a:.1f}s" for f, a in ages.items()) or "-"
             return (f"mirror: {controller.phase} | produced {loadgen.produced} | heartbeat age {heartbeat}\n"
-                    f"{url}/metrics | configs {mm2} + {own} (max 8 s) | Ctrl-C stops\n"
+                    f"{url}/metrics | {run_dir}: {mm2.name} + {own.name} (max 8 s) | Ctrl-C stops\n"
                     f"the same verdict, one-shot: {check}")
 
         try:
