@@ -49,9 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="embedded source and target brokers, a lagging replicator and the sidecar, live")
     demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
     demo.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
-    demo.add_argument("--no-ui", action="store_true", help="log lines instead of the live table")
+    demo.add_argument("--no-ui", action="store_true",
+                      help="plain status lines instead of the live table (the default when stdout is not a terminal)")
+    demo.add_argument("--dir", type=Path, default=Path("mirrorlag-demo"), metavar="DIR",
+                      help="keep the configs, logs and lag history here (default ./mirrorlag-demo)")
     demo.add_argument("--history", type=Path, default=None, metavar="DIR",
-                      help="keep the sidecar's lag history in DIR (30 s segments), for `mirrorlag rollup`")
+                      help="the sidecar's lag history (30 s segments, for `mirrorlag rollup`; default: DIR/history of --dir)")
 
     mirror = sub.add_parser("mirror", help="a MirrorMaker 2 stand-in: copy the flows and write MM2's offsets, syncs and heartbeats")
     add_config(mirror)
@@ -86,7 +89,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from mirrorlag.demo.runner import run_demo
 
-        return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, history=args.history)
+        return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, run_dir=args.dir,
+                        history=args.history)
     if args.command == "mirror":
         from mirrorlag.mirror.cli import cmd_mirror
 

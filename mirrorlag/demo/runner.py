@@ -4,18 +4,20 @@ Two embedded brokers; a load generator with bursts and idle spells; `mirrorlag m
 wire) and `mirrorlag run` (the sidecar) as separate processes that share nothing but the brokers
 and the properties files; and a live table read from the sidecar's /status, as any client would.
 The mirror is rate-limited below the bursts and paused now and then, so lag comes and goes.
-Ctrl-C (or a closed terminal, or --duration) stops everything it started.
+Ctrl-C (or a closed terminal, or --duration) stops everything it started; its run directory
+keeps the properties files, the processes' logs and the lag history for `mirrorlag check` and
+`mirrorlag rollup` afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -27,12 +29,8 @@ from typing import Any
 
 import javaproperties
 from confluent_kafka.admin import AdminClient, NewTopic
-from rich.console import Console
-from rich.live import Live
-from rich.logging import RichHandler
-
 from mirrorlag.demo.loadgen import LoadGenerator
-from mirrorlag.demo.ui import render_table
+from mirrorlag.demo.ui import LiveView, PlainView, View
 from mirrorlag.embedded import EmbeddedBroker
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
@@ -63,7 +61,7 @@ replication.lag.time.max.ms = 8000
 metrics.sample.window.ms = 10000
 """
 
-# With --history: short segments, so `mirrorlag rollup` has data after a minute of demo.
+# Short segments, so `mirrorlag rollup` has data after a minute of demo.
 HISTORY_PROPERTIES = """\
 mirrorlag.history.dir = {dir}
 mirrorlag.history.segment.ms = 30000
@@ -102,73 +100,91 @@ def fetch_status(port: int) -> dict[str, Any] | None:
         return None
 
 
-def run_demo(port: int, duration_s: float | None, ui: bool, history: Path | None = None) -> int:
+def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, history: Path | None = None) -> int:
+    """`ui`: the live table, where stdout is a terminal (else plain lines: a pipe gets them too).
+    `run_dir` keeps the configs, the logs (appended to, run after run) and, unless `history`
+    names another directory, the lag history."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal must not orphan the brokers
         signal.signal(signum, lambda *_: stop.set())
     _check_port_free(port)
+    run_dir = run_dir.resolve()
+    history = (history or run_dir / "history").resolve()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MirrorlagError(f"demo run directory {run_dir}: {exc.strerror}") from None
+    mm2, own = run_dir / "mm2.properties", run_dir / "mirrorlag.properties"
+    logs = [run_dir / f"{name}.log" for name in ("mirror", "sidecar")]
+    check = f"{_program()} check --config {shlex.quote(str(mm2))} --config {shlex.quote(str(own))}"
+    view: View = LiveView() if ui and sys.stdout.isatty() else PlainView()
+    url = f"http://127.0.0.1:{port}"
+    view.say(f"demo: {url}/metrics | run directory {run_dir}\n"
+             f"  configs: {mm2.name} (MM2's own) + {own.name} (the sidecar's keys, max 8 s)\n"
+             f"  logs: {', '.join(p.name for p in logs)} | history: {history}\n"
+             f"  the table's verdict, one-shot: {check}")
     with ExitStack() as stack:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mirrorlag-demo-")))
         source = stack.enter_context(EmbeddedBroker("source"))
         target = stack.enter_context(EmbeddedBroker("target"))
         create_topics(source.bootstrap_servers, TOPICS)
-        mm2 = workdir / "mm2.properties"
         mm2.write_text(MM2_PROPERTIES.format(source=source.bootstrap_servers, target=target.bootstrap_servers))
-        own = workdir / "mirrorlag.properties"
-        own_keys = MIRRORLAG_PROPERTIES.format(port=port)
-        if history is not None:
-            history = history.resolve()
-            own_keys += HISTORY_PROPERTIES.format(dir=javaproperties.escape(str(history)))
-        own.write_text(own_keys)
+        own.write_text(MIRRORLAG_PROPERTIES.format(port=port)
+                       + HISTORY_PROPERTIES.format(dir=javaproperties.escape(str(history))))
 
         loadgen = LoadGenerator(source.bootstrap_servers, TOPICS, stop_event=stop)
         threading.Thread(target=loadgen.run, name="loadgen", daemon=True).start()
         stack.callback(stop.set)  # runs before the processes and brokers stop (ExitStack is LIFO)
         mirror = spawn(stack, "mirror", ["mirror", "--config", str(mm2),
-                                         "--max-records-per-second", str(MIRROR_RATE)], workdir)
-        sidecar = spawn(stack, "sidecar", ["run", "--config", str(mm2), "--config", str(own)], workdir)
+                                         "--max-records-per-second", str(MIRROR_RATE)], run_dir)
+        sidecar = spawn(stack, "sidecar", ["run", "--config", str(mm2), "--config", str(own)], run_dir)
 
-        url = f"http://127.0.0.1:{port}"
         deadline = None if duration_s is None else time.monotonic() + duration_s
         controller = MirrorController(mirror)
-        log.info("demo: %s/metrics | configs and logs in %s", url, workdir)
 
         def caption(status: dict[str, Any] | None) -> str:
             ages = (status or {}).get("heartbeat_age_s") or {}
             heartbeat = ", ".join(f"{f} {a:.1f}s" for f, a in ages.items()) or "-"
             return (f"mirror: {controller.phase} | produced {loadgen.produced} | heartbeat age {heartbeat}\n"
-                    f"{url}/metrics | {mm2} | Ctrl-C stops")
+                    f"{url}/metrics | {run_dir}: {mm2.name} + {own.name} (max 8 s) | Ctrl-C stops\n"
+                    f"the same verdict, one-shot: {check}")
 
         try:
-            live = stack.enter_context(Live(render_table(None, caption(None)), console=Console(),
-                                            refresh_per_second=4)) if ui else None
-            if live is not None:
-                _log_through(live.console)
-            last_summary = 0.0
+            stack.enter_context(view.showing(caption(None)))
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                 for name, proc in (("mirror", mirror), ("sidecar", sidecar)):
                     if proc.poll() is not None:
-                        raise MirrorlagError(f"the {name} exited with {proc.returncode}; see {workdir / name}.log")
+                        raise MirrorlagError(f"the {name} exited with {proc.returncode}; see {run_dir / name}.log")
                 controller.step()
                 status = fetch_status(port)
-                if live is not None:
-                    live.update(render_table(status, caption(status)))
-                elif status and time.monotonic() - last_summary >= 2:
-                    last_summary = time.monotonic()
-                    log.info("%s | %s", caption(status).splitlines()[0], _summary(status))
+                view.update(status, caption(status), _summary(status) if status else None)
                 stop.wait(1.0)
         except KeyboardInterrupt:
             pass
         stop.set()
-    if history is not None:  # the sidecar has stopped: its last segment is written
-        today = datetime.now(timezone.utc).date()
-        log.info("demo: lag history in %s; roll it up with: mirrorlag rollup --history %s --out %s --date %s",
-                 history, history, history.parent / "rollup", today)
+    # The sidecar has stopped: its last segment is written.
+    today = datetime.now(timezone.utc).date()
+    rollup = (f"{_program()} rollup --history {shlex.quote(str(history))} "
+              f"--out {shlex.quote(str(run_dir / 'rollup'))} --date {today}")
+    view.say(f"demo: stopped. Kept in {run_dir}: {mm2.name}, {own.name}, {', '.join(p.name for p in logs)}\n"
+             f"  lag history in {history}; roll it up into tables and an HTML report (the `spark` extra and "
+             f"Java 17) with:\n  {rollup}")
     return 0
 
 
+def _program() -> str:
+    """How the user ran mirrorlag, so the commands printed run as shown (`python -m mirrorlag`
+    runs __main__.py; an installed script runs as itself)."""
+    argv0 = sys.argv[0]
+    if not argv0 or argv0.endswith("__main__.py"):
+        return f"{shlex.quote(sys.executable)} -m mirrorlag"
+    return shlex.quote(argv0)
+
+
 def _check_port_free(port: int) -> None:
+    """Bind as the sidecar's HTTP server does (SO_REUSEADDR): the last run's port in TIME-WAIT is
+    free for it, and so for us."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError as exc:
@@ -194,14 +210,6 @@ class MirrorController:
         seconds, copying = MIRROR_SCHEDULE[self.index]
         self.phase_end = time.monotonic() + seconds
         self.mirror.send_signal(signal.SIGUSR2 if copying else signal.SIGUSR1)
-
-
-def _log_through(console: Console) -> None:
-    """Log lines above the live table instead of through it."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    root.addHandler(RichHandler(console=console, show_path=False))
 
 
 def _summary(status: dict[str, Any]) -> str:

@@ -1,16 +1,28 @@
-"""The demo's live table: one row per partition from the sidecar's /status, coloured by state."""
+"""What the demo shows: one row per partition from the sidecar's /status, coloured by state,
+redrawn in place on a terminal, or as plain lines where stdout is a pipe or a file."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import math
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, ContextManager, Iterator, Protocol, TextIO
 
 from rich import box
+from rich.console import Console
+from rich.live import Live
+from rich.logging import RichHandler
 from rich.table import Table
 
 STATE_STYLE = {
     "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
     "RESET": "magenta", "UNKNOWN": "dim", "GONE": "dim",
 }
+TABLE_WIDTH = 160  # characters: the plain table's 12 columns without wrapping
 
 
 def render_table(status: dict[str, Any] | None, caption: str) -> Table:
@@ -40,3 +52,75 @@ def _n(value: float | None, digits: int = 0) -> str:
 
 def _s(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f}s"
+
+
+class View(Protocol):
+    def say(self, text: str) -> None: ...
+
+    def showing(self, caption: str) -> ContextManager[None]: ...
+
+    def update(self, status: dict[str, Any] | None, caption: str, summary: str | None) -> None: ...
+
+
+class LiveView:
+    """The table redrawn in place (rich's Live): for a terminal only."""
+
+    def __init__(self) -> None:
+        self.console = Console()
+        self.live: Live | None = None
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    @contextmanager
+    def showing(self, caption: str) -> Iterator[None]:
+        with Live(render_table(None, caption), console=self.console, refresh_per_second=4) as live:
+            self.live = live
+            _log_through(live.console)
+            yield
+
+    def update(self, status: dict[str, Any] | None, caption: str, summary: str | None) -> None:
+        if self.live is not None:
+            self.live.update(render_table(status, caption))
+
+
+@dataclass
+class PlainView:
+    """Plain lines for a pipe or a file (`| tee`), where Live draws nothing: a status line every
+    `line_every_s`, the whole table every `table_every_s`."""
+
+    line_every_s: float = 2.0
+    table_every_s: float = 30.0
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    _last_line: float = -math.inf
+    _last_table: float = -math.inf
+
+    def __post_init__(self) -> None:
+        # No terminal: no colours or cursor moves, and wide enough for the table's 12 columns.
+        self.console = Console(file=self.out, width=TABLE_WIDTH, no_color=True, force_terminal=False)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    @contextmanager
+    def showing(self, caption: str) -> Iterator[None]:
+        yield
+
+    def update(self, status: dict[str, Any] | None, caption: str, summary: str | None) -> None:
+        now = time.monotonic()
+        if status and now - self._last_table >= self.table_every_s:
+            self._last_table = self._last_line = now
+            self.console.print(render_table(status, caption))
+            self.out.flush()
+        elif summary and now - self._last_line >= self.line_every_s:
+            self._last_line = now
+            stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+            print(f"{stamp} {caption.splitlines()[0]} | {summary}", file=self.out, flush=True)
+
+
+def _log_through(console: Console) -> None:
+    """Log lines above the live table instead of through it."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(RichHandler(console=console, show_path=False))

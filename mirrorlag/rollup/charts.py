@@ -28,6 +28,7 @@ TIME_COLOR = "#d9822b"
 STATE_COLORS = {"STALLED": "#d62728", "AT_RISK": "#9467bd"}  # any other state not IN_SYNC: OTHER
 OTHER_COLOR = "#f2b134"
 SLOT_HOURS = SLOT_MS / 3_600_000
+MARKED_POINTS = 150  # a curve of at most this many points marks each: a lone sample or slot still shows
 
 
 def _png(fig: plt.Figure, tight: bool = True) -> bytes:
@@ -70,15 +71,15 @@ def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
 
 
 def _spans(series: Series) -> list[tuple[float, float, str]]:
-    """Runs of slots not IN_SYNC as (start hour, end hour, color); a run ends at the next slot (the
-    last one at the end of its slot)."""
+    """Runs of points not IN_SYNC as (start hour, end hour, color): a sample to the end of the
+    time it counts for (Series.ends), a slot to the end of its 5 minutes."""
     spans: list[tuple[float, float, str]] = []
     hours, states = series.hours, series.states
     for i, state in enumerate(states):
         if state == "IN_SYNC" or state == "GONE":
             continue
         color = STATE_COLORS.get(state or "", OTHER_COLOR)
-        end = hours[i + 1] if i + 1 < len(hours) else min(24.0, hours[i] + SLOT_HOURS)
+        end = series.ends[i] if series.ends else min(24.0, hours[i] + SLOT_HOURS)
         if spans and spans[-1][2] == color and abs(spans[-1][1] - hours[i]) < 1e-9:
             spans[-1] = (spans[-1][0], end, color)
         else:
@@ -89,7 +90,7 @@ def _spans(series: Series) -> list[tuple[float, float, str]]:
 def hour_span(series: Sequence[Series]) -> tuple[float, float, float]:
     """The x range of the line charts, (first hour, last hour, tick step): the whole day when the
     history covers most of it, else the whole hours it covers, so a partial day is not a sliver."""
-    hours = [h for s in series for h in s.hours]
+    hours = [h for s in series for h in (*s.hours, *s.ends)]
     if not hours:
         return (0.0, 24.0, 3.0)
     first, last = min(hours), max(hours)
@@ -122,7 +123,9 @@ def series_chart(series: Sequence[Series]) -> bytes:
     for ax, s in zip(axes.flat, series):
         for start, end, color in _spans(s):
             ax.axvspan(start, end, color=color, alpha=0.18, linewidth=0)
-        ax.plot(s.hours, [float("nan") if v is None else v for v in s.record_lag], color=LAG_COLOR, linewidth=1.2)
+        marker = {"marker": "o", "markersize": 2.5} if len(s.hours) <= MARKED_POINTS else {}
+        ax.plot(s.hours, [float("nan") if v is None else v for v in s.record_lag], color=LAG_COLOR, linewidth=1.2,
+                **marker)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(_count))
         ax.set_ylabel("records", color=LAG_COLOR)
@@ -134,7 +137,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
         twin = ax.twinx()
         twin.spines["right"].set_visible(True)
         twin.plot(s.hours, [float("nan") if v is None else v for v in s.time_lag_s], color=TIME_COLOR,
-                  linewidth=1.0, linestyle="--")
+                  linewidth=1.0, linestyle="--", **marker)
         twin.set_ylim(bottom=0)
         twin.set_ylabel("time lag (s)", color=TIME_COLOR)
     fig.legend(handles=[

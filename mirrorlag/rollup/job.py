@@ -33,7 +33,7 @@ from mirrorlag.rollup.paths import (
     DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
 )
 from mirrorlag.rollup.partition_day import PER_PARTITION
-from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, segment_groups
+from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, read_day, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python, parallelism
 from mirrorlag.rollup.schema import FLOW_KEY, PARTITION_KEY, TOPIC_KEY
 
@@ -143,7 +143,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         # frame filled first: jobs started together on a frame not yet cached would each run its
         # shuffles again (the topic figures once per job reading them). The trends are made
         # before the writes start, which lists the days before this one now (trends.py).
-        # More threads than the 15 tasks a day submits: an `after` task holds its thread while it
+        # More threads than the 16 tasks a day submits: an `after` task holds its thread while it
         # waits, so each must find one free.
         with ThreadPoolExecutor(max_workers=24, thread_name_prefix="mirrorlag-rollup") as pool:
 
@@ -179,8 +179,11 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 heat_f = after([filled["topic"]], report_data.heat_rows, frames["topic"])
                 # Drawn while Spark writes the tables and works out the trends (the charts need
                 # neither), each chart as soon as its data is there: the curves first.
-                series_sent = after([worst_f], lambda: drawer.send_series(worst_f.result()[1]))
-                views = report_model.DayViews(*worst_f.result(), heat_f.result())
+                curves_f = after([worst_f, flows_f], lambda: report_data.drawn_series(
+                    lambda: read_day(spark, source.path), flows_f.result(), *worst_f.result(),
+                    window.start_ms, window.end_ms, int(opts.max_gap_seconds * 1000)))
+                series_sent = after([curves_f], lambda: drawer.send_series(curves_f.result()))
+                views = report_model.DayViews(worst_f.result()[0], curves_f.result(), heat_f.result())
                 day_only = report_model.gather(views, report_model.NO_TRENDS, flows_f.result(), day, opts)
                 series_sent.result()  # the flows go to the same process, after the curves
                 drawer.send_rest(day_only)

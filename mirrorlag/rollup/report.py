@@ -160,12 +160,17 @@ def _worst(d: ReportData, c: Charts) -> str:
                ("stalls", False), ("longest", False), ("at risk", False), ("lag p95", False), ("lag p99", False),
                ("lag max", False), ("time lag p95", False), ("time lag max", False), ("coverage", False)]
     chart = _img(c.series, "record lag and time lag over the day of the worst partitions") if c.series else ""
+    if d.series and all(s.every_sample for s in d.series):
+        how = ('each sample (a history this short is drawn sample by sample), with the time it was not in sync '
+               f'shaded: each sample\'s state to the next sample, at most {d.max_gap_seconds:g} s, as the tables count it')
+    else:
+        how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
+               'worst state)')
     return (
         '<section id="worst-partitions"><h2>Worst partitions</h2>'
         f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '
         'record lag). Below, each one\'s record lag (solid, left axis) and time lag (dashed, right axis) over the day '
-        'from the history, the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot '
-        'takes its worst state).</p>'
+        f'from the history, {how}.</p>'
         + _table(headers, rows) + chart + "</section>"
     )
 

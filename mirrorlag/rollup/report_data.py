@@ -2,22 +2,27 @@
 
 Nothing large reaches the driver: the day's tables are cut to the worst N rows in Spark, and
 the line charts take the worst partitions' curves from the pass's rows (slots.py: 288 five-minute
-slots a partition; no second scan of the day).
+slots a partition; no second scan of the day). A history of under SHORT_HOURS is drawn sample by
+sample instead: there a slot is a large share of the chart (a few minutes of history would be a
+single point, which draws no line, and one STALLED sample would shade its whole slot), and a
+second read of so short a history is cheap.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import timedelta
+from typing import Any, Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import slots, trends
-from mirrorlag.rollup.report_model import Series, TrendViews, partition_label
+from mirrorlag.rollup.report_model import Series, TrendViews, partition_label, sample_series
 from mirrorlag.rollup.samples import HISTORY_SCHEMA
 from mirrorlag.rollup.schema import PARTITION_KEY
 
 HEAT_TOPICS = 25  # rows of the heat map: the topics with the most out-of-sync time
+SHORT_HOURS = 2.0  # a day's history spanning less is drawn sample by sample (a slot is 1/24 of the chart or more)
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -54,6 +59,30 @@ def worst_partitions(per: DataFrame, partition_table: DataFrame, n: int) -> tupl
     worst = _rows(partition_table.orderBy(
         F.desc("out_of_sync_seconds"), F.desc_nulls_last("record_lag_p95"), *PARTITION_KEY).limit(n))
     return worst, _series(per, worst)
+
+
+def drawn_series(read_day: Callable[[], DataFrame], flows: list[dict[str, Any]], rows: list[dict[str, Any]],
+                 series: list[Series], start_ms: int, end_ms: int, cap_ms: int) -> list[Series]:
+    """The worst partitions' curves as drawn: `series` (their slots), or, when the day's whole
+    history (`flows`: the flow table's rows) spans under SHORT_HOURS, their samples read again
+    from `read_day()`, the day's rows."""
+    first = [f["first_ts"] for f in flows if f["first_ts"] is not None]
+    last = [f["last_ts"] for f in flows if f["last_ts"] is not None]
+    if not rows or not first or not last or max(last) - min(first) >= timedelta(hours=SHORT_HOURS):
+        return series
+    ms = F.unix_millis("ts")
+    samples = (read_day().where(_key_filter(rows) & (ms >= start_ms) & (ms < end_ms))
+               .select(*PARTITION_KEY, ms.alias("ms"), "state", "record_lag", "time_lag_ms").collect())
+    by_key: dict[tuple, list[Any]] = {}
+    for r in sorted(samples, key=lambda r: r["ms"]):
+        by_key.setdefault(tuple(r[k] for k in PARTITION_KEY), []).append(r)
+    out = []
+    for r in rows:
+        got = by_key.get(tuple(r[k] for k in PARTITION_KEY), [])
+        out.append(sample_series(partition_label(r), [x["ms"] for x in got], [x["state"] for x in got],
+                                 [x["record_lag"] for x in got], [x["time_lag_ms"] for x in got],
+                                 start_ms, end_ms, cap_ms))
+    return out
 
 
 def heat_rows(topic_table: DataFrame) -> list[dict[str, Any]]:

@@ -14,13 +14,34 @@ from mirrorlag.rollup.options import RollupOptions
 
 @dataclass
 class Series:
-    """One partition's day in time order: per 5-minute slot (slots.py) its largest lags and worst state."""
+    """One partition's day in time order: per 5-minute slot (slots.py) its largest lags and worst
+    state, or, for a short history, each sample (`sample_series`)."""
 
     label: str
     hours: list[float]  # since the start of the day (UTC)
     record_lag: list[float | None]
     time_lag_s: list[float | None]
     states: list[str | None]
+    # Per point, the hour its state holds until (the time the rollup counts for it); empty: each
+    # point is a 5-minute slot, holding to the slot's end.
+    ends: list[float] = field(default_factory=list)
+
+    @property
+    def every_sample(self) -> bool:
+        return bool(self.ends)
+
+
+def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
+                  time_lag_ms: list[float | None], start_ms: int, end_ms: int, cap_ms: int) -> Series:
+    """A partition's samples (in time order, within the day [start_ms, end_ms)) as a Series whose
+    states hold for the time the rollup counts for each (partition_day.py): to the next sample,
+    at most cap_ms, the last one to midnight; a GONE sample for none."""
+    following = [*ms[1:], end_ms]
+    ends = [t if state == "GONE" else min(nxt, t + cap_ms) for t, nxt, state in zip(ms, following, states)]
+    hour = 3_600_000.0
+    return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
+                  [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),
+                  [(e - start_ms) / hour for e in ends])
 
 
 @dataclass

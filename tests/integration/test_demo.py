@@ -1,5 +1,6 @@
 """`mirrorlag demo` as a user runs it: brokers, mirror and sidecar as separate processes; lag shows
-on /metrics; Ctrl-C leaves no process behind; the history it kept rolls up into tables and a report."""
+on /metrics; piped, it prints plain lines; Ctrl-C leaves no process behind and keeps its logs; it
+starts again at once on the same port; the history it kept rolls up into tables and a report."""
 
 from __future__ import annotations
 
@@ -37,20 +38,31 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path, spark):
-    port = free_port()
-    history = tmp_path / "history"
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--no-ui", "--port", str(port),
-                             "--history", str(history)],
+def in_time_wait(port: int) -> bool:
+    """A connection to 127.0.0.1:port in TIME-WAIT (state 06 in /proc/net/tcp)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(r.split()[1] == f"0100007F:{port:04X}" and r.split()[3] == "06" for r in rows)
+
+
+def start_demo(port: int, run_dir: Path) -> tuple[subprocess.Popen, list[str], threading.Thread]:
+    """The demo with its stdout a pipe (as `mirrorlag demo | tee`), and a thread collecting its lines."""
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "demo", "--port", str(port), "--dir", str(run_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []  # the demo's status lines: "mirror: copying | ... | IN_SYNC 9"
+    lines: list[str] = []  # the demo's status lines: "12:00:01 mirror: copying | ... | IN_SYNC 9"
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
+    return proc, lines, reader
+
+
+def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path, spark):
+    port = free_port()
+    run_dir = tmp_path / "run"
+    proc, lines, reader = start_demo(port, run_dir)
     try:
         deadline = time.monotonic() + 60
         lag: dict = {}
         while time.monotonic() < deadline and len(lag) < 9:
-            assert proc.poll() is None, proc.stderr.read()
+            assert proc.poll() is None, "".join(lines)
             time.sleep(1)
             try:
                 samples = scrape(port)
@@ -75,7 +87,7 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
         while not any("mirror: paused" in line and re.fullmatch(r"STALLED \d+", states(line)) for line in lines):
             assert time.monotonic() < deadline, "".join(lines[-30:])
             time.sleep(0.5)
-        status = [line for line in lines if "mirror: " in line]
+        status = [line for line in lines if re.match(r"\d\d:\d\d:\d\d mirror: ", line)]
         copying = [states(line) for line in status[:next(i for i, line in enumerate(status) if "mirror: paused" in line)]]
         assert any(re.fullmatch(r"IN_SYNC \d+", s) for s in copying), copying
         assert not any("STALLED" in s for s in copying), copying
@@ -85,7 +97,37 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
     reader.join(timeout=10)
     assert proc.returncode == 0, "".join(lines[-30:])
     assert [pid for pid in started if alive(pid)] == []
-    _rolls_up(spark, history, tmp_path / "rollup")
+    out = "".join(lines)
+    # Piped: plain lines, periodically (rich's Live would print nothing after the first line),
+    # and the whole table now and then.
+    assert len(status) >= 10, out[-3000:]
+    assert "mirrorlag: replication lag per source partition" in out and "orders" in out
+    # The table's numbers come from two files: both are named, with the check that agrees with it.
+    mm2, own = run_dir / "mm2.properties", run_dir / "mirrorlag.properties"
+    assert f"check --config {mm2} --config {own}" in out, out[:2000]
+    assert "replication.lag.time.max.ms = 8000" in own.read_text()
+    # The logs are kept, and said where.
+    for name in ("mirror.log", "sidecar.log"):
+        assert (run_dir / name).stat().st_size > 0
+    assert f"Kept in {run_dir}: mm2.properties, mirrorlag.properties, mirror.log, sidecar.log" in out, out[-2000:]
+    assert f"rollup --history {run_dir / 'history'} --out {run_dir / 'rollup'} --date " in out
+
+    # Started again at once: the port's last connections are in TIME-WAIT, which the sidecar's
+    # server binds over (SO_REUSEADDR), so the demo's own check must not refuse it.
+    assert in_time_wait(port)
+    again, lines, reader = start_demo(port, run_dir)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(" mirror: " in line for line in lines):
+            assert again.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.5)
+    finally:
+        again.send_signal(signal.SIGINT)
+        again.wait(timeout=30)
+    reader.join(timeout=10)
+    assert again.returncode == 0, "".join(lines[-30:])
+    _rolls_up(spark, run_dir / "history", tmp_path / "rollup")
 
 
 def _rolls_up(spark, history: Path, out: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from mirrorlag.rollup.charts import hour_span
 from mirrorlag.rollup.report_model import Series, out_of_sync_share
+from tests.rollup.pixels import LAG_LINE, STALLED_SHADE, pixels
 
 
 def _series(*hours: float) -> Series:
@@ -134,3 +135,43 @@ def test_the_drawing_processes_never_import_spark():
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
+    from mirrorlag.rollup.charts import _spans
+    from mirrorlag.rollup.report_model import sample_series
+
+    start, s = 36_000_000, 1000  # 10:00 UTC on day 0, a second
+    ms = [start + 60 * s, start + 62 * s, start + 64 * s, start + 200 * s, start + 202 * s]
+    states = ["IN_SYNC", "STALLED", "STALLED", "STALLED", "GONE"]
+    got = sample_series("p", ms, states, [0, 5, 9, 20, None], [0, 9000, 11000, 150000, None], 0, 86_400_000, 60_000)
+    h = 3_600_000
+    assert got.ends == pytest.approx([(t - 0) / h for t in (ms[1], ms[2], ms[2] + 60 * s, ms[4], ms[4])])
+    assert got.time_lag_s == [0.0, 9.0, 11.0, 150.0, None]
+    # STALLED from its first sample to the next sample after its last (the gap capped at 60 s):
+    # not a whole 5-minute slot.
+    assert _spans(got) == [pytest.approx((ms[1] / h, (ms[2] + 60 * s) / h, "#d62728")),
+                           pytest.approx((ms[3] / h, ms[4] / h, "#d62728"))]
+
+
+def test_a_few_minutes_of_history_draw_their_lines_and_shade_only_the_stall():
+    """Three minutes of samples every 2 s, STALLED for 40 s of them: the lines are drawn, and the
+    shading is 40 s wide, not the 5-minute slot (the chart spans 10 minutes, 1,110 px)."""
+    from mirrorlag.rollup.charts import series_chart
+    from mirrorlag.rollup.report_model import sample_series
+
+    start = 10 * 3_600_000
+    ms = list(range(start + 60_000, start + 240_000, 2000))
+    states = ["STALLED" if start + 120_000 <= t < start + 160_000 else "IN_SYNC" for t in ms]
+    lag = [100 + (t - start) // 1000 if s == "STALLED" else 3 for t, s in zip(ms, states)]
+    png = series_chart([sample_series("p", ms, states, lag, [(t - ms[0]) // 10 for t in ms], 0, 86_400_000, 60_000)])
+    shaded = pixels(png, STALLED_SHADE, 3).any(axis=0).sum()  # columns: STALLED's 18 % red on white
+    assert 60 <= shaded <= 90, shaded  # 40 s at 1.85 px/s; the whole slot would be 555
+    assert pixels(png, LAG_LINE, 12).sum() > 300  # the record lag's line (LAG_COLOR)
+
+
+def test_a_lone_slot_still_shows():
+    from mirrorlag.rollup.charts import series_chart
+
+    png = series_chart([Series("p", [10.0], [40], [12.0], ["STALLED"])])
+    assert pixels(png, LAG_LINE, 12).sum() > 5  # its marker
