@@ -1,7 +1,8 @@
 """Which clusters the sidecar cannot reach, and why, said at once rather than at the poll's timeout.
 
 A thread looks at the clients' error reports a few times a second: the source admin clients'
-(whose error callback librdkafka serves only when asked, here) and the feeds' consumers'. Each
+and the feeds' metadata clients' (whose error callbacks librdkafka serves only when asked: here),
+and what the feeds' consumers recorded. Each
 poll's outcome confirms a cluster down or proves it back. A change is logged once (WARNING down,
 INFO back) and handed to `on_change`, which republishes /readyz and /status.
 """
@@ -14,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from mirrorlag.kafka.source import SourceAdmin
+from mirrorlag.kafka.topic_reader import FeedConsumer
 from mirrorlag.reachability import Change, ClusterState, Reachability
 
 if TYPE_CHECKING:
@@ -73,6 +75,8 @@ class ClusterWatch:
         for feed in (*self.poller.feeds, *self.poller.heartbeats):
             reader = getattr(feed, "reader", None)
             if reader is not None:
+                if isinstance(reader.consumer, FeedConsumer):
+                    reader.consumer.serve_errors()
                 yield reader.cluster_alias, reader.errors, reader.errors.last
 
     def after_poll(self, started: float) -> None:

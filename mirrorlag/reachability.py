@@ -22,6 +22,8 @@ _ALL_DOWN = re.compile(r"\b\d+/\d+ brokers are down\b")
 _FROM_BROKER = re.compile(r"\S+:\d+/\w+: ")
 # An established connection that closed: it reconnects on demand; only the reconnect's failure tells.
 _FROM_UP = re.compile(r"in state UP\b")
+# The error code's name a feed's record puts first ("_TRANSPORT: "): the text says it in words.
+_CODE = re.compile(r"^_?[A-Z][A-Z_]*: ")
 # The parts of a librdkafka error that change at each retry without changing its meaning.
 _NOISE = re.compile(r"\s*\((?:after \d+ms in state \w+)?(?:, )?(?:\d+ identical error\(s\) suppressed)?\)")
 
@@ -29,7 +31,7 @@ _NOISE = re.compile(r"\s*\((?:after \d+ms in state \w+)?(?:, )?(?:\d+ identical 
 def cause_of(text: str) -> str:
     """An error's text without the retry's timing and suppression counts: the same cause reads
     the same at every retry, so a change of wording is a change of cause."""
-    return _NOISE.sub("", text).strip()
+    return _NOISE.sub("", _CODE.sub("", text, count=1)).strip()
 
 
 def _kind(cause: str) -> str:

@@ -128,9 +128,9 @@ def test_a_refused_source_is_named_at_once_and_its_recovery_once(tmp_path, clust
         assert proc.wait(timeout=10) == 0
 
 
-def test_an_unresolvable_source_is_named_at_once(tmp_path, clusters, stop):
+def test_an_unresolvable_source_is_named_at_once_and_a_target_when_its_feeds_meet_it(tmp_path, stop):
     port = free_port()
-    proc, log = start(tmp_path, "no-such-broker.invalid:9092", clusters.target, port)
+    proc, log = start(tmp_path, "no-such-broker.invalid:9092", "no-such-target.invalid:9092", port)
     stop.append(proc)
     line = said_within(log, r"WARNING .*cluster src ", 3.0)
     assert "cluster src (bootstrap.servers no-such-broker.invalid:9092) unreachable: " in line
@@ -138,5 +138,13 @@ def test_an_unresolvable_source_is_named_at_once(tmp_path, clusters, stop):
     status, _, body = get(port, "/readyz")
     assert status == 503 and "cluster src" in body and "Failed to resolve" in body
     assert json.loads(get(port, "/status")[2])["clusters"]["src"]["reachable"] is False
-    time.sleep(4)  # a poll times out and more are due meanwhile: still no APScheduler warning
-    assert not logged(log, SKIPS) and len(logged(log, r"cluster src .*unreachable")) == 1, log.read_text()
+    # The target, through its feeds' clients: their error reports' cause, not their requests' timeout.
+    line = said_within(log, r"WARNING .*cluster dst ", 5.0)
+    assert "cluster dst (bootstrap.servers no-such-target.invalid:9092) unreachable: " in line
+    assert "Failed to resolve 'no-such-target.invalid:9092'" in line
+    dst = json.loads(get(port, "/status")[2])["clusters"]["dst"]
+    assert dst["reachable"] is False and "Failed to resolve" in dst["error"]
+    assert "cluster src" in get(port, "/readyz")[2]  # a target does not decide readiness
+    time.sleep(3)  # more polls time out: nothing more is said, and never APScheduler's warning
+    assert not logged(log, SKIPS), log.read_text()
+    assert len(logged(log, r"cluster src .*unreachable")) == len(logged(log, r"cluster dst .*unreachable")) == 1
