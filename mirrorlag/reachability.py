@@ -24,8 +24,13 @@ _FROM_BROKER = re.compile(r"\S+:\d+/\w+: ")
 _FROM_UP = re.compile(r"in state UP\b")
 # The error code's name a feed's record puts first ("_TRANSPORT: "): the text says it in words.
 _CODE = re.compile(r"^_?[A-Z][A-Z_]*: ")
-# The parts of a librdkafka error that change at each retry without changing its meaning.
-_NOISE = re.compile(r"\s*\((?:after \d+ms in state \w+)?(?:, )?(?:\d+ identical error\(s\) suppressed)?\)")
+# The tail of a librdkafka error that changes at each retry without changing its meaning,
+# "(after 0ms in state CONNECT, 2 identical error(s) suppressed)", even where a client's record
+# of it was cut short.
+_NOISE = re.compile(r"\s*\((?:after \d+ms|\d+ identical error).*$")
+# Failures told apart by what they say, whichever broker or address they name.
+_KINDS = (("Failed to resolve", "resolve"), ("Connection refused", "refused"), ("SSL", "tls"),
+          ("certificate", "tls"), ("SASL", "auth"), ("uthenticat", "auth"), ("timed out", "timeout"))
 
 
 def cause_of(text: str) -> str:
@@ -35,8 +40,10 @@ def cause_of(text: str) -> str:
 
 
 def _kind(cause: str) -> str:
-    """What a cause says whichever broker or address it names: "Connection refused"."""
-    return cause.rsplit(": ", 1)[-1]
+    """What kind of failure a cause is ("refused", "tls", ...): the same failure from another
+    broker, or cut short at another length, is no change."""
+    body = _FROM_BROKER.split(cause, maxsplit=1)[-1]
+    return next((kind for words, kind in _KINDS if words in body), body[:30])
 
 
 @dataclass

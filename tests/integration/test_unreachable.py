@@ -26,13 +26,13 @@ pytestmark = pytest.mark.integration
 SKIPS = "maximum number of running instances"
 
 
-def start(tmp_path: Path, source: str, target: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+def start(tmp_path: Path, source: str, target: str, port: int, extra: str = "") -> tuple[subprocess.Popen[bytes], Path]:
     config = tmp_path / "mm2.properties"
     config.write_text(
         f"clusters = src, dst\nsrc.bootstrap.servers = {source}\ndst.bootstrap.servers = {target}\n"
         f"src->dst.enabled = true\nmirrorlag.http.listener = 127.0.0.1:{port}\n"
         # Polls due every second, each waiting up to 3 s on the source: they overrun their interval.
-        "replication.record.lag.metric.refresh.interval = 1000\nmirrorlag.request.timeout.ms = 3000\n")
+        "replication.record.lag.metric.refresh.interval = 1000\nmirrorlag.request.timeout.ms = 3000\n" + extra)
     log = tmp_path / "sidecar.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config)],
@@ -148,3 +148,24 @@ def test_an_unresolvable_source_is_named_at_once_and_a_target_when_its_feeds_mee
     time.sleep(3)  # more polls time out: nothing more is said, and never APScheduler's warning
     assert not logged(log, SKIPS), log.read_text()
     assert len(logged(log, r"cluster src .*unreachable")) == len(logged(log, r"cluster dst .*unreachable")) == 1
+
+
+PASSWORD = "hunter2-never-shown"
+
+
+def test_a_refused_login_is_named_at_once_without_its_password(tmp_path, clusters, stop):
+    port = free_port()
+    with EmbeddedBroker("unreachable-sasl") as broker:  # speaks no SASL: the handshake fails
+        proc, log = start(tmp_path, broker.bootstrap_servers, clusters.target, port, extra=(
+            "src.security.protocol = SASL_PLAINTEXT\nsrc.sasl.mechanism = PLAIN\n"
+            "src.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="mirrorlag" password="{PASSWORD}";\n'))
+        stop.append(proc)
+        line = said_within(log, r"WARNING .*cluster src ", 3.0)
+        assert f"cluster src (bootstrap.servers {broker.bootstrap_servers}) unreachable: " in line and "SASL" in line
+        status, _, body = get(port, "/readyz")
+        assert status == 503 and "cluster src" in body and "SASL" in body
+        time.sleep(3)  # the same failure at every retry, from each client: said once
+        assert len(logged(log, r"cluster src .*unreachable")) == 1, log.read_text()
+        texts = [log.read_text(), get(port, "/status")[2], get(port, "/readyz")[2], get(port, "/metrics")[2]]
+        assert not [text for text in texts if PASSWORD in text]

@@ -41,6 +41,16 @@ def test_a_cluster_never_read_is_down_at_the_first_refusal_and_said_once():
                                       "error": state.error, "since": 100.0}
 
 
+def test_the_same_failure_from_another_broker_or_cut_short_is_no_change():
+    reach = tracker()
+    sasl = ("sasl_plaintext://b1:9092/bootstrap: SASL PLAIN mechanism handshake failed: Broker: Unsupported SASL "
+            "mechanism (after 0ms in state AUTH_HANDSHAKE)")
+    assert reach.client_error("dst", sasl, now=1.0) is not None
+    for text in (sasl[:-20], sasl.replace("b1:9092/bootstrap", "b2:9092/2"), "_AUTHENTICATION: " + sasl[:90]):
+        assert reach.client_error("dst", text, now=2.0) is None, text
+    assert reach.client_error("dst", REFUSED, now=3.0) is not None  # refused now: a change
+
+
 def test_a_new_cause_while_down_is_a_change():
     reach = tracker()
     reach.client_error("src", REFUSED, now=1.0)
