@@ -85,14 +85,16 @@ class ClusterWatch:
         stats = self.poller.stats
         # Sources by their read; other clusters by their feeds (a feed's error on a source cluster
         # is the feed's, in /status feeds[], not the source read's).
-        outcome: dict[str, str | None] = {a: e for a, e in self.poller.read_errors.items() if a in self.sources}
+        for alias, error in self.poller.read_errors.items():
+            if alias in self.sources:
+                self._report(lambda: self.reachability.poll_result(alias, error, now, started))
+        by_cluster: dict[str, list[str | None]] = {}
         for health in stats.feeds:
             if health.cluster not in self.sources:
-                error = None if health.up else (health.last_error or f"{health.feed} feed: client error")
-                if outcome.get(health.cluster) is None:
-                    outcome[health.cluster] = error
-        for alias, error in outcome.items():
-            self._report(lambda: self.reachability.poll_result(alias, error, now, started))
+                by_cluster.setdefault(health.cluster, []).append(
+                    None if health.up else health.last_error or f"{health.feed} feed: client error")
+        for alias, errors in by_cluster.items():
+            self._report(lambda: self.reachability.feeds_result(alias, errors, now, started))
 
     def _report(self, observe: Callable[[], Change | None]) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # librdkafka's words for "every broker of the cluster is down" (_ALL_BROKERS_DOWN).
 _ALL_DOWN = re.compile(r"\b\d+/\d+ brokers are down\b")
@@ -112,6 +112,17 @@ class Reachability:
         down_for = now - state.since if state.since is not None else None
         state.reachable, state.error, state.since = True, None, now
         return Change(state, down_for_s=down_for)
+
+    def feeds_result(self, alias: str, errors: Sequence[str | None], now: float,
+                     poll_started: float) -> Change | None:
+        """What a poll's feeds found of a cluster they read: each feed's error, None if it had
+        none. A failed request is the poll failing to read the cluster; a broker's own report
+        (one broker of several refusing, say) is left to client_error's rule."""
+        failed = [error for error in errors if error is not None]
+        if not failed:
+            return self.poll_result(alias, None, now, poll_started)
+        requests = [error for error in failed if not _FROM_BROKER.search(error)]
+        return self.poll_result(alias, requests[0], now, poll_started) if requests else None
 
     def _down(self, state: ClusterState, cause: str, now: float) -> Change | None:
         was_down = state.reachable is False

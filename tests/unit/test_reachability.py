@@ -92,3 +92,16 @@ def test_a_failed_poll_is_down_when_the_callback_said_nothing():
 def test_unknown_aliases_are_ignored():
     assert tracker().client_error("other", REFUSED, now=1.0) is None
     assert tracker().poll_result("other", "x", now=1.0, poll_started=0.0) is None
+
+
+def test_a_targets_feeds_fail_it_by_a_failed_request_not_by_one_brokers_report():
+    reach = tracker()
+    assert reach.feeds_result("dst", [None, None], now=1.0, poll_started=0.5) is None
+    assert reach.clusters["dst"].reachable is True
+    one_broker = "_TRANSPORT: b2:9092/2: Connect to ipv4#10.0.0.2:9092 failed: Connection refused"
+    assert reach.feeds_result("dst", [None, one_broker], now=2.0, poll_started=1.5) is None
+    assert reach.clusters["dst"].reachable is True
+    change = reach.feeds_result("dst", [one_broker, REQUEST_FAILED], now=3.0, poll_started=2.5)
+    assert change is not None and reach.clusters["dst"].error == "Failed to get metadata: Local: Broker transport failure"
+    change = reach.feeds_result("dst", [None, None], now=5.0, poll_started=4.0)
+    assert change is not None and change.down_for_s == 2.0
