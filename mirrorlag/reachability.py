@@ -27,15 +27,16 @@ _CODE = re.compile(r"^_?[A-Z][A-Z_]*: ")
 # The tail of a librdkafka error that changes at each retry without changing its meaning,
 # "(after 0ms in state CONNECT, 2 identical error(s) suppressed)", even where a client's record
 # of it was cut short.
-_NOISE = re.compile(r"\s*\((?:after \d+ms|\d+ identical error).*$")
+_NOISE = re.compile(r"\s*\((?:after \d+ms in state \w+)?(?:, )?(?:\d+ identical error\(s\) suppressed)?\)"
+                    r"|\s*\((?:after \d+ms|\d+ identical error)[^)]*$")
 # Failures told apart by what they say, whichever broker or address they name.
 _KINDS = (("Failed to resolve", "resolve"), ("Connection refused", "refused"), ("SSL", "tls"),
           ("certificate", "tls"), ("SASL", "auth"), ("uthenticat", "auth"), ("timed out", "timeout"))
 
 
 def cause_of(text: str) -> str:
-    """An error's text without the retry's timing and suppression counts: the same cause reads
-    the same at every retry, so a change of wording is a change of cause."""
+    """An error's text without its code's name and the retry's timing and suppression counts:
+    what /status and /readyz show, the same at every retry."""
     return _NOISE.sub("", _CODE.sub("", text, count=1)).strip()
 
 

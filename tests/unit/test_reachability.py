@@ -20,6 +20,9 @@ def test_the_cause_reads_the_same_at_every_retry():
     assert cause_of(REFUSED) == "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused"
     assert cause_of(UNRESOLVED).endswith("Name or service not known")
     assert cause_of("_TRANSPORT: " + REFUSED) == cause_of(REFUSED)  # a feed's record names the code first
+    assert cause_of(REFUSED[:-12]) == cause_of(REFUSED)  # a record cut short
+    failed = f"metadata from cluster src: timed out (last client error: {REFUSED})"
+    assert cause_of(failed) == f"metadata from cluster src: timed out (last client error: {cause_of(REFUSED)})"
 
 
 def test_a_cluster_never_read_is_down_at_the_first_refusal_and_said_once():
