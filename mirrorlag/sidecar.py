@@ -199,7 +199,7 @@ class Sidecar:
         if self.server is not None:
             self._publish(None)  # /healthz and /metrics answer before the first poll completes
             self.server.start()
-            log.info("serving /metrics, /healthz, /readyz, /status (and a landing page at /) on %s:%d%s",
+            log.info("serving /metrics, /healthz, /readyz, /status on %s:%d%s",
                      self.settings.http_host, self.server.port,
                      f" ({self.web.describe()}, from {self.web.path})" if self.web is not None else "")
         interval = self.settings.refresh_interval_s
