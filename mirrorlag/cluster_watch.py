@@ -2,9 +2,10 @@
 
 A thread looks at the clients' error reports a few times a second: the source admin clients'
 and the feeds' metadata clients' (whose error callbacks librdkafka serves only when asked: here),
-and what the feeds' consumers recorded. Each
-poll's outcome confirms a cluster down or proves it back. A change is logged once (WARNING down,
-INFO back) and handed to `on_change`, which republishes /readyz and /status.
+and what the feeds' consumers recorded. Each poll's outcome confirms a cluster down or proves it
+back (mirrorlag.reachability decides). A change is logged once (WARNING down, INFO back) and
+handed to `on_change`, which republishes /readyz and /status. The texts are the clients' own,
+whose secret values they already mask.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class ClusterWatch:
         self.interval_s = interval_s
         self.clock = clock
         self._lock = threading.Lock()  # the watch thread and the poll thread both report
-        self._seen: dict[int, str] = {}  # per client (id of its error record), the error text last read
+        # Per client (the id of its error record), or source read ("read", alias), the error last read.
+        self._seen: dict[object, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mirrorlag-cluster-watch", daemon=True)
 
@@ -65,6 +67,13 @@ class ClusterWatch:
             if text is not None and text is not self._seen.get(id(owner)):
                 self._seen[id(owner)] = text
                 self._report(lambda: self.reachability.client_error(alias, text, self.clock()))
+        # A source read that failed in the running poll (a blackholed address times out, saying
+        # nothing before): said then, not at the end of the poll, which has its feeds to read.
+        for alias, error in list(self.poller.read_errors.items()):
+            if error is not None and error is not self._seen.get(("read", alias)):
+                self._seen["read", alias] = error
+                now = self.clock()
+                self._report(lambda: self.reachability.poll_result(alias, error, now, now))
 
     def _client_errors(self) -> Iterator[tuple[str, object, str | None]]:
         for alias, source in self.poller.sources.items():
