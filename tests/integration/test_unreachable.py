@@ -175,3 +175,22 @@ def test_a_refused_login_is_named_at_once_without_its_password(tmp_path, cluster
         assert len(logged(log, r"cluster src .*unreachable")) == 1, log.read_text()
         texts = [log.read_text(), get(port, "/status")[2], get(port, "/readyz")[2], get(port, "/metrics")[2]]
         assert not [text for text in texts if PASSWORD in text]
+
+
+def test_a_source_that_never_answers_is_named_at_its_request_timeout(tmp_path, clusters, stop):
+    port = free_port()
+    with EmbeddedBroker("unreachable-silent") as broker:
+        broker.pause()  # accepts connections (the kernel does), answers nothing: a blackhole
+        try:
+            proc, log = start(tmp_path, broker.bootstrap_servers, clusters.target, port)
+            stop.append(proc)
+            # Nothing to say before the request times out (3 s); said then, not after the poll's feeds.
+            line = said_within(log, r"WARNING mirrorlag\.cluster_watch: cluster src ", 5.0)
+            assert f"cluster src (bootstrap.servers {broker.bootstrap_servers}) unreachable: metadata from cluster src" in line
+            status, _, body = get(port, "/readyz")
+            assert status == 503 and body.startswith("not ready: cluster src ")
+            stop.remove(proc)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+        finally:
+            broker.resume()
