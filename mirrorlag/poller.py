@@ -168,6 +168,8 @@ class Poller:
         self._topology: dict[FlowId, Topology] = {}
         self._views: dict[str, _SourceView] = {}  # per source alias, rebuilt when its topology changes
         self._available: dict[str, bool] = {}
+        # Per source alias, why its last read failed (None: it was read): for the sidecar's /readyz.
+        self.read_errors: dict[str, str | None] = {}
         # Per source: when its metadata is next read (mirrorlag.metadata.max.age.ms), and the
         # sources whose last poll left partitions unanswered (read again at the next poll).
         self._metadata_due: dict[str, float] = {}
@@ -512,6 +514,7 @@ class Poller:
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Log a source cluster's availability once per change, not once per poll."""
+        self.read_errors[alias] = None if ok else reason
         if self._available.get(alias) == ok:
             return
         self._available[alias] = ok

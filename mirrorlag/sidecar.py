@@ -11,9 +11,11 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from mirrorlag.cluster_watch import ClusterWatch
 from mirrorlag.config.settings import Settings
 from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages, policies_of
@@ -30,6 +32,18 @@ if TYPE_CHECKING:
     from mirrorlag.exporters.web_config import WebConfig
 
 log = logging.getLogger(__name__)
+
+
+def _not_a_skip(record: logging.LogRecord) -> bool:
+    """APScheduler's warning at every due poll while one runs: the sidecar says it once, its way."""
+    return "maximum number of running instances" not in str(record.msg)
+
+
+def _scheduler_log() -> logging.Logger:
+    """APScheduler's scheduler log (under `apscheduler`, whose level `run` sets) without that warning."""
+    logger = logging.getLogger("apscheduler.scheduler.mirrorlag")
+    logger.addFilter(_not_a_skip)  # once: a filter already there is not added again
+    return logger
 
 
 class Sidecar:
@@ -62,23 +76,44 @@ class Sidecar:
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-            timezone="UTC",
+            timezone="UTC", logger=_scheduler_log(),
         )
+        self._scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
+        self._skips = 0  # due polls skipped while the current one runs
+        self._overrunning = False  # the last poll overran its interval (said once, not every poll)
+        self.watch = ClusterWatch(settings, self.poller, self._republish)
+        # What the last poll published, kept so that a cluster's change republishes /readyz and
+        # /status without a poll: (snapshot, metrics, openmetrics, status extra).
+        self._published: tuple[Snapshot | None, GzipBody, GzipBody | None, dict] | None = None
+        self._publish_lock = threading.Lock()
 
     @property
     def ready(self) -> bool:
         """Config loaded and the latest poll read every source cluster (or polling is disabled)."""
+        return self.not_ready_because() is None
+
+    def not_ready_because(self) -> str | None:
+        """None when ready; else which source cluster and why, or that no poll has ended yet."""
         if self.settings.refresh_interval_s is None:
-            return True
+            return None
+        if (down := self.watch.source_down()) is not None:
+            return down.describe()
         stats = self.poller.stats
-        return stats.last_success_at is not None and stats.last_success_at == stats.last_poll_at
+        if stats.last_poll_at is None:
+            return "no poll has completed yet"
+        if stats.last_success_at != stats.last_poll_at:
+            failed = [f"cluster {alias}: {why}" for alias, why in self.poller.read_errors.items() if why]
+            return "; ".join(failed) or "the last poll did not read every source cluster"
+        return None
 
     def poll(self) -> Snapshot:
         pacing = self.gc_pacing
         # The pacing inside the lock: a poll that waited for another must not find the collector
         # switched back on by the first one's end.
         with self._poll_lock, pacing.around_poll() if pacing is not None else contextlib.nullcontext():
+            started = time.time()
             snapshot = self.poller.poll_once()
+            self.watch.after_poll(started)
             self.latest = snapshot
             self._publish(snapshot)
             for listener in self.listeners:
@@ -86,10 +121,31 @@ class Sidecar:
         return snapshot
 
     def _poll_job(self) -> None:
+        started = time.monotonic()
         try:
             self.poll()
         except Exception as exc:  # the sidecar never dies of a poll; the next one retries
             log.error("poll failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        self._report_overrun(time.monotonic() - started)
+
+    def _skipped(self, event: object) -> None:
+        self._skips += 1  # on the scheduler's thread; read after the poll on the executor's
+
+    def _report_overrun(self, took_s: float) -> None:
+        """Once when polls start to take longer than their interval, once when they fit again."""
+        interval = self.settings.refresh_interval_s or 0.0
+        skipped, self._skips = self._skips, 0
+        overran = skipped > 0 or took_s > interval
+        if overran and not self._overrunning:
+            log.warning("poll took %.1f s, longer than the %g s interval (replication.record.lag.metric."
+                        "refresh.interval): %d due poll(s) skipped, the next at its due time; "
+                        "said again only once polls fit the interval", took_s, interval, skipped)
+        elif overran:
+            log.debug("poll took %.1f s, longer than the %g s interval: %d due poll(s) skipped",
+                      took_s, interval, skipped)
+        elif self._overrunning:
+            log.info("polls fit the %g s interval again (the last took %.1f s)", interval, took_s)
+        self._overrunning = overran
 
     def _publish(self, snapshot: Snapshot | None) -> None:
         if self.server is None:
@@ -114,13 +170,28 @@ class Sidecar:
         # exists at once. The per-partition families are the same text in both formats: their
         # compressed pieces are shared, only the tail differs (OpenMetrics types and `# EOF`).
         block = list(self.renderer.partition_pieces(snapshot, Deflated.of))
-        self.server.current = Exposition(
-            metrics=GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history),))]),
-            openmetrics=GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history, True),))]),
-            ready=self.ready,
-            render_status=functools.partial(status_chunks, snapshot, self.ready, extra),
-            after_status=self.gc_pacing.release if self.gc_pacing is not None else None,
+        self._published = (
+            snapshot,
+            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history),))]),
+            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history, True),))]),
+            extra,
         )
+        self._republish()
+
+    def _republish(self) -> None:
+        """The last poll's bodies with readiness and the clusters' reachability as they are now."""
+        if self.server is None or self._published is None:
+            return
+        with self._publish_lock:
+            snapshot, metrics, openmetrics, extra = self._published
+            why = self.not_ready_because()
+            # Right after "ready": why not, and each cluster's reachability (`since`: epoch s).
+            head = {"not_ready_because": why, "clusters": self.watch.to_dict(), **extra}
+            self.server.current = Exposition(
+                metrics=metrics, openmetrics=openmetrics, ready=why is None, not_ready_because=why,
+                render_status=functools.partial(status_chunks, snapshot, why is None, head),
+                after_status=self.gc_pacing.release if self.gc_pacing is not None else None,
+            )
 
     def start(self) -> None:
         if self.history is not None:
@@ -137,6 +208,7 @@ class Sidecar:
         else:
             self._scheduler.add_job(self._poll_job, "interval", seconds=interval,
                                     next_run_time=datetime.now().astimezone(), id="poll")
+            self.watch.start()
         self._scheduler.start()
 
     def stop(self, timeout_s: float = 4.5) -> bool:
@@ -148,6 +220,7 @@ class Sidecar:
         deadline = time.monotonic() + timeout_s
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        self.watch.stop()
         finished = self._poll_lock.acquire(timeout=min(2.5, timeout_s))
         if finished:
             self.poller.close()  # never under a running poll: librdkafka would free what it uses

@@ -1,4 +1,4 @@
-"""The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status.
+"""The sidecar's HTTP endpoints: /metrics, /healthz, /readyz, /status, and a landing page at /.
 
 Handlers only copy bytes prepared after the last poll, so a scrape costs the same at 10 or 100k
 partitions and can never slow a poll down. /metrics and /status are kept compressed only (gzip is
@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from isal import isal_zlib
+
+from mirrorlag import __version__
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
@@ -122,6 +124,7 @@ class Exposition:
     openmetrics: GzipBody | None = None  # the same in OpenMetrics text, for clients that ask for it
     status: GzipBody = EMPTY_STATUS
     ready: bool = False
+    not_ready_because: str | None = None  # which cluster and why, for /readyz's 503
     # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
     # a large estate is costly to make and most polls nobody asks (Prometheus reads /metrics).
     render_status: Callable[[], Iterable[bytes]] | None = field(default=None, repr=False)
@@ -137,6 +140,23 @@ class Exposition:
                 if self.after_status is not None:
                     self.after_status()
             return self.status
+
+
+# The links of the landing page: relative, so that they hold behind a reverse proxy's path prefix.
+_ENDPOINTS = (("metrics", "Prometheus metrics"), ("status", "Lag per partition and the sidecar's health (JSON)"),
+              ("readyz", "Readiness: 200, or 503 naming the cluster and why"), ("healthz", "Liveness"))
+LANDING_PAGE = (
+    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mirrorlag</title></head>\n"
+    "<body><h1>mirrorlag</h1>\n<p>Replication lag of Kafka MirrorMaker 2 flows. Version "
+    f"{__version__}.</p>\n<ul>\n"
+    + "".join(f'<li><a href="{path}">/{path}</a>: {what}</li>\n' for path, what in _ENDPOINTS)
+    + "</ul>\n</body></html>\n").encode()
+
+
+def readyz_body(exp: Exposition) -> bytes:
+    if exp.ready:
+        return b"ready\n"
+    return f"not ready: {exp.not_ready_because}\n".encode() if exp.not_ready_because else b"not ready\n"
 
 
 def _wants_openmetrics(accept: str) -> bool:
@@ -351,10 +371,11 @@ class ExpositionServer:
                 elif path == "/healthz":
                     self._send(200, "text/plain", b"ok\n", send_body)
                 elif path == "/readyz":
-                    ok = exp.ready
-                    self._send(200 if ok else 503, "text/plain", b"ready\n" if ok else b"not ready\n", send_body)
+                    self._send(200 if exp.ready else 503, "text/plain; charset=utf-8", readyz_body(exp), send_body)
                 elif path == "/status":
                     self._send_gzip_body("application/json", exp.status_body(), send_body)
+                elif path == "/":
+                    self._send(200, "text/html; charset=utf-8", LANDING_PAGE, send_body)
                 else:
                     self._send(404, "text/plain", b"not found\n", send_body)
 

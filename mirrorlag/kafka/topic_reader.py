@@ -68,6 +68,12 @@ class FeedConsumer(Consumer):
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         return self._admin.list_topics(topic, timeout=timeout)
 
+    def serve_errors(self) -> None:
+        """Hand its metadata client's queued error reports to `errors`: librdkafka calls the error
+        callback only when asked, and nothing else asks that client (the sidecar's cluster watch
+        does, between polls, so that a refused or unresolvable cluster is named at once)."""
+        self._admin.poll(0)
+
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Assign after the consumer itself learnt the topics' leaders: a partition assigned at
         OFFSET_BEGINNING before that waits librdkafka's fixed 500 ms "no current leader" retry

@@ -14,6 +14,7 @@ import pytest
 
 import pyarrow as pa
 
+from mirrorlag import __version__
 from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 
 BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
@@ -45,6 +46,27 @@ def test_endpoints(server):
     assert request(server, "GET", "/nope")[0] == 404
     server.current = Exposition()
     assert request(server, "GET", "/readyz")[0] == 503
+
+
+def test_readyz_says_which_cluster_and_why_it_is_not_ready(server):
+    server.current = Exposition(not_ready_because="cluster src (bootstrap.servers b1:9092): Connection refused")
+    status, headers, body = request(server, "GET", "/readyz")
+    assert (status, body) == (503, b"not ready: cluster src (bootstrap.servers b1:9092): Connection refused\n")
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    server.current = Exposition(ready=True, not_ready_because=None)
+    assert request(server, "GET", "/readyz")[:3:2] == (200, b"ready\n")
+
+
+def test_the_landing_page_links_every_endpoint(server):
+    status, headers, body = request(server, "GET", "/")
+    assert (status, headers["Content-Type"]) == (200, "text/html; charset=utf-8")
+    page = body.decode()
+    assert "<title>mirrorlag</title>" in page and f"Version {__version__}" in page
+    assert [path for path in ("metrics", "status", "readyz", "healthz") if f'<a href="{path}">' in page] == [
+        "metrics", "status", "readyz", "healthz"]
+    head = request(server, "HEAD", "/")
+    assert (head[0], head[2], head[1]["Content-Length"]) == (200, b"", str(len(body)))
+    assert request(server, "GET", "/index.html")[0] == 404
 
 
 def test_head_has_headers_but_no_body(server):

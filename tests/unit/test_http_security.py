@@ -149,7 +149,7 @@ def test_basic_auth_401_says_nothing_and_the_right_password_opens_every_endpoint
              basic(USER, "p" * 100), basic(USER.upper(), PASSWORD), f"basic {base64.b64encode(USER.encode()).decode()}"]
     for authorization in wrong:
         headers = {"Authorization": authorization} if authorization else {}
-        for path in ("/metrics", "/healthz", "/status", "/nope"):
+        for path in ("/metrics", "/healthz", "/status", "/", "/nope"):
             status, response_headers, body = get(server, context, path, headers)
             assert (status, response_headers["WWW-Authenticate"], body) == (401, "Basic", b"Unauthorized\n"), authorization
             assert response_headers["X-Content-Type-Options"] == "nosniff" and response_headers["Server"] == "mirrorlag"
@@ -162,6 +162,7 @@ def test_basic_auth_401_says_nothing_and_the_right_password_opens_every_endpoint
         status, headers, body = get(server, context, path, right)
         assert (status, body, headers["X-Content-Type-Options"]) == (200, expected, "nosniff")
     assert get(server, context, "/nope", right)[0] == 404
+    assert get(server, context, "/", right)[1]["Content-Type"] == "text/html; charset=utf-8"
     assert get(server, context, method="POST", headers=right)[0] == 405
     assert get(server, context, headers={"Authorization": basic("other", "other-pw")})[0] == 200
 
