@@ -469,10 +469,13 @@ class Poller:
                         offsets: Mapping[PartitionKey, int | None]) -> tuple[set[str], set[str]]:
         """The topics with a partition whose end offset did not answer, and those with one below
         what the previous poll read (`offsets` is in `view.partitions`' order). This poll's are
-        kept for the next one's comparison (-1 where none answered): one array, a few ms at 100k."""
+        kept for the next one's comparison (-1 where none answered)."""
         values = offsets.values()
         n = len(view.partitions)
-        now = np.fromiter(((-1 if v is None else v for v in values) if None in values else values), np.int64, n)
+        try:
+            now = np.fromiter(values, np.int64, n)  # all answered, the usual case: ~2 ms at 100k
+        except TypeError:  # a None
+            now = np.fromiter((-1 if v is None else v for v in values), np.int64, n)
         before_keys, before = self._leo_rows.get(alias, (view.partitions, np.full(n, -1, np.int64)))
         if before_keys is not view.partitions:  # a new view (metadata changed): match by partition
             by_key = dict(zip(before_keys, before.tolist()))
