@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 from cachetools import TTLCache
@@ -174,6 +174,9 @@ class Poller:
         # sources whose last poll left partitions unanswered (read again at the next poll).
         self._metadata_due: dict[str, float] = {}
         self._stale_metadata: set[str] = set()
+        # Per source alias, the last poll's view partitions and their LEOs (-1: none answered): an
+        # LEO that went back (a recreated topic) has its topic ID read at once.
+        self._leo_rows: dict[str, tuple[Sequence[PartitionKey], np.ndarray]] = {}
         self._log_starts_due = 0.0  # when the next ListOffsets earliest is due
         self._new_logs: list[PartitionKey] = []  # this poll's partitions whose topic ID changed
         # Evidence that moves once per offset flush: connect-offsets, and the offset syncs of a
@@ -210,6 +213,7 @@ class Poller:
             chunk_size=settings.leo_chunk_size,
             isolation=levels[flows[0].target],
             isolation_by_target=levels if len(set(levels.values())) > 1 else {},
+            cap_id_reads=not settings.metadata_max_age_s,  # on a cadence: every topic ID at each read
         )
 
     def poll_once(self) -> Snapshot:
@@ -398,30 +402,39 @@ class Poller:
         return found
 
     def _read_source(self, source: SourceCluster, leos: dict[PartitionKey, int | None], started: float) -> bool:
-        """Add the source's partitions and LEOs to `leos`; False when the cluster failed us."""
+        """Add the source's partitions and LEOs to `leos`; False when the cluster failed us.
+
+        Metadata (the listing and topic IDs) has its own cadence, `mirrorlag.metadata.max.age.ms`:
+        a LEO poll does not pay for it. An end offset that failed to read (a deleted topic answers
+        UNKNOWN_TOPIC_OR_PART) or went back (a recreated topic) has it read at once, at that
+        poll, with those topics' IDs."""
         # The LEOs of the partitions known so far are asked before the metadata, so the two round
         # trips overlap (each is long at 100k partitions); only partitions it adds are asked after.
         alias = source.alias
         known = self._views.get(alias)
         pending = source.request_end_offsets(known.partitions) if known is not None else None
         try:
-            discovered = known is None or alias in self._stale_metadata or started >= self._metadata_due.get(alias, 0.0)
+            on_cadence = known is None or started >= self._metadata_due.get(alias, 0.0)
+            discovered = on_cadence or alias in self._stale_metadata
             if discovered:
-                self._topology.update(source.discover())
-                self._metadata_due[alias] = started + self.settings.metadata_max_age_s
-                self._stale_metadata.discard(alias)
-                if source.unresolved:  # topics kept, absent from the listing, unanswered by name: ask again
-                    self._stale_metadata.add(alias)
-                self.stats.metadata_errors_total[alias] = source.metadata_errors
-            view = self._view(source)
-            if discovered and (recreated := source.recreated):
-                for flow in source.flows:
-                    by_topic = self._keys_by_topic.get(flow.id, {})
-                    self._new_logs += [key for topic in recreated if topic in by_topic
-                                       for key in by_topic[topic] if key is not None]
+                if on_cadence:
+                    self._metadata_due[alias] = started + self.settings.metadata_max_age_s
+                view = self._discover(source, None if on_cadence else ())
+            else:
+                view = self._view(source)
             offsets = source.end_offsets(view.partitions, pending)
-            if None in offsets.values():
-                # A partition that did not answer may be gone (or new to a broker): read the
+            failed, went_back = self._suspect_topics(alias, view, offsets)
+            # A read this poll already asked about the failed ones (asked again next poll, below)
+            # and has the IDs it read.
+            suspect = went_back - source.ids_read if discovered else failed | went_back
+            if suspect:
+                # Read now, with their topic IDs: a deleted topic is GONE and a recreated one RESET at
+                # this poll. Partitions the read adds are asked now; the others keep their answer.
+                view = self._discover(source, suspect)
+                offsets = source.end_offsets(view.partitions, pending)
+                failed, _ = self._suspect_topics(alias, view, offsets)
+            if failed:
+                # A partition that still did not answer may be gone (or new to a broker): read the
                 # metadata again next poll rather than wait for its age.
                 self._stale_metadata.add(alias)
             self._set_available(source.alias, True)
@@ -436,6 +449,43 @@ class Poller:
         for keys, key_parts in zip(pieces(view.keys), pieces(view.key_parts)):
             leos.update(zip(keys, map(offsets.get, key_parts)))
         return bool(self._available[source.alias])
+
+    def _discover(self, source: SourceCluster, ids_of: Collection[str] | None) -> _SourceView:
+        """Reads the source's metadata (topic IDs as SourceCluster.discover says) and returns its
+        view; the partitions of topics recreated since join this poll's new logs."""
+        alias = source.alias
+        self._topology.update(source.discover() if ids_of is None else source.discover(ids_of))
+        self._stale_metadata.discard(alias)
+        if source.unresolved:  # topics kept, absent from the listing, unanswered by name: ask again
+            self._stale_metadata.add(alias)
+        self.stats.metadata_errors_total[alias] = source.metadata_errors
+        view = self._view(source)
+        if recreated := source.recreated:
+            for flow in source.flows:
+                by_topic = self._keys_by_topic.get(flow.id, {})
+                self._new_logs += [key for topic in recreated if topic in by_topic
+                                   for key in by_topic[topic] if key is not None]
+        return view
+
+    def _suspect_topics(self, alias: str, view: _SourceView,
+                        offsets: Mapping[PartitionKey, int | None]) -> tuple[set[str], set[str]]:
+        """The topics with a partition whose end offset did not answer, and those with one below
+        what the previous poll read (`offsets` is in `view.partitions`' order). This poll's are
+        kept for the next one's comparison (-1 where none answered)."""
+        values = offsets.values()
+        n = len(view.partitions)
+        try:
+            now = np.fromiter(values, np.int64, n)  # all answered, the usual case: ~2 ms at 100k
+        except TypeError:  # a None
+            now = np.fromiter((-1 if v is None else v for v in values), np.int64, n)
+        before_keys, before = self._leo_rows.get(alias, (view.partitions, np.full(n, -1, np.int64)))
+        if before_keys is not view.partitions:  # a new view (metadata changed): match by partition
+            by_key = dict(zip(before_keys, before.tolist()))
+            before = np.fromiter((by_key.get(k, -1) for k in view.partitions), np.int64, n)
+        self._leo_rows[alias] = (view.partitions, now)
+        topic = view.partitions
+        failed = {topic[i][-2] for i in np.flatnonzero(now < 0).tolist()}
+        return failed, {topic[i][-2] for i in np.flatnonzero(now < before).tolist()}
 
     def _view(self, source: SourceCluster) -> _SourceView:
         """The source's partitions as keys and as a sorted request list, made again only when

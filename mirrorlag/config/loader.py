@@ -316,7 +316,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
     "mirrorlag.retention.poll.interval.ms": (_seconds(1), "60000"),
-    "mirrorlag.metadata.max.age.ms": (_seconds(0), "0"),
+    "mirrorlag.metadata.max.age.ms": (_seconds(0), "60000"),
     "mirrorlag.metrics.detail": (_choice("auto", "full", "lag"), "auto"),
     "mirrorlag.metrics.partition.series.max": (_integer(0), "10000"),
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).

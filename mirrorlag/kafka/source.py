@@ -161,8 +161,9 @@ class PendingOffsets:
         return self.collected
 
 
-# A discovery reads the topic IDs of at most this many known partitions' topics (new topics'
-# always): a topic recreated between two polls is told within ceil(partitions / this) polls.
+# Where metadata is read at every poll, a discovery reads the topic IDs of at most this many known
+# partitions' topics (new topics' always): a topic recreated between two polls is told within
+# ceil(partitions / this) polls.
 TOPIC_ID_PARTITIONS_PER_DISCOVERY = 25_000
 
 
@@ -194,14 +195,25 @@ class SourceCluster:
     # did not answer whether they exist (an error, or no answer): the metadata is worth reading
     # again at the next poll rather than at its usual age.
     unresolved: frozenset[str] = frozenset()
+    # Whether a discovery on the metadata cadence reads the known topics' IDs a capped slice at a
+    # time (TOPIC_ID_PARTITIONS_PER_DISCOVERY: metadata read at every poll) or all of them (metadata
+    # on a cadence of its own: a recreated topic is told within one max age).
+    cap_id_reads: bool = True
+    # The topics whose topic ID the last discovery read (answered).
+    ids_read: frozenset[str] = frozenset()
     _partitions: dict[str, Sequence[int]] = field(default_factory=dict)  # topic -> partitions, last discovery
     _topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> its topic ID, last seen
     _id_cursor: int = 0  # where the next discovery's topic-ID check starts among the known topics
     _absent: frozenset[str] = frozenset()  # topics kept while absent from the listing, last discovery
 
-    def discover(self) -> dict[FlowId, Topology]:
+    def discover(self, ids_of: Iterable[str] | None = None) -> dict[FlowId, Topology]:
         """The partitions each flow replicates, from a fresh metadata request; `recreated` names
         the replicated topics whose topic ID changed since the previous discovery.
+
+        The topic IDs read (DescribeTopics costs the client ~10 µs a partition): new topics'
+        always; with `ids_of` None (a read on the metadata cadence) the known topics' (see
+        `cap_id_reads`), else only those of the known topics in `ids_of` (a read that a poll's
+        end offsets set off: the topics whose end offset failed or went back).
 
         Only an answer that a topic does not exist, to a request naming it, drops it (DESIGN §3,
         GONE). A full listing that omits a known topic is no such answer (a lost Describe ACL, a
@@ -212,7 +224,8 @@ class SourceCluster:
         # The topic IDs of the topics known so far are asked first, so that round trip overlaps
         # the metadata request; those of new topics, and the omitted ones, are asked after it.
         before = self._partitions
-        known_ids = self._request_topic_ids(self._topics_to_check())
+        known_ids = self._request_topic_ids(self._topics_to_check() if ids_of is None
+                                            else sorted(set(ids_of).intersection(before)))
         try:
             metadata = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
@@ -268,13 +281,13 @@ class SourceCluster:
         return kept, unresolved
 
     def _topics_to_check(self) -> list[str]:
-        """The known topics whose IDs this discovery reads: all of them up to
-        TOPIC_ID_PARTITIONS_PER_DISCOVERY partitions, else the next topics in turn up to that
-        many, so that every topic is read within a few discoveries. DescribeTopics costs the
+        """The known topics whose IDs a discovery on the cadence reads: all of them up to
+        TOPIC_ID_PARTITIONS_PER_DISCOVERY partitions (or without `cap_id_reads`), else the next
+        topics in turn up to that many, so that every topic is read within a few discoveries. DescribeTopics costs the
         client ~10 µs a partition (it builds an object for every partition and replica): 0.8 s
         a read at 100k partitions, more than the rest of the metadata read."""
         known = self._partitions
-        if sum(map(len, known.values())) <= TOPIC_ID_PARTITIONS_PER_DISCOVERY:
+        if not self.cap_id_reads or sum(map(len, known.values())) <= TOPIC_ID_PARTITIONS_PER_DISCOVERY:
             return list(known)
         topics = sorted(known)
         start = self._id_cursor % len(topics)
@@ -305,6 +318,7 @@ class SourceCluster:
         discovery that reads it)."""
         changed: set[str] = set()
         ids = {t: i for t, i in self._topic_ids.items() if t in replicated}
+        read: set[str] = set()
         for topic, future in futures.items():
             if topic not in replicated or not future.done() or future.exception() is not None:
                 continue
@@ -313,7 +327,9 @@ class SourceCluster:
             if before is not None and before != topic_id:
                 changed.add(topic)
             ids[topic] = topic_id
+            read.add(topic)
         self._topic_ids = ids
+        self.ids_read = frozenset(read)
         return changed
 
     def request_end_offsets(self, partitions: Sequence[PartitionRef]) -> PendingOffsets:

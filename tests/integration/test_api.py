@@ -45,7 +45,8 @@ def test_exact_record_lag_from_the_callback_feed(tmp_path, clusters, topic_name)
 
 def test_new_topics_appear_and_deleted_ones_go(tmp_path, clusters, topic_name):
     tracker = ReplicationTracker("src", "dst")
-    sidecar = make_sidecar(tmp_path, clusters, topic_name, tracker)
+    # Metadata at every poll: a topic created is otherwise seen within the max age (test_metadata_cadence).
+    sidecar = make_sidecar(tmp_path, clusters, topic_name, tracker, "mirrorlag.metadata.max.age.ms = 0\n")
     assert sidecar.poll().rows == ()
 
     clusters.create_topic(topic_name, 2)

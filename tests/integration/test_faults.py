@@ -132,8 +132,10 @@ def test_source_broker_killed_and_restarted(tmp_path, brokers):
     clusters.create_topic(sync_topic, 1, which="target")
     clusters.write_offset_syncs(sync_topic, [OffsetSync(topic, 0, 4, 4), OffsetSync(topic, 1, 1, 1)], which="target")
     port = free_port()
+    # Metadata at every poll: the topic created again on the empty broker is seen at once, not
+    # within the max age (tests/integration/test_metadata_cadence).
     path = config(tmp_path, clusters, port, f"topics = {topic}\noffset-syncs.topic.location = target\n"
-                                            "mirrorlag.lro.feeds = offset-syncs\n")
+                                            "mirrorlag.lro.feeds = offset-syncs\nmirrorlag.metadata.max.age.ms = 0\n")
     with running_sidecar(path, port=port, log=tmp_path / "sidecar.log") as proc:
         eventually(lambda: lag_and_state(port, topic, {0: (0, "IN_SYNC"), 1: (1, "IN_SYNC")}))
 

@@ -47,7 +47,7 @@ def _hiding(listing: Callable[..., Any], hidden: set[str]) -> Callable[..., Any]
 @pytest.fixture
 def sidecar(tmp_path, clusters) -> Iterator[Sidecar]:
     config = write_properties(tmp_path / "mm2.properties", clusters, "src->dst.topics = gba-.*\n"
-                              "mirrorlag.lro.feeds = offset-syncs\n")
+                              "mirrorlag.lro.feeds = offset-syncs\nmirrorlag.metadata.max.age.ms = 0\n")
     settings = load_settings([config])
     sidecar = Sidecar(settings, feeds=build_feeds(settings), heartbeats=heartbeat_feeds(settings), serve_http=False)
     try:

@@ -48,8 +48,12 @@ def _partition(port: int, topic: str) -> dict:
     return row
 
 
-@pytest.mark.parametrize("new_records", [150, 30], ids=["leo-went-up", "leo-went-back"])
-def test_a_recreated_topic_reads_reset_then_unknown_without_the_old_lro(tmp_path, clusters, topic_name, new_records):
+# The new log's LEO went back: the poll that sees it reads the topic's ID at once, with the default
+# metadata max age (a minute). It went up: its topic ID tells it at the next metadata read, within
+# the max age (shortened here) and one poll; until then the old log's evidence stands.
+@pytest.mark.parametrize("new_records, max_age_ms", [(150, 3000), (30, None)], ids=["leo-went-up", "leo-went-back"])
+def test_a_recreated_topic_reads_reset_then_unknown_without_the_old_lro(tmp_path, clusters, topic_name, new_records,
+                                                                        max_age_ms):
     clusters.create_topic(topic_name, 1)
     clusters.produce(topic_name, {0: 100})
     try:
@@ -59,7 +63,8 @@ def test_a_recreated_topic_reads_reset_then_unknown_without_the_old_lro(tmp_path
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 99, 99)])  # fully copied
     port = free_port()
     config = write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n"
-                              "replication.record.lag.metric.refresh.interval = 1000\n", port=port)
+                              "replication.record.lag.metric.refresh.interval = 1000\n"
+                              + (f"mirrorlag.metadata.max.age.ms = {max_age_ms}\n" if max_age_ms else ""), port=port)
     log = tmp_path / "sidecar.log"
     with running_sidecar(config, port=port, log=log) as proc:
         def in_sync() -> None:
@@ -78,20 +83,29 @@ def test_a_recreated_topic_reads_reset_then_unknown_without_the_old_lro(tmp_path
             os.kill(proc.pid, signal.SIGCONT)
 
         seen: list[tuple] = []
+        first_seen = reset_at = None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             row = _partition(port, topic_name)
             if row["leo"] == new_records:  # a poll after the topic was recreated
+                now = time.monotonic()
+                first_seen = first_seen or now
+                if row["state"] == "RESET":
+                    reset_at = reset_at or now
                 samples = scrape(port)
                 lag = [v for (name, labels), v in samples.items()
                        if name == "mirrorlag_replication_record_lag" and ("topic", topic_name) in labels]
-                seen.append((row["state"], row["lro"], row["record_lag"], lag))
+                if reset_at is not None:
+                    seen.append((row["state"], row["lro"], row["record_lag"], lag))
                 if row["state"] == "UNKNOWN":
                     break
             time.sleep(0.1)
         states = [s[0] for s in seen]
         assert states and states[0] == "RESET" and states[-1] == "UNKNOWN", (seen, log.read_text()[-3000:])
         assert "IN_SYNC" not in states, seen
+        assert first_seen is not None and reset_at is not None
+        # At the first poll that sees the new log, or within the max age and a poll (and slack).
+        assert reset_at - first_seen <= (0 if max_age_ms is None else max_age_ms / 1000 + 1.5), reset_at - first_seen
         # No record lag while the old LRO is the only evidence, exported or in /status; after the
         # RESET poll the old LRO is gone.
         assert all(record_lag is None and lag == [] for _, _, record_lag, lag in seen), seen

@@ -927,6 +927,8 @@ def test_metadata_max_age(tmp_path):
 
     config = tmp_path / "f.properties"
     config.write_text(FEEDS_BASE)
+    assert load_settings([config]).metadata_max_age_s == 60.0  # a minute, with triggers (poller)
+    config.write_text(FEEDS_BASE + "mirrorlag.metadata.max.age.ms = 0\n")
     assert load_settings([config]).metadata_max_age_s == 0.0  # every poll
     config.write_text(FEEDS_BASE + "mirrorlag.metadata.max.age.ms = 60000\n")
     assert load_settings([config]).metadata_max_age_s == 60.0

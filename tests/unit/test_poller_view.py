@@ -25,9 +25,13 @@ class FreshSource:
         self.metadata_errors = 0  # as SourceCluster's
         self.recreated: frozenset[str] = frozenset()
         self.unresolved: frozenset[str] = frozenset()
+        self.ids_read: frozenset[str] = frozenset()
+        self.ids_asked: list[list[str] | None] = []  # per discovery, the IDs asked (None: all, the cadence)
+        self.leos: dict[tuple[str, int], int] = {}  # end offsets other than 10
 
-    def discover(self):
+    def discover(self, ids_of=None):
         self.discoveries += 1
+        self.ids_asked.append(None if ids_of is None else sorted(ids_of))
         return {flow.id: tuple((t, range(n)) for t, n in sorted(self.topics.items()) if flow.should_replicate(t))
                 for flow in self.flows}
 
@@ -35,13 +39,17 @@ class FreshSource:
         return None
 
     def end_offsets(self, partitions, pending=None):
-        return {tp: None if tuple(tp[-2:]) in self.unanswered else 10 for tp in partitions}
+        return {tp: None if tuple(tp[-2:]) in self.unanswered else self.leos.get(tuple(tp[-2:]), 10) for tp in partitions}
 
     def start_offsets(self, partitions):
         return {tp: 0 for tp in partitions}
 
 
-def _poller(tmp_path: Path, more: str = "") -> tuple[Poller, FreshSource]:
+# Metadata at every poll unless a test says otherwise: these tests change the topology between polls.
+EVERY_POLL = "mirrorlag.metadata.max.age.ms = 0\n"
+
+
+def _poller(tmp_path: Path, more: str = EVERY_POLL) -> tuple[Poller, FreshSource]:
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
                       "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n" + more)
@@ -188,16 +196,22 @@ def test_metadata_is_read_again_when_it_is_older_than_its_max_age(tmp_path):
     assert [b - a for a, b in zip(polled, polled[1:] + [source.discoveries])] == [1, 0, 0, 0, 1, 0, 0, 0, 1]
     source.topics["c"] = 1  # not seen until the metadata is read again
     assert len(poller.poll_once()) == len(snapshot) == 5
-    source.unanswered = {("a", 1)}  # e.g. its topic was deleted: the next poll reads metadata at once
-    now[0] += 15.0
-    poller.poll_once()
-    source.unanswered = set()
+    assert source.ids_asked == [None] * 3  # on the cadence: every known topic's ID
+    source.unanswered = {("a", 1)}  # e.g. its topic was deleted: metadata is read at once, at this poll
     now[0] += 15.0
     before = source.discoveries
     assert len(poller.poll_once()) == 6 and source.discoveries == before + 1
+    assert source.ids_asked[-1] == ["a"]  # with the ID of the topic whose end offset failed
+    source.unanswered = set()
+    now[0] += 15.0
+    poller.poll_once()  # it still failed after that read: read again at the next poll
+    assert source.discoveries == before + 2 and source.ids_asked[-1] == []
+    now[0] += 15.0
+    poller.poll_once()  # the cadence is kept: due at 180 s whatever was read between
+    assert source.discoveries == before + 3 and source.ids_asked[-1] is None
     now[0] += 15.0
     poller.poll_once()
-    assert source.discoveries == before + 1  # answered in full: back to its age
+    assert source.discoveries == before + 3  # answered in full: back to its age
 
 
 def test_metadata_is_read_again_at_the_next_poll_while_an_absent_topic_is_unanswered(tmp_path):
@@ -218,14 +232,17 @@ def test_metadata_is_read_again_at_the_next_poll_while_an_absent_topic_is_unansw
         poller.poll_once()
     assert source.discoveries == 4
     source.unresolved = frozenset()
-    for _ in range(3):
+    now[0] += 15.0
+    poller.poll_once()  # the read the last one asked for: answered
+    assert source.discoveries == 5
+    for _ in range(3):  # back to its age: at 135 s (60 s after the cadence's read at 75 s), then none
         now[0] += 15.0
         poller.poll_once()
-    assert source.discoveries == 5  # answered: back to its age
+    assert source.discoveries == 6
 
 
-def test_metadata_is_read_at_every_poll_by_default(tmp_path):
-    poller, source = _poller(tmp_path)
+def test_metadata_is_read_at_every_poll_with_a_max_age_of_0(tmp_path):
+    poller, source = _poller(tmp_path, EVERY_POLL)
     for _ in range(3):
         poller.poll_once()
     assert source.discoveries == 3
@@ -287,20 +304,34 @@ class RecreatingSource(FreshSource):
         self.recreated: frozenset = frozenset()
         self.metadata_errors = 0
 
-    def end_offsets(self, partitions, pending=None):
-        return {tp: self.leos.get(tuple(tp[-2:]), 10) for tp in partitions}
 
 
-def _recording_poller(tmp_path):
+class IdSource(RecreatingSource):
+    """A RecreatingSource that tells a topic recreated (`renewed`) only at a discovery that
+    reads its topic ID, as SourceCluster.discover does."""
+
+    def __init__(self, flows, topics, leos) -> None:
+        super().__init__(flows, topics, leos)
+        self.renewed: set[str] = set()
+
+    def discover(self, ids_of=None):
+        topology = super().discover(ids_of)
+        self.ids_read = frozenset(self.topics if ids_of is None else set(ids_of) & set(self.topics))
+        self.recreated = frozenset(self.renewed & self.ids_read)
+        self.renewed -= self.ids_read
+        return topology
+
+
+def _recording_poller(tmp_path, more: str = EVERY_POLL, source_type: type[RecreatingSource] = RecreatingSource):
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:9\n"
-                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n")
+                      "dst.bootstrap.servers = 127.0.0.1:9\nsrc->dst.enabled = true\n" + more)
     settings = load_settings([config])
     flow = settings.flows[0]
     keys = {(t, p): PartitionKey("src", "dst", t, p) for t, n in (("a", 2), ("b", 1)) for p in range(n)}
     feed = RecordingFeed({keys["a", 0]: 9, keys["a", 1]: 9, keys["b", 0]: 9})
     poller = Poller(settings, lag_engine(settings), feeds=[feed])
-    source = RecreatingSource([flow], {"a": 2, "b": 1}, {})
+    source = source_type([flow], {"a": 2, "b": 1}, {})
     poller.sources = {"src": source}  # type: ignore[dict-item]
     poller._probes["src", "read_uncommitted"] = SourceProbe(None, fetcher=_NoAnswer())
     seen = []
@@ -329,6 +360,40 @@ def test_a_changed_topic_id_drops_the_old_lros_before_they_are_read_and_tells_th
     rows = _by_topic(poller.poll_once())
     assert rows["a", 0] == rows["a", 1] == (State.UNKNOWN, None)
     assert seen[-1].new_logs == frozenset()
+
+
+def test_an_end_offset_that_went_back_has_its_topic_id_read_at_that_poll(tmp_path):
+    """Metadata on its cadence (the default max age, a minute), yet a topic deleted and created
+    again whose LEO went back has its topic ID read at the poll that sees it: RESET by its ID at
+    once, so the next read on the cadence finds no second change (which would drop the new log's
+    evidence again)."""
+    poller, source, feed, seen = _recording_poller(tmp_path, "", IdSource)
+    assert poller.settings.metadata_max_age_s == 60.0  # the default
+    now = [1000.0]
+    poller.clock = lambda: now[0]
+    source.leos = {("a", 0): 100, ("a", 1): 100}
+    for _ in range(2):
+        poller.poll_once()
+        now[0] += 15.0
+    assert source.ids_asked == [None]  # one read, on the cadence: every topic's ID
+    source.leos = {("a", 0): 5, ("a", 1): 100}  # recreated between two polls
+    source.renewed = {"a"}
+    rows = _by_topic(poller.poll_once())
+    assert source.ids_asked == [None, ["a"]]  # read at once, with the ID of that topic alone
+    assert {(k.topic, k.partition) for k in seen[-1].new_logs} == {("a", 0), ("a", 1)}  # both: a new log
+    assert rows["a", 0] == rows["a", 1] == (State.RESET, None) and rows["b", 0][1] == 9
+    forgotten = list(feed.forgotten)
+    for _ in range(4):  # to the next read on the cadence, at 60 s
+        now[0] += 15.0
+        rows = _by_topic(poller.poll_once())
+        assert rows["a", 0] == rows["a", 1] == (State.UNKNOWN, None), rows
+    assert source.ids_asked == [None, ["a"], None] and feed.forgotten == forgotten  # no second RESET
+    # An LEO going back at a poll whose cadence read has read the IDs: no second read.
+    source.leos = {("a", 0): 1, ("a", 1): 100}
+    source.renewed = {"a"}
+    now[0] += 60.0
+    assert _by_topic(poller.poll_once())["a", 0][0] == State.RESET
+    assert source.ids_asked == [None, ["a"], None, None]
 
 
 def test_a_reset_row_drops_its_lro_from_the_feeds_and_the_cache(tmp_path):

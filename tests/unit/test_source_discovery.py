@@ -234,3 +234,27 @@ def test_an_absent_topic_whose_request_says_it_was_recreated_is_kept_and_named(t
     admin.topics["a1"] = (3, None, "id1-new")
     assert _topics(source) == {"a1": 3, "a2": 2}
     assert source.recreated == frozenset({"a1"})
+
+
+def test_a_read_set_off_by_end_offsets_asks_only_those_ids_and_one_on_a_cadence_asks_all(tmp_path, monkeypatch):
+    """discover(ids_of): the IDs of the known topics named (those whose end offset failed or went
+    back) and of new topics, no others; without `cap_id_reads` (metadata on a cadence) a read on
+    the cadence asks every known topic's ID, however many partitions."""
+    monkeypatch.setattr("mirrorlag.kafka.source.TOPIC_ID_PARTITIONS_PER_DISCOVERY", 4)
+    admin = FakeAdmin()
+    admin.topics = {"a1": (3, None, "id1"), "a2": (2, None, "id2"), "a3": (3, None, "id3")}
+    source = _source(tmp_path, admin)
+    source.cap_id_reads = False
+    _topics(source)
+    admin.described.clear()
+    admin.topics["a2"] = (2, None, "id2-new")
+    admin.topics["a4"] = (1, None, "id4")
+    source.discover(["a2", "gone"])
+    assert admin.described == [["a2"], ["a4"]]  # the known topic named, then the new one
+    assert source.recreated == frozenset({"a2"}) and source.ids_read == frozenset({"a2", "a4"})
+    source.discover(())
+    assert admin.described[2:] == []  # no ID at all
+    admin.topics["a3"] = (3, None, "id3-new")
+    source.discover()
+    assert [sorted(asked) for asked in admin.described[2:]] == [["a1", "a2", "a3", "a4"]]  # 9 partitions > the cap: all
+    assert source.recreated == frozenset({"a3"})
