@@ -63,7 +63,7 @@ DEFAULT_TIMEOUT_S = 5.0
 # Why a request was or was not answered (mirrorlag_probe_outcomes_total{cluster,reason}).
 ANSWERED = "answered"  # fetched this call and answered
 CACHED = "cached"  # answered from what an earlier fetch learnt, no fetch
-DEFERRED = "deferred"  # left for a later call by the per-call bound
+DEFERRED = "deferred"  # left for a later call by the per-call bound, or not reached in the call's time
 NOT_AUTHORIZED = "not_authorized"  # the principal lacks Read on the topic (TOPIC_AUTHORIZATION_FAILED)
 TIMEOUT = "timeout"  # no answer within the call's timeout
 OUT_OF_RANGE = "out_of_range"  # LRO + 1 below the log start (retention deleted it) or past the end
@@ -78,7 +78,8 @@ class Fetcher(Protocol):
         """For each partition, what a read from its start offset found; a partition left out
         was not answered (error, timeout). Never raises for a broker's failure. A fetcher may
         say why in `failures` (TopicPart -> one of REASONS) for its last call; one left out of
-        both is a TIMEOUT."""
+        both is a TIMEOUT. It may say in `reached` how many of `starts` (in order) it got to
+        before its time ran out: the rest are DEFERRED."""
 
     def close(self) -> None: ...
 
@@ -89,7 +90,7 @@ class ProbeStats:
 
     probes_total: int = 0  # partition fetches started (one per source partition per call at most)
     cache_hits_total: int = 0  # requests answered from the cache, no fetch
-    deferred_total: int = 0  # requests left for a later call by the per-call fetch limit
+    deferred_total: int = 0  # requests left for a later call: the per-call fetch limit, or the call's time ran out
     errors_total: int = 0  # requests fetched for but left unanswered (broker error, timeout)
     outcomes: dict[str, int] = field(default_factory=dict)  # requests by outcome (REASONS)
 
@@ -193,13 +194,20 @@ class SourceProbe:
             log.warning("source probe failed", exc_info=True)
             findings = {}
         failures: Mapping[TopicPart, str] = getattr(self.fetcher, "failures", None) or {}
+        reached = getattr(self.fetcher, "reached", len(starts))
         denied: list[str] = []
-        for tp, start in starts.items():
+        unreached: dict[Hashable, None] = {}
+        for i, (tp, start) in enumerate(starts.items()):
             finding = findings.get(tp)
             if finding is None:
-                stats.errors_total += len(misses[tp])
-                reason = failures.get(tp, TIMEOUT)
+                reason = failures.get(tp, TIMEOUT) if i < reached else DEFERRED
                 stats.count(reason, len(misses[tp]))
+                if reason == DEFERRED:  # the call's time ran out before its turn: never fetched
+                    stats.probes_total -= 1
+                    stats.deferred_total += len(misses[tp])
+                    unreached.update((r[0], None) for r in misses[tp])
+                    continue
+                stats.errors_total += len(misses[tp])
                 if reason == NOT_AUTHORIZED:
                     denied.append(tp[0])
                 continue
@@ -220,6 +228,8 @@ class SourceProbe:
                 else:
                     stats.count(ANSWERED)
                     self._answer(key, finding, result, out, offsets)
+        if unreached:  # first in line next call: partitions tried and failed go behind them
+            self._waiting = {**unreached, **self._waiting}
         self._say_denied(denied)
         return out
 
@@ -317,6 +327,10 @@ class KafkaFetcher:
     # open may go without an answer before the next chunk's turn.
     CHUNK_PARTITIONS = 5000
     CHUNK_IDLE_S = 1.0
+    # librdkafka keeps ~2 KB of state per partition ever assigned, and more with each assignment
+    # a broker does not answer; only closing the consumer frees it. So after this many partitions
+    # (a start with every partition behind, an outage) the next call gets a new consumer.
+    RENEW_AFTER_PARTITIONS = CHUNK_PARTITIONS
 
     def __init__(self, client_config: Mapping[str, str], isolation: str | IsolationLevel = "read_uncommitted") -> None:
         name = isolation.name.lower() if isinstance(isolation, IsolationLevel) else str(isolation)
@@ -347,8 +361,11 @@ class KafkaFetcher:
             "logger": LIBRDKAFKA_LOGGER,
             "error_cb": self.errors.record,
         }
+        self._config = config
         self._consumer: Consumer | None = Consumer(config)
+        self._assigned = 0  # partitions the consumer was handed since it was made
         self.failures: dict[TopicPart, str] = {}  # the last call's unanswered partitions, and why
+        self.reached = 0  # of the last call's partitions (in order), how many it got to in its time
 
     def fetch(self, starts: Mapping[TopicPart, int], timeout_s: float) -> dict[TopicPart, Finding]:
         consumer = self._consumer
@@ -362,18 +379,27 @@ class KafkaFetcher:
         # grows faster than the partitions they name (a wakeup of the broker thread per
         # partition), 100k at once took minutes; CHUNK_PARTITIONS still go out as one Fetch
         # request per broker.
-        for lo in range(0, len(items), self.CHUNK_PARTITIONS):
-            if time.monotonic() >= deadline:
-                break  # the rest: unanswered this call (a timeout), asked first next call
+        lo = 0
+        while lo < len(items) and time.monotonic() < deadline:
+            errors_before = self.errors.total
             last = lo + self.CHUNK_PARTITIONS >= len(items)
-            self._read(consumer, dict(items[lo:lo + self.CHUNK_PARTITIONS]), deadline, found, last)
+            heard = self._read(consumer, dict(items[lo:lo + self.CHUNK_PARTITIONS]), deadline, found, last)
+            lo += self.CHUNK_PARTITIONS
+            if not heard and self.errors.total > errors_before:
+                break  # a cluster that refuses connections: the next chunks would wait the same
+        self.reached = min(lo, len(items))
+        self._assigned += self.reached
+        if self._assigned >= self.RENEW_AFTER_PARTITIONS:
+            self._consumer = None
+            consumer.close()
+            self._consumer, self._assigned = Consumer(self._config), 0
         return found
 
     def _read(self, consumer: Consumer, starts: Mapping[TopicPart, int], deadline: float,
-              found: dict[TopicPart, Finding], last: bool) -> None:
+              found: dict[TopicPart, Finding], last: bool) -> bool:
         """One assignment of `starts`, read until each has its answer or the deadline; a chunk
         that is not the `last` is left once nothing arrived for CHUNK_IDLE_S (a partition that
-        does not answer must not hold up the chunks after it)."""
+        does not answer must not hold up the chunks after it). Whether any partition answered."""
         failures = self.failures
         open_: dict[TopicPart, int] = dict(starts)
         paused: list[TopicPartition] = []
@@ -425,6 +451,7 @@ class KafkaFetcher:
             consumer.unassign()
         if not open_:
             self.errors.answered()
+        return len(open_) < len(starts)
 
     def _give_up_past_the_end(self, consumer: Consumer, open_: dict[TopicPart, int]) -> None:
         """Drops partitions whose start is past the end their fetches report (a log that came

@@ -305,3 +305,37 @@ def test_offsets_of_the_first_data_records_are_handed_out(log):
     assert offsets == {key(): 12}
     offsets.clear()
     assert probe.probe([(key(), 13, 14)], offsets) == {key(): None} and offsets == {}  # a marker only
+
+
+class SlowLog(FakeLog):
+    """A source whose fetch reaches only the first `reach` partitions of a call before its time
+    runs out (the KafkaFetcher's `reached`); of those reached, `fail` time out."""
+
+    def __init__(self, reach: int) -> None:
+        super().__init__()
+        self.reach = reach
+        self.reached = 0
+
+    def fetch(self, starts, timeout_s):
+        order = list(starts)
+        self.reached = min(self.reach, len(order))
+        return super().fetch({tp: starts[tp] for tp in order[:self.reach]}, timeout_s)
+
+
+def test_partitions_a_call_did_not_reach_go_first_next_call_so_none_starves():
+    log = SlowLog(reach=2)
+    for p in range(6):
+        log.write("t", p, 0, float(p))
+    log.fail = {("t", 0), ("t", 1)}  # reached every call, never answering (a timeout)
+    probe = make(log)
+    asked = [(key(partition=p), 0, 1) for p in range(6)]
+    assert probe.probe(asked) == {}
+    assert probe.stats.outcomes == {"timeout": 2, "deferred": 4}
+    # 2..5 were never tried: they go before 0 and 1, which were tried and failed.
+    assert probe.probe(asked) == {key(partition=2): 2.0, key(partition=3): 3.0}
+    assert list(log.calls[1])[:2] == [("t", 2), ("t", 3)]
+    answered = probe.probe(asked)  # 2 and 3 from the cache, 4 and 5 fetched
+    assert answered == {key(partition=p): float(p) for p in (2, 3, 4, 5)}
+    assert list(log.calls[2])[:2] == [("t", 4), ("t", 5)]
+    assert probe.stats.errors_total == 2 and probe.stats.deferred_total == 4 + 4 + 2
+    assert probe.stats.probes_total == 2 + 2 + 2  # fetches started: those reached
