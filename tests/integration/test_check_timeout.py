@@ -1,0 +1,144 @@
+"""`mirrorlag check --timeout` bounds the whole command, through the real CLI in its own process.
+
+A cluster that cannot be read answers UNKNOWN (exit 3) naming the cluster and why, within the
+timeout: a refused port, a name that does not resolve, a listener that accepts and never answers
+(a blackhole to the Kafka protocol), a TEST-NET address (blackholed on most networks; refused on
+some sandboxes: either way within the bound). The wall-clock bounds are the command's contract
+(NRPE kills a check at its own timeout), so they are asserted, generously, as correctness.
+The clock starts when the command does (`mirrorlag.cli.main`): the interpreter's start before it,
+about half a second here and more on a loaded machine, is measured alongside each run and allowed.
+A healthy run prints nothing on stderr at the default log level: cron mails any output.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from mirrorlag.formats import OffsetSync
+from tests.conftest import Clusters, write_properties
+
+pytestmark = pytest.mark.integration
+
+SYNC_TOPIC = "mm2-offset-syncs.dst.internal"
+CONNECT_OFFSETS_TOPIC = "mm2-offsets.src.internal"
+SLACK_S = 1.0  # past --timeout: the interpreter's start before the command's clock, and its exit
+
+
+def check(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), *args],
+                            capture_output=True, text=True, timeout=60)
+    return result, time.monotonic() - started
+
+
+def bound(timeout: float) -> float:
+    """The longest a `check --timeout` may take: the timeout and the slack, or, on a machine so
+    loaded that the interpreter's start alone takes longer, that and half a second to exit."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import mirrorlag.cli"], check=True, timeout=60)
+    return timeout + max(SLACK_S, time.monotonic() - started + 0.5)
+
+
+@pytest.fixture(scope="module")
+def silent_port() -> Iterator[int]:
+    """A port whose kernel completes the TCP handshake and nobody ever reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]
+
+
+def refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed on leaving: nothing listens there
+
+
+@pytest.fixture(params=["refused", "unresolvable", "silent", "test-net"])
+def dead(request, tmp_path: Path, silent_port: int) -> tuple[Path, str]:
+    """A config whose source (and target) is a cluster that cannot be read, and its address."""
+    address = {"refused": f"127.0.0.1:{refused_port()}", "unresolvable": "no-such-host.invalid:9092",
+               "silent": f"127.0.0.1:{silent_port}", "test-net": "192.0.2.1:9092"}[request.param]
+    config = tmp_path / "mm2.properties"
+    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
+                      "src->dst.enabled = true\n")
+    return config, address
+
+
+@pytest.mark.parametrize("timeout", [5, 1])
+def test_a_cluster_that_cannot_be_read_is_unknown_within_the_timeout(dead, timeout):
+    config, address = dead
+    limit = bound(timeout)
+    result, took = check(config, "--timeout", str(timeout))
+    assert took < limit, (took, limit, result.stdout, result.stderr)
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    first, *clusters = result.stdout.splitlines()
+    assert first.startswith("UNKNOWN: "), result.stdout
+    assert any(line.strip().startswith(f"source cluster src ({address}): ") for line in clusters), result.stdout
+    assert "Traceback" not in result.stderr and "retrying every poll" not in result.stdout + result.stderr
+
+
+def test_unknown_says_why_per_cluster(tmp_path, silent_port):
+    """The cause librdkafka gave, or how long the cluster was waited for; in --json an object."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = no-such-host.invalid:9092\n"
+                      f"dst.bootstrap.servers = 127.0.0.1:{silent_port}\nsrc->dst.enabled = true\n")
+    result, _ = check(config, "--timeout", "3")
+    assert result.returncode == 3, result.stderr
+    assert "UNKNOWN: could not read source cluster src" in result.stdout
+    assert "source cluster src (no-such-host.invalid:9092): Failed to resolve" in result.stdout
+    result, _ = check(config, "--timeout", "3", "--json")
+    doc = json.loads(result.stdout)
+    assert (result.returncode, doc["status"]) == (3, "UNKNOWN")
+    by_alias = {c["cluster"]: c for c in doc["clusters"]}
+    assert by_alias["src"]["roles"] == ["source"] and "Failed to resolve" in by_alias["src"]["error"]
+    assert by_alias["dst"]["answered"] is False and by_alias["dst"]["error"].startswith("no answer within")
+
+
+def test_a_source_with_every_broker_down_answers_at_once(tmp_path):
+    """Refused everywhere: waiting out the default 30 s would not change the answer."""
+    config = tmp_path / "mm2.properties"
+    address = f"127.0.0.1:{refused_port()}"
+    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
+                      "src->dst.enabled = true\n")
+    result, took = check(config)
+    assert result.returncode == 3 and "Connection refused" in result.stdout, (result.stdout, result.stderr)
+    assert took < 10, took
+
+
+def test_a_healthy_check_is_silent_on_stderr(tmp_path, clusters: Clusters, topic_name):
+    clusters.create_topic(topic_name, 2)
+    clusters.produce(topic_name, {0: 3, 1: 2})
+    for topic, which in ((SYNC_TOPIC, "source"), (CONNECT_OFFSETS_TOPIC, "target")):  # MM2's, as it has them
+        try:
+            clusters.create_topic(topic, 1, which)
+        except Exception:
+            pass  # shared by the tests of the session
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 2, 2), OffsetSync(topic_name, 1, 1, 1)])
+    config = write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n")
+    limit = bound(5)
+    result, took = check(config, "--timeout", "5")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stderr == ""
+    assert "IN_SYNC" in result.stdout and took < limit
+    result, _ = check(config, "--timeout", "5", "--json")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert {r["state"] for r in json.loads(result.stdout)} == {"IN_SYNC"}
+
+
+def test_help_names_the_exit_codes_and_what_the_timeout_bounds():
+    result = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    for status in ("0 OK", "1 WARNING", "2 error", "3 UNKNOWN"):
+        assert status in text, text
+    assert "--timeout bounds the whole run" in text
