@@ -64,7 +64,7 @@ class _Work:
     """The worker's progress, read by the main thread when it answers or at the deadline."""
 
     phase: str = "creating the clients"
-    rows: list[PartitionRow] | None = None
+    rows: list[PartitionRow] | None = None  # the verdict so far: set after the first poll, then after each
     error: BaseException | None = None
     answered: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)  # an answer, or a source found down
@@ -113,9 +113,9 @@ def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, as_json: bool) 
     """Prints the verdict and returns its exit status."""
     if unread := _unread_sources(work, reach):
         return _unknown(f"could not read source cluster {', '.join(unread)}", reach, deadline, as_json, unread)
-    if not work.answered.is_set():
+    rows = work.rows
+    if rows is None:  # not even a first poll answered
         return _unknown(f"timed out after {deadline.seconds:g} s {work.phase}", reach, deadline, as_json)
-    rows = work.rows or []
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -167,29 +167,38 @@ def _leave(threads: Sequence[threading.Thread], until: float, status: int) -> No
 
 def _observe(poller: Poller, timeout_s: float, deadline: Deadline | None = None,
              work: _Work | None = None) -> list[PartitionRow]:
+    """The verdict of the check's window. With `work`, the verdict as of each poll is published
+    there too: a poll of the window still out at the deadline leaves the verdict of the one before."""
     start = time.monotonic()
     rows = _poll(poller)
-    if work is not None:
-        work.phase = "re-reading the clusters in the check's window"
+    took = time.monotonic() - start  # a poll's duration, to start none that would end past the deadline
     first_leo = {r.key: r.leo for r in rows}
     first_lro = {r.key: r.lro for r in rows}
     resolved = {r.key for r in rows if _settled(r, None)}
+
+    def verdict() -> list[PartitionRow]:
+        return [_verdict(r, r.key in resolved, first_lro.get(r.key)) for r in rows]
+
     # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window (an
     # UNKNOWN that is only a time lag the probe could not prove too: the window can prove it).
     waiting = {r.key for r in rows if r.key not in resolved and not _final(r)}
     while waiting:
+        if work is not None:
+            work.rows = verdict()
         window = max(min(timeout_s, poller.settings.flow(k.flow).engine.lag_time_max_s) for k in waiting)
         now = time.monotonic()
         if now - start + RECHECK_INTERVAL_S > window:
             break
-        if deadline is not None and now + RECHECK_INTERVAL_S + RESERVE_S > deadline.at:
+        if deadline is not None and now + RECHECK_INTERVAL_S + took + RESERVE_S > deadline.at:
             break  # the window ends where the whole run must
         time.sleep(RECHECK_INTERVAL_S)
+        polled = time.monotonic()
         rows = [r for r in _poll(poller) if r.key in first_leo]
+        took = time.monotonic() - polled
         settled = {r.key for r in rows if r.key in waiting and _settled(r, first_leo[r.key])}
         resolved |= settled
         waiting -= settled
-    return [_verdict(r, r.key in resolved, first_lro.get(r.key)) for r in rows]
+    return verdict()
 
 
 def _poll(poller: Poller) -> list[PartitionRow]:
