@@ -135,8 +135,9 @@ def _unread_sources(work: _Work, reach: ReachProbes) -> Sequence[str]:
 def _unknown(reason: str, reach: ReachProbes, deadline: Deadline, as_json: bool,
              unread: Sequence[str] = ()) -> int:
     """UNKNOWN: the reason and, per cluster that did not answer (or could not be read), why."""
-    waited = round(deadline.seconds - deadline.remaining(), 1)
-    details = [(r.name, r.reason(waited)) for r in reach.unanswered()]
+    # Clusters still being waited for are "no answer" only once the deadline passed.
+    waited = deadline.seconds if deadline.remaining() == 0 else None
+    details = [(r.name, why) for r in reach.unanswered() if (why := r.reason(waited)) is not None]
     details += [(r.name, "answered, but its metadata or end offsets could not be read")
                 for r in reach.reaches if r.answered and r.alias in unread]
     if as_json:

@@ -49,8 +49,10 @@ class Reach:
     def name(self) -> str:
         return f"{' and '.join(self.roles)} cluster {self.alias} ({self.bootstrap_servers})"
 
-    def reason(self, waited_s: float) -> str:
-        return self.error or f"no answer within {waited_s:g} s"
+    def reason(self, waited_s: float | None) -> str | None:
+        """Why it has not answered: librdkafka's reason, else how long it was waited for (None:
+        the check did not wait for it, having its answer from another cluster)."""
+        return self.error or (f"no answer within {waited_s:g} s" if waited_s is not None else None)
 
     def record(self, text: str, all_down: bool) -> None:
         self.down |= all_down

@@ -95,20 +95,31 @@ def test_a_cluster_that_cannot_be_read_is_unknown_within_the_timeout(dead, timeo
 
 
 def test_unknown_says_why_per_cluster(tmp_path, silent_port):
-    """The cause librdkafka gave, or how long the cluster was waited for; in --json an object."""
+    """The cause librdkafka gave, or how long the cluster was waited for; in --json an object. A
+    source that does not resolve answers at once: the silent target was not waited for, and
+    nothing is claimed of it."""
     config = tmp_path / "mm2.properties"
     config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = no-such-host.invalid:9092\n"
                       f"dst.bootstrap.servers = 127.0.0.1:{silent_port}\nsrc->dst.enabled = true\n")
+    config.with_name("silent.properties").write_text(f"clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:{silent_port}\n"
+                                                     f"dst.bootstrap.servers = 127.0.0.1:{silent_port}\n"
+                                                     "src->dst.enabled = true\n")
     result, _ = check(config, "--timeout", "3")
     assert result.returncode == 3, result.stderr
     assert "UNKNOWN: could not read source cluster src" in result.stdout
     assert "source cluster src (no-such-host.invalid:9092): Failed to resolve" in result.stdout
+    assert "target cluster dst" not in result.stdout
     result, _ = check(config, "--timeout", "3", "--json")
     doc = json.loads(result.stdout)
     assert (result.returncode, doc["status"]) == (3, "UNKNOWN")
     by_alias = {c["cluster"]: c for c in doc["clusters"]}
     assert by_alias["src"]["roles"] == ["source"] and "Failed to resolve" in by_alias["src"]["error"]
-    assert by_alias["dst"]["answered"] is False and by_alias["dst"]["error"].startswith("no answer within")
+    assert (by_alias["dst"]["answered"], by_alias["dst"]["error"]) == (False, None)
+    result, _ = check(config.with_name("silent.properties"), "--timeout", "2", "--json")
+    doc = json.loads(result.stdout)
+    assert result.returncode == 3 and doc["reason"].startswith("timed out after 2 s "), result.stdout
+    assert [(c["cluster"], c["error"]) for c in doc["clusters"]] == [("src", "no answer within 2 s"),
+                                                                   ("dst", "no answer within 2 s")]
 
 
 def test_a_source_with_every_broker_down_answers_at_once(tmp_path):

@@ -26,4 +26,4 @@ def test_a_specific_reason_wins_over_every_broker_down_whichever_comes_first():
 def test_no_reason_is_how_long_it_was_waited_for():
     reach = Reach("b", ("source", "target"), "h:1,h:2")
     assert reach.name == "source and target cluster b (h:1,h:2)"
-    assert (reach.reason(2.5), reach.down) == ("no answer within 2.5 s", False)
+    assert (reach.reason(2.5), reach.reason(None), reach.down) == ("no answer within 2.5 s", None, False)
