@@ -181,3 +181,17 @@ def test_a_target_that_never_answers_still_gets_a_verdict_from_the_source_when_r
     assert result.returncode == 1, (result.stdout, result.stderr)
     states = {r["partition"]: (r["state"], r["lro_feed"]) for r in json.loads(result.stdout)}
     assert states == {0: ("IN_SYNC", "offset-syncs"), 1: ("STALLED", "log-start")}
+
+
+def test_a_source_that_fails_the_sasl_handshake_answers_at_once_naming_it(tmp_path, clusters: Clusters):
+    """Every broker down after a failed handshake: the cause is librdkafka's, the secret is not shown."""
+    config = tmp_path / "mm2.properties"
+    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {clusters.source}\n"
+                      f"dst.bootstrap.servers = {clusters.target}\nsrc->dst.enabled = true\n"
+                      "src.security.protocol = SASL_PLAINTEXT\nsrc.sasl.mechanism = SCRAM-SHA-512\n"
+                      "src.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required "
+                      'username="u" password="Pw-7c1e";\n')
+    result, took = check(config)
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert f"source cluster src ({clusters.source}): SASL SCRAM-SHA-512 mechanism handshake failed" in result.stdout
+    assert "Pw-7c1e" not in result.stdout + result.stderr and took < 10, took
