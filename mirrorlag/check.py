@@ -1,25 +1,37 @@
-"""`mirrorlag check`: one verdict for cron, Nagios and humans.
+"""`mirrorlag check`: one verdict for cron, Nagios and humans, within `--timeout`.
 
 A single look cannot say how long a partition has been behind, so the check applies KIP-16's rule
 over its own window: a partition is IN_SYNC when it is caught up, or when within the window the
 mirror copies every record that existed when the check began. One that does not is LAGGING, or
 STALLED when its last replicated offset never moved. The window is `--timeout`, capped at the
-flow's replication.lag.time.max.ms. Exit 0: all IN_SYNC; 1: anything else; 2: error.
+flow's replication.lag.time.max.ms.
+
+`--timeout` bounds the whole run, Nagios-style: the reads run on a worker thread, and at the
+deadline the check answers with what it has. Exit 0 (OK): every partition IN_SYNC; 1 (WARNING):
+any other state; 2: a configuration or usage error; 3 (UNKNOWN): a cluster could not be read, or
+no answer came within the timeout, naming the clusters and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import os
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from mirrorlag.check_reach import ReachProbes
 from mirrorlag.config import load_settings
+from mirrorlag.config.settings import Settings
+from mirrorlag.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.exporters.status import row_to_dict
 from mirrorlag.feeds.external import build_feeds
@@ -27,57 +39,173 @@ from mirrorlag.model import PartitionKey, PartitionRow, State
 from mirrorlag.poller import Poller
 from mirrorlag.wiring import lag_engine
 
+EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3  # 2, an error, is MirrorlagError's
 RECHECK_INTERVAL_S = 1.0
+# Kept at the end of --timeout: the window's last poll answers, the clients close, the verdict prints.
+RESERVE_S = 0.5
+# How long past the deadline the threads get to end (a probe sees its stop within its poll) before
+# the process exits without them: a librdkafka client closing against a dead cluster can block.
+GRACE_S = 0.05
 NOT_OK = {State.LAGGING, State.STALLED, State.RESET, State.UNKNOWN, State.AT_RISK}
 # States the check's own window cannot clear: waiting does not bring deleted records back.
 FINAL = (State.UNKNOWN, State.RESET, State.AT_RISK)
 
 
-def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float) -> int:
+class SourceUnread(Exception):
+    """A poll could not read these source clusters: no verdict on their partitions."""
+
+    def __init__(self, aliases: Sequence[str]) -> None:
+        super().__init__(", ".join(aliases))
+        self.aliases = tuple(aliases)
+
+
+@dataclass
+class _Work:
+    """The worker's progress, read by the main thread when it answers or at the deadline."""
+
+    phase: str = "creating the clients"
+    rows: list[PartitionRow] | None = None  # the verdict so far: set after the first poll, then after each
+    error: BaseException | None = None
+    answered: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)  # an answer, or a source found down
+
+
+def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, started: float | None = None) -> int:
+    """The check's exit status; `started` (time.monotonic()) is when the command began, so that
+    the timeout counts its imports too."""
     if timeout_s <= 0:
         raise MirrorlagError(f"--timeout must be positive, got {timeout_s}")
+    deadline = Deadline.after(timeout_s, started)
     settings = load_settings(config_paths)
     # librdkafka refuses a socket timeout under 10 ms
     settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
-    poller = Poller(settings, lag_engine(settings), build_feeds(settings))
+    work = _Work()
+    reach = ReachProbes(settings, deadline, work.wake)
+    worker = threading.Thread(target=_work, args=(settings, deadline, work), name="check", daemon=True)
+    worker.start()
+    work.wake.wait(deadline.remaining())
+    reach.stop()
+    if work.answered.is_set() and work.error is not None and not isinstance(work.error, SourceUnread):
+        raise work.error  # a client librdkafka would not build (exit 2), or a bug
+    status = _answer(work, reach, deadline, as_json)
+    # A worker that answered is closing its clients: it gets until the deadline. One that did not is
+    # stuck in a read that the verdict no longer needs.
+    _leave([worker, *reach.threads], deadline.at if work.answered.is_set() else 0.0, status)
+    return status
+
+
+def _work(settings: Settings, deadline: Deadline, work: _Work) -> None:
+    poller = None
     try:
-        rows = _observe(poller, timeout_s)
+        poller = Poller(settings, lag_engine(settings), build_feeds(settings))
+        work.phase = "reading the clusters"
+        work.rows = _observe(poller, deadline.seconds, deadline, work)
+    except BaseException as exc:  # handed to the main thread
+        work.error = exc
     finally:
-        poller.close()  # the feeds' consumers and the source probe's
+        work.answered.set()
+        work.wake.set()
+        if poller is not None:
+            poller.close()  # the feeds' consumers and the source probe's; may block: the main thread does not wait
+
+
+def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, as_json: bool) -> int:
+    """Prints the verdict and returns its exit status."""
+    if unread := _unread_sources(work, reach):
+        return _unknown(f"could not read source cluster {', '.join(unread)}", reach, deadline, as_json, unread)
+    rows = work.rows
+    if rows is None:  # not even a first poll answered
+        return _unknown(f"timed out after {deadline.seconds:g} s {work.phase}", reach, deadline, as_json)
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         _print_table(rows)
-    return 1 if any(r.state in NOT_OK for r in rows) else 0
+    return EXIT_WARNING if any(r.state in NOT_OK for r in rows) else EXIT_OK
 
 
-def _observe(poller: Poller, timeout_s: float) -> list[PartitionRow]:
+def _unread_sources(work: _Work, reach: ReachProbes) -> Sequence[str]:
+    """The source clusters the check could not read: those a poll failed on, or, before the
+    poll answers, those with every broker down (waiting for the timeout would not change that)."""
+    if isinstance(work.error, SourceUnread):
+        return work.error.aliases
+    return () if work.answered.is_set() else reach.sources_down()
+
+
+def _unknown(reason: str, reach: ReachProbes, deadline: Deadline, as_json: bool,
+             unread: Sequence[str] = ()) -> int:
+    """UNKNOWN: the reason and, per cluster that did not answer (or could not be read), why."""
+    # Clusters still being waited for are "no answer" only once the deadline passed.
+    waited = deadline.seconds if deadline.remaining() == 0 else None
+    details = [(r.name, why) for r in reach.unanswered() if (why := r.reason(waited)) is not None]
+    details += [(r.name, "answered, but its metadata or end offsets could not be read")
+                for r in reach.reaches if r.answered and r.alias in unread]
+    if as_json:
+        json.dump({"status": "UNKNOWN", "reason": reason, "clusters": [
+            {"cluster": r.alias, "roles": list(r.roles), "bootstrap_servers": r.bootstrap_servers,
+             "answered": r.answered, "error": None if r.answered else r.reason(waited)}
+            for r in reach.reaches]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"UNKNOWN: {reason}")
+        for name, why in details or [("every cluster", "answered; the check's own reads did not end in time")]:
+            print(f"  {name}: {why}")
+    return EXIT_UNKNOWN
+
+
+def _leave(threads: Sequence[threading.Thread], until: float, status: int) -> None:
+    """Waits for the check's threads until `until` (time.monotonic(); at least a grace); exits
+    the process at once if one is still in librdkafka, which would otherwise hold it open."""
+    end = max(until, time.monotonic() + GRACE_S)
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    if any(thread.is_alive() for thread in threads):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(status)
+
+
+def _observe(poller: Poller, timeout_s: float, deadline: Deadline | None = None,
+             work: _Work | None = None) -> list[PartitionRow]:
+    """The verdict of the check's window. With `work`, the verdict as of each poll is published
+    there too: a poll of the window still out at the deadline leaves the verdict of the one before."""
     start = time.monotonic()
     rows = _poll(poller)
+    took = time.monotonic() - start  # a poll's duration, to start none that would end past the deadline
     first_leo = {r.key: r.leo for r in rows}
     first_lro = {r.key: r.lro for r in rows}
     resolved = {r.key for r in rows if _settled(r, None)}
+
+    def verdict() -> list[PartitionRow]:
+        return [_verdict(r, r.key in resolved, first_lro.get(r.key)) for r in rows]
+
     # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window (an
     # UNKNOWN that is only a time lag the probe could not prove too: the window can prove it).
     waiting = {r.key for r in rows if r.key not in resolved and not _final(r)}
     while waiting:
+        if work is not None:
+            work.rows = verdict()
         window = max(min(timeout_s, poller.settings.flow(k.flow).engine.lag_time_max_s) for k in waiting)
-        if time.monotonic() - start + RECHECK_INTERVAL_S > window:
+        now = time.monotonic()
+        if now - start + RECHECK_INTERVAL_S > window:
             break
+        if deadline is not None and now + RECHECK_INTERVAL_S + took + RESERVE_S > deadline.at:
+            break  # the window ends where the whole run must
         time.sleep(RECHECK_INTERVAL_S)
+        polled = time.monotonic()
         rows = [r for r in _poll(poller) if r.key in first_leo]
+        took = time.monotonic() - polled
         settled = {r.key for r in rows if r.key in waiting and _settled(r, first_leo[r.key])}
         resolved |= settled
         waiting -= settled
-    return [_verdict(r, r.key in resolved, first_lro.get(r.key)) for r in rows]
+    return verdict()
 
 
 def _poll(poller: Poller) -> list[PartitionRow]:
     snapshot = poller.poll_once()
     if poller.stats.poll_errors_total:
-        clusters = ", ".join(sorted(poller.stats.poll_errors_total))
-        raise MirrorlagError(f"could not read source cluster {clusters} (see the warning above)")
+        raise SourceUnread(sorted(poller.stats.poll_errors_total))
     return [r for r in snapshot.rows if r.state is not State.GONE]
 
 

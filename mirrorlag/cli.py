@@ -1,4 +1,5 @@
-"""`mirrorlag run | check | mirror | demo`. Errors the user can fix end in one line and exit status 2."""
+"""`mirrorlag run | check | mirror | demo`. Errors the user can fix end in one line and exit status 2
+(`check` adds 3, UNKNOWN: see CHECK_EPILOG)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -20,13 +22,28 @@ if TYPE_CHECKING:
 log = logging.getLogger("mirrorlag")
 
 
+CHECK_EPILOG = """\
+exit status:
+  0  OK: every partition IN_SYNC
+  1  WARNING: any partition LAGGING, STALLED, AT_RISK, RESET or UNKNOWN
+  2  error: a bad configuration or usage (one line on stderr)
+  3  UNKNOWN: a cluster could not be read, or no answer within --timeout; the
+     output names each cluster that did not answer, and why
+
+--timeout bounds the whole run: creating the clients, metadata, ListOffsets, the
+first read of MM2's topics, the source probe, the check's own window (a
+partition behind must be copied up to where it stood within it) and closing the
+clients. At the deadline the check answers UNKNOWN with what it knows."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mirrorlag",
         description="Replication lag of a Kafka MirrorMaker 2 mirror, from MM2's own properties file.",
     )
     parser.add_argument("--version", action="version", version=f"mirrorlag {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="default INFO; WARNING for check, which is quiet when all is well (cron mails any output)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add_config(p: argparse.ArgumentParser) -> None:
@@ -40,11 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "config format (as node_exporter's flag); default: mirrorlag.http.web.config.file, "
                           "else plain HTTP, no auth")
 
-    check = sub.add_parser("check", help="one-shot check: exit 0 when every partition is IN_SYNC, 1 otherwise, 2 on error")
+    check = sub.add_parser(
+        "check", help="one-shot Nagios-style check: exit 0 OK, 1 WARNING, 2 error, 3 UNKNOWN",
+        description="One verdict on every partition of the configured flows, within --timeout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=CHECK_EPILOG)
     add_config(check)
-    check.add_argument("--json", action="store_true", help="print a JSON array of partitions")
+    check.add_argument("--json", action="store_true", help="print a JSON array of partitions "
+                       "(exit 3: an object with the reason and the clusters)")
     check.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                       help="seconds to read the feeds and the source (default 30)")
+                       help="seconds the whole check may take, answer included (default 30); "
+                            "also its window, capped at replication.lag.time.max.ms")
 
     demo = sub.add_parser("demo", help="embedded source and target brokers, a lagging replicator and the sidecar, live")
     demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
@@ -70,7 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()  # `check --timeout` counts from here: the check's imports take a while
     args = build_parser().parse_args(argv)
+    args.started = started
+    if args.log_level is None:
+        args.log_level = "WARNING" if args.command == "check" else "INFO"
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # librdkafka reconnect chatter is summarised by the poller once per state change.
@@ -85,7 +111,7 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         from mirrorlag.check import run_check
 
-        return run_check(args.config, as_json=args.json, timeout_s=args.timeout)
+        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started)
     if args.command == "demo":
         from mirrorlag.demo.runner import run_demo
 

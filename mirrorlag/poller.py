@@ -571,4 +571,4 @@ class Poller:
         if ok:
             log.info("source cluster %s: reachable", alias)
         else:
-            log.warning("source cluster %s: unavailable (%s); retrying every poll", alias, reason)
+            log.warning("source cluster %s: unavailable (%s)", alias, reason)
