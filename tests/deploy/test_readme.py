@@ -44,3 +44,33 @@ def test_alert_table_is_the_rule_files_alerts():
     alerts = {r["alert"] for g in yaml_docs(RULES)[0]["groups"] for r in g["rules"] if "alert" in r}
     table = set(re.findall(r"^\| `(Mirrorlag\w+)` \|", text(), flags=re.M))
     assert table == alerts
+
+
+ROOT_README = REPO / "README.md"
+RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
+_REPEATED = {
+    "poll time at 10k": r"a poll of 10,000 partitions takes (~[\d.]+ s)",
+    "its parts": r"\(poll (\d+ ms \+ publish \d+ ms)",
+    "series a partition": r"up to (\d+) series a partition",
+}
+
+
+def test_the_figures_it_repeats_are_the_root_readmes():
+    """The figures both READMEs give say the same, and the series a partition are the exporter's:
+    its per-partition families and the state."""
+    from mirrorlag.exporters.prometheus import FAMILIES
+
+    root = " ".join(ROOT_README.read_text().split())  # a phrase may wrap
+    for what, pattern in _REPEATED.items():
+        here = set(re.findall(pattern, " ".join(text().split()), flags=re.I))
+        there = set(re.findall(pattern, root, flags=re.I))
+        assert len(here) == 1 and here == there, (what, here, there)
+    assert set(re.findall(_REPEATED["series a partition"], root)) == {str(len(FAMILIES) + 1)}
+
+
+def test_the_results_sections_it_names_exist():
+    headings = [line.lstrip("#").strip() for line in RESULTS.read_text().splitlines() if line.startswith("#")]
+    named = set(re.findall(r'"((?:Issue \d+|\w+ pass)[^"]*)"', " ".join(text().split())))
+    assert len(named) >= 3
+    for name in named:
+        assert any(h.startswith(name) for h in headings), name
