@@ -68,6 +68,12 @@ def test_readme_states_what_the_deployments_are_sized_for():
     assert MEMORY_BENCH in text and HISTORY_BENCH in text
 
 
+def test_readmes_worked_example_for_100k_covers_it():
+    flat = " ".join(README.read_text().split())
+    (request, limit) = re.findall(r"100,000 partitions: request .*?`requests.memory: (\w+)`, `limits.memory: (\w+)`", flat)[0]
+    assert mib(request) >= sizing.request_mib(100_000) and mib(limit) >= sizing.limit_mib(100_000)
+
+
 def test_the_sizing_follows_the_history_defaults(monkeypatch):
     """A larger history buffer by default (loader.py) needs a larger limit: the test would fail the
     manifests until they follow."""
