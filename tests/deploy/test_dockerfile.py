@@ -121,9 +121,10 @@ def _assert_polled(port: int, topic: str) -> None:
 
 
 def _override(text: str, values: dict[str, str]) -> str:
-    """The properties text with `key = value` lines replaced (each key must be there)."""
+    """The properties text with `key = value` lines replaced, or `#key = default` lines (a key left
+    at its default, config/mirrorlag.properties) set; each key must be there."""
     for key, value in values.items():
-        text, n = re.subn(rf"(?m)^{re.escape(key)}\s*=.*$", f"{key} = {value}", text)
+        text, n = re.subn(rf"(?m)^#?{re.escape(key)}\s*=.*$", f"{key} = {value}", text)
         assert n == 1, key
     return text
 

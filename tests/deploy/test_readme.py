@@ -44,3 +44,71 @@ def test_alert_table_is_the_rule_files_alerts():
     alerts = {r["alert"] for g in yaml_docs(RULES)[0]["groups"] for r in g["rules"] if "alert" in r}
     table = set(re.findall(r"^\| `(Mirrorlag\w+)` \|", text(), flags=re.M))
     assert table == alerts
+
+
+ROOT_README = REPO / "README.md"
+RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
+_REPEATED = {
+    "poll time at 10k": r"a poll of 10,000 partitions takes (~[\d.]+ s)",
+    "its parts": r"\(poll (\d+ ms \+ publish \d+ ms)",
+    "series a partition": r"up to (\d+) series a partition",
+}
+
+
+def test_the_figures_it_repeats_are_the_root_readmes():
+    """The figures both READMEs give say the same, and the series a partition are the exporter's:
+    its per-partition families and the state."""
+    from mirrorlag.exporters.prometheus import FAMILIES
+
+    root = " ".join(ROOT_README.read_text().split())  # a phrase may wrap
+    for what, pattern in _REPEATED.items():
+        here = set(re.findall(pattern, " ".join(text().split()), flags=re.I))
+        there = set(re.findall(pattern, root, flags=re.I))
+        assert len(here) == 1 and here == there, (what, here, there)
+    assert set(re.findall(_REPEATED["series a partition"], root)) == {str(len(FAMILIES) + 1)}
+
+
+def test_the_results_sections_it_names_exist():
+    headings = [line.lstrip("#").strip() for line in RESULTS.read_text().splitlines() if line.startswith("#")]
+    named = set(re.findall(r'"((?:Issue \d+|\w+ pass)[^"]*)"', " ".join(text().split())))
+    assert len(named) >= 3
+    for name in named:
+        assert any(h.startswith(name) for h in headings), name
+
+
+def default_tables(readme: str) -> list[tuple[str, str]]:
+    """(key cell, default cell) of the rows of every `| key | default | ... |` table."""
+    rows, inside = [], False
+    for line in readme.splitlines():
+        if line.startswith("| key | default |"):
+            inside = True
+        elif not line.startswith("|"):
+            inside = False
+        elif inside and not line.startswith("|---"):
+            key, default = (cell.strip() for cell in line.split("|")[1:3])
+            rows.append((key, default))
+    return rows
+
+
+def test_the_root_readmes_key_tables_state_the_loaders_defaults():
+    """Both READMEs' key tables name the loader's defaults (read from its tables now); a row of
+    several keys (`a` / `b`) states one default each."""
+    keys = {**GLOBAL_KEYS, **FLOW_KEYS}
+    words = {"unset": "", "unlimited": str(2**63 - 1), "7 days": "604800000", "1 h": "3600000"}
+    checked = 0
+    for readme in (ROOT_README, README):
+        for key_cell, default_cell in default_tables(readme.read_text()):
+            names = re.findall(r"`([\w.<>-]+)`", key_cell)
+            defaults = [d.strip().strip("`") for d in default_cell.split(" / ")]
+            if len(names) != len(defaults):
+                defaults = [default_cell.strip("`")]  # `a` / `.b`: one key's default given
+            for name, default in zip(names, defaults):
+                name = next((k for k in keys if k.endswith(name)), name) if name.startswith(".") else name
+                if name not in keys:
+                    assert name.startswith("<"), f"{readme.name}: {name} is not a key mirrorlag reads"
+                    continue
+                default = words.get(default.split(" (")[0], default)
+                parser, expected = keys[name]
+                assert parser(default) == parser(expected), f"{readme.name}: {name} default {default!r}"
+                checked += 1
+    assert checked >= 30
