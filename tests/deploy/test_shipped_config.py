@@ -134,9 +134,9 @@ def test_a_missing_unknown_repeated_or_bare_key_is_caught():
 
 
 def test_the_defaults_are_the_loaders_tables_at_run_time(monkeypatch):
-    """Another default in loader.py (here mirrorlag.metadata.max.age.ms, 0 -> 60000) fails the shipped
+    """Another default in loader.py (here mirrorlag.metadata.max.age.ms, 60000 -> 120000) fails the shipped
     file until it shows the new default."""
     parser, _ = GLOBAL_KEYS["mirrorlag.metadata.max.age.ms"]
-    monkeypatch.setitem(GLOBAL_KEYS, "mirrorlag.metadata.max.age.ms", (parser, "60000"))
+    monkeypatch.setitem(GLOBAL_KEYS, "mirrorlag.metadata.max.age.ms", (parser, "120000"))
     problems = not_default_unexplained("config/mirrorlag.properties", shown(SIDECAR.read_text()))
     assert len(problems) == 1 and "mirrorlag.metadata.max.age.ms" in problems[0]
