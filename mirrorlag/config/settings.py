@@ -191,8 +191,9 @@ class Settings:
     metrics_partition_series_max: int = 10_000  # mirrorlag.metrics.partition.series.max (auto)
     retention_poll_interval_s: float = 60.0  # mirrorlag.retention.poll.interval.ms: log starts move slowly
     # mirrorlag.metadata.max.age.ms: how old the topic metadata may be before a poll reads it again
-    # (0: every poll). A read costs client CPU in proportion to the cluster's partitions.
-    metadata_max_age_s: float = 0.0
+    # (0: every poll; an end offset that fails or goes back reads it at once). A read costs client
+    # CPU in proportion to the cluster's partitions.
+    metadata_max_age_s: float = 60.0
     history: HistorySettings | None = None  # mirrorlag.history.*; None when mirrorlag.history.dir is unset
     # The keys read that are not at their defaults, with file and line and secrets masked: `run`
     # logs them at its start (config/effective.py).
