@@ -26,11 +26,11 @@ TYPOS = "replication.lag.time.max = 8000\nreplication.record.lag.metric.refresh.
 
 def test_check_warns_about_near_misses_with_file_and_line(tmp_path: Path) -> None:
     config = tmp_path / "mm2.properties"
-    # Nothing listens on these ports: the check loads the config, warns, fails to read, exits.
+    # Nothing listens on these ports: the check loads the config, warns, fails to read, exits 3 (UNKNOWN).
     config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:{free_port()}\n"
                       f"dst.bootstrap.servers = 127.0.0.1:{free_port()}\nsrc->dst.enabled = true\n" + TYPOS)
     result = mirrorlag("check", "--config", str(config), "--timeout", "1")
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 3, result.stderr
     warnings = [line.split(" WARNING mirrorlag.config.near_miss: ", 1)[1] for line in result.stderr.splitlines()
                 if " WARNING mirrorlag.config.near_miss: " in line]
     assert [w.split("? (")[0] for w in warnings] == [  # the rest of the message: tests/unit/test_near_miss.py
