@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.integration
 SYNC_TOPIC = "mm2-offset-syncs.dst.internal"  # on the source: offset-syncs.topic.location = source
 
 
+
+def _ensure_topic(clusters, name: str, which: str = "source") -> None:
+    """Creates a one-partition topic the tests share (the offset-syncs topics); one there already
+    is kept, any other failure fails the test."""
+    try:
+        clusters.create_topic(name, 1, which=which)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
 def _estate(tmp_path, clusters, topic: str, source_records: int, target_records: int, sync: OffsetSync,
             extra: str = "", port: int | None = None):
     clusters.create_topic(topic, 1)
@@ -30,10 +41,7 @@ def _estate(tmp_path, clusters, topic: str, source_records: int, target_records:
     if target_records:
         clusters.create_topic(f"src.{topic}", 1, which="target")
         clusters.produce(f"src.{topic}", {0: target_records}, which="target")
-    try:
-        clusters.create_topic(SYNC_TOPIC, 1)
-    except Exception:
-        pass  # shared across tests; topics differ per test
+    _ensure_topic(clusters, SYNC_TOPIC)
     clusters.write_offset_syncs(SYNC_TOPIC, [sync])
     return write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic}\n{extra}", port)
 
@@ -141,10 +149,7 @@ def test_a_mirror_stalled_an_hour_before_start_is_stalled_at_first_look_with_tar
     produce_records(clusters.source, topic_name, 0, [hour_ago_ms + i for i in range(10)])
     clusters.create_topic(f"src.{topic_name}", 1, which="target")
     clusters.produce(f"src.{topic_name}", {0: 5}, which="target")  # copies of 0..4
-    try:
-        clusters.create_topic(SYNC_TOPIC, 1)
-    except Exception:
-        pass
+    _ensure_topic(clusters, SYNC_TOPIC)
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 4, 4)], timestamp_ms=hour_ago_ms + 5)
     config = write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n")
     status_code, row = _check(config)
@@ -165,10 +170,7 @@ def test_target_progress_of_two_source_clusters_lands_on_the_right_partitions(tm
     clusters.produce(f"src.{first}", {0: 7, 1: 3}, which="target")
     clusters.create_topic(f"two.{second}", 2, which="target")
     clusters.produce(f"two.{second}", {0: 15, 1: 20}, which="target")
-    try:
-        clusters.create_topic(SYNC_TOPIC, 1)
-    except Exception:
-        pass
+    _ensure_topic(clusters, SYNC_TOPIC)
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(first, 0, 2, 2), OffsetSync(first, 1, 1, 1)])
     second_syncs = "mm2-offset-syncs.two.internal"  # on the target: offset-syncs.topic.location = target
     clusters.create_topic(second_syncs, 1, which="target")
@@ -199,16 +201,10 @@ def test_two_identity_flows_into_one_topic_turn_it_off_there_only(tmp_path, clus
         clusters.create_topic(topic, 1, which="target")  # identity: the same name on the target
     clusters.produce(shared, {0: 12}, which="target")  # copies from both flows
     clusters.produce(own, {0: 7}, which="target")
-    try:
-        clusters.create_topic(SYNC_TOPIC, 1)
-    except Exception:
-        pass
+    _ensure_topic(clusters, SYNC_TOPIC)
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(shared, 0, 2, 2), OffsetSync(own, 0, 2, 2)])
     second_syncs = "mm2-offset-syncs.two.internal"  # on the target: offset-syncs.topic.location = target
-    try:
-        clusters.create_topic(second_syncs, 1, which="target")
-    except Exception:
-        pass
+    _ensure_topic(clusters, second_syncs, which="target")
     clusters.write_offset_syncs(second_syncs, [OffsetSync(shared, 0, 4, 7)], which="target")
     port = free_port()
     config = tmp_path / "mm2.properties"
