@@ -187,14 +187,14 @@ class SourceProbe:
         if not chosen:
             return out
         starts = {tp: min(r[1] for r in misses[tp]) for tp in chosen}
-        stats.probes_total += len(starts)
         try:
             findings = self.fetcher.fetch(starts, self.timeout_s)
+            reached = getattr(self.fetcher, "reached", len(starts))
         except Exception:  # a client's failure is a poll without answers, never the caller's
             log.warning("source probe failed", exc_info=True)
-            findings = {}
+            findings, reached = {}, len(starts)
+        stats.probes_total += reached
         failures: Mapping[TopicPart, str] = getattr(self.fetcher, "failures", None) or {}
-        reached = getattr(self.fetcher, "reached", len(starts))
         denied: list[str] = []
         unreached: dict[Hashable, None] = {}
         for i, (tp, start) in enumerate(starts.items()):
@@ -203,7 +203,6 @@ class SourceProbe:
                 reason = failures.get(tp, TIMEOUT) if i < reached else DEFERRED
                 stats.count(reason, len(misses[tp]))
                 if reason == DEFERRED:  # the call's time ran out before its turn: never fetched
-                    stats.probes_total -= 1
                     stats.deferred_total += len(misses[tp])
                     unreached.update((r[0], None) for r in misses[tp])
                     continue
