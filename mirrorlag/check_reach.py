@@ -8,7 +8,6 @@ address) says nothing at all, and the check's own reads, stuck in a request, can
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 from typing import Iterator
@@ -20,17 +19,16 @@ from mirrorlag.config.settings import ClusterSettings, Settings
 from mirrorlag.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, masked, refused_config, secret_values
+from mirrorlag.reachability import cause_of, without_broker
 
 POLL_S = 0.05  # how often a waiting probe serves librdkafka's error callbacks, and sees a stop
-# "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in
-# state CONNECT)": the broker's name and the state machine's detail say nothing to an operator.
-_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
-_STATE_SUFFIX = re.compile(r" \(after \d+ms in state \w+\)$")
 
 
 def plain(error: str) -> str:
-    """librdkafka's error text without the broker's name and the connection state's detail."""
-    return _STATE_SUFFIX.sub("", _BROKER_PREFIX.sub("", error))[:300]
+    """librdkafka's error text as an operator reads it: "127.0.0.1:1/bootstrap: Connect to ...
+    failed: Connection refused (after 0ms in state CONNECT)" without the broker's name and the
+    connection state's detail (the same cleaning as `run`'s reachability messages)."""
+    return without_broker(cause_of(error))[:300]
 
 
 @dataclass

@@ -40,6 +40,12 @@ def cause_of(text: str) -> str:
     return _NOISE.sub("", _CODE.sub("", text, count=1)).strip()
 
 
+def without_broker(cause: str) -> str:
+    """A cause without the broker that reported it ("b1:9092/1: "): what `check` prints beside
+    the cluster's own bootstrap servers."""
+    return _FROM_BROKER.sub("", cause, count=1) if _FROM_BROKER.match(cause) else cause
+
+
 def _kind(cause: str) -> str:
     """What kind of failure a cause is ("refused", "tls", ...): the same failure from another
     broker, or cut short at another length, is no change."""
