@@ -1,0 +1,82 @@
+"""When a daily figure is "growing": the rule in numpy, the reference trends.py computes in Spark.
+
+The last 7 days are compared with the same weekdays of the 3 weeks before, so a weekly shape
+(quiet weekends, a busy Friday) is never read as growth:
+
+- each of the last 7 days with a value and at least `MIN_BASELINE_WEEKS` of its 3 earlier same
+  weekdays gives a change: its value minus their mean;
+- `change`: the mean of those changes without the largest and the smallest (so one incident
+  day, or one quiet day, moves nothing), over at least `MIN_DAYS` of the 7 days;
+- `ratio`: change over the mean of the days' baselines (inf when the baseline is 0 and the change
+  positive);
+- `noise`: the median absolute change from a day to the same weekday a week later in the 3
+  baseline weeks (the series' own week-to-week wobble; 0 when there is no such pair);
+- `growing`: change ≥ MIN_CHANGE (the metric's units: records of p95 record lag) and
+  ratio ≥ MIN_RATIO and change ≥ NOISE_MULTIPLE × noise.
+
+The thresholds were picked by measurement (tests/unit/test_trend_rule_sim.py, the numbers in
+tests/bench/RESULTS.md, "Issue 32"). Pure: no Spark, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+WINDOW = 28  # days a judgement reads: the day and the 27 before
+BASELINE_WEEKS = 3
+MIN_BASELINE_WEEKS = 2  # same weekdays a day's baseline needs
+MIN_DAYS = 5  # of the last 7, days with a value and a baseline
+MIN_CHANGE = 100.0  # records of p95 record lag
+MIN_RATIO = 0.10  # +10 % over the baseline
+NOISE_MULTIPLE = 1.5  # the change is past the series' own week-to-week wobble
+MIN_UP = 5  # of the last 7, days above their baseline
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Arrays of the leading shape of the input (one element per series)."""
+    change: np.ndarray  # nan: fewer than MIN_DAYS days with a baseline
+    ratio: np.ndarray
+    noise: np.ndarray
+    days: np.ndarray  # of the last 7, days with a value and a baseline
+    up: np.ndarray  # of those, days above their baseline
+    growing: np.ndarray
+
+
+def judge(y: np.ndarray) -> Growth:
+    """`y`: (..., 28) daily values, oldest first, the last one the day judged; nan: no value."""
+    y = np.asarray(y, dtype=float)
+    if y.shape[-1] != WINDOW:
+        raise ValueError(f"judge: the last axis holds {WINDOW} days, got {y.shape[-1]}")
+    last = y[..., WINDOW - 7:]
+    weeks = np.stack([y[..., WINDOW - 7 * (w + 1) - 7: WINDOW - 7 * (w + 1)] for w in range(BASELINE_WEEKS)], axis=-1)
+    present = ~np.isnan(weeks)
+    count = present.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        base = np.where(count >= MIN_BASELINE_WEEKS, np.where(present, weeks, 0.0).sum(axis=-1) / count, np.nan)
+        diff = last - base  # nan where the day or its baseline is missing
+        ok = ~np.isnan(diff)
+        days = ok.sum(axis=-1)
+        up = (ok & (diff > 0)).sum(axis=-1)
+        d0 = np.where(ok, diff, 0.0)
+        top = np.where(ok, diff, -np.inf).max(axis=-1)
+        bottom = np.where(ok, diff, np.inf).min(axis=-1)
+        change = np.where(days >= MIN_DAYS, (d0.sum(axis=-1) - top - bottom) / (days - 2), np.nan)
+        b = np.where(ok, base, 0.0).sum(axis=-1) / days
+        ratio = np.where(b > 0, change / b, np.where(change > 0, np.inf, np.where(change < 0, -np.inf, 0.0)))
+        ratio = np.where(np.isnan(change), np.nan, ratio)
+    noise = _median(np.abs(y[..., 7:21] - y[..., 0:14]))  # a day to the same weekday a week later
+    growing = (~np.isnan(change) & (up >= MIN_UP) & (change >= MIN_CHANGE) & (ratio >= MIN_RATIO)
+               & (change >= NOISE_MULTIPLE * noise))
+    return Growth(change, ratio, noise, days, up, growing)
+
+
+def _median(v: np.ndarray) -> np.ndarray:
+    """Median over the last axis of the values that are not nan; 0 where there are none."""
+    s = np.sort(v, axis=-1)  # nan sorts last
+    n = (~np.isnan(v)).sum(axis=-1)
+    lo = np.take_along_axis(s, np.maximum((n - 1) // 2, 0)[..., None], axis=-1)[..., 0]
+    hi = np.take_along_axis(s, np.maximum(n // 2, 0)[..., None], axis=-1)[..., 0]
+    return np.where(n > 0, (lo + hi) / 2, 0.0)
