@@ -5,10 +5,13 @@ the job computed them, the days before as written).
   the earlier day has no row);
 - least-squares slope of daily p95 record lag (records per day) over the last 7 and 28 days,
   with its t-statistic (slope / standard error, n - 2 degrees of freedom);
-- `growing`: the slope over either window is significantly positive. "Significant" is a
-  screening rule, not a formal test: at least 4 days and t > 2. With n = 4 (2 degrees of freedom)
-  t > 2 is p < 0.1 one-sided; from about 10 days on it is close to p < 0.05. A perfect straight
-  rising line (zero residual) has t = +inf and counts.
+  (shown, no longer what `growing` means: on a weekly shape or correlated days it is
+  "significant" on far too many steady days, issue 32);
+- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (the numpy reference;
+  the same arithmetic here, column by column): the last 7 days against the same weekdays of the 3
+  weeks before, past a minimum change in records, a relative one and the series' own
+  week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records), `change_7d_ratio`,
+  `noise_7d` (records), `compared_7d` and `up_7d` (days).
 
 Only entities with a row on the day itself get a trend row. The sums are centred on each
 entity's means, so a flat series has a slope of exactly 0, not a rounding error that some t
@@ -23,12 +26,11 @@ from typing import Mapping
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from mirrorlag.rollup import trend_rule as rule
 from mirrorlag.rollup.paths import join, table_days, table_path
 from mirrorlag.rollup.schema import LEVEL_KEYS, PARTITION_KEY
 
 WINDOWS = (7, 28)
-MIN_DAYS = 4
-MIN_T = 2.0
 # Measures the report ranks, largest (worst) first.
 RANKED = ["record_lag_p95_dod", "record_lag_p95_wow", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
           "slope_7d", "slope_28d"]
@@ -38,6 +40,7 @@ COLUMNS = [
     "record_lag_p95", "record_lag_p95_dod", "record_lag_p95_wow",
     "out_of_sync_seconds", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
     "slope_7d", "slope_7d_t", "days_7d", "slope_28d", "slope_28d_t", "days_28d", "growing",
+    "change_7d", "change_7d_ratio", "noise_7d", "compared_7d", "up_7d",
 ]
 
 
@@ -71,6 +74,7 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         (_on(x, 0, oos) - _on(x, -1, oos)).alias("out_of_sync_seconds_dod"),
         (_on(x, 0, oos) - _on(x, -7, oos)).alias("out_of_sync_seconds_wow"),
     ]
+    aggs += [_on(x, i - (rule.WINDOW - 1), y).alias(f"_d{i}") for i in range(rule.WINDOW)]
     for n in WINDOWS:
         inside = (x > -n) & y.isNotNull()
         dx, dy = x - F.col(f"_mx{n}"), y - F.col(f"_my{n}")
@@ -82,10 +86,7 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         ]
     g = d.groupBy(*keys).agg(*aggs).where(F.col("_today"))
     g = g.select("*", *[c for n in WINDOWS for c in _slope(n)])
-    growing = F.lit(False)
-    for n in WINDOWS:
-        growing = growing | F.coalesce((F.col(f"days_{n}d") >= MIN_DAYS) & (F.col(f"slope_{n}d_t") > MIN_T), F.lit(False))
-    g = g.withColumn("growing", growing)
+    g = _growth(g)
     out = [
         F.lit(day.isoformat()).alias("date"),
         F.lit(level).alias("level"),
@@ -107,6 +108,37 @@ def _slope(n: int) -> list[Column]:
          .when(slope > 0, F.lit(float("inf")))
          .when(slope < 0, F.lit(float("-inf"))))
     return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
+
+
+def _growth(g: DataFrame) -> DataFrame:
+    """trend_rule.judge on the columns _d0 (27 days before the day) .. _d27 (the day): the same
+    steps in the same order, so the figures equal numpy's."""
+    d = [F.col(f"_d{i}") for i in range(rule.WINDOW)]
+    last = range(rule.WINDOW - 7, rule.WINDOW)
+    diffs, bases = [], []
+    for i in last:
+        weeks = [d[i - 7 * (w + 1)] for w in range(rule.BASELINE_WEEKS)]
+        count = sum(w.isNotNull().cast("int") for w in weeks)
+        base = F.when(count >= rule.MIN_BASELINE_WEEKS, F.try_divide(sum(F.coalesce(w, F.lit(0.0)) for w in weeks), count))
+        diffs.append(d[i] - base)
+        bases.append(F.when(d[i].isNotNull(), base))
+    days = sum(c.isNotNull().cast("int") for c in diffs)
+    up = sum(F.coalesce(c > 0, F.lit(False)).cast("int") for c in diffs)
+    total = sum(F.coalesce(c, F.lit(0.0)) for c in diffs)
+    change = F.when(days >= rule.MIN_DAYS, F.try_divide(total - F.greatest(*diffs) - F.least(*diffs), days - 2))
+    b = F.try_divide(sum(F.coalesce(c, F.lit(0.0)) for c in bases), days)
+    ratio = (F.when(change.isNull(), F.lit(None)).when(b > 0, F.try_divide(change, b))
+             .when(change > 0, F.lit(float("inf"))).when(change < 0, F.lit(float("-inf"))).otherwise(F.lit(0.0)))
+    steps = F.array_sort(F.array_compact(F.array(*[F.abs(d[j] - d[j - 7]) for j in range(7, 7 * rule.BASELINE_WEEKS)])))
+    n = F.size(steps)
+    noise = F.when(n > 0, (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2
+                   ).otherwise(F.lit(0.0))
+    g = g.select("*", change.alias("change_7d"), ratio.cast("double").alias("change_7d_ratio"),
+                 noise.alias("noise_7d"), days.alias("compared_7d"), up.alias("up_7d"))
+    c, r, nz = F.col("change_7d"), F.col("change_7d_ratio"), F.col("noise_7d")
+    growing = (c.isNotNull() & (F.col("up_7d") >= rule.MIN_UP) & (c >= rule.MIN_CHANGE) & (r >= rule.MIN_RATIO)
+               & (c >= rule.NOISE_MULTIPLE * nz))
+    return g.withColumn("growing", F.coalesce(growing, F.lit(False)))
 
 
 _READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key

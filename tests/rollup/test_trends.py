@@ -1,4 +1,5 @@
-"""Trends on daily tables written by hand: slopes and t-statistics against numpy's least squares."""
+"""Trends on daily tables written by hand: slopes and t-statistics against numpy's least squares,
+`growing` and its parts against trend_rule's numpy reference on the same series."""
 
 from __future__ import annotations
 
@@ -11,23 +12,45 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mirrorlag.rollup import trend_rule
 from mirrorlag.rollup.trends import compute_trends
 
 DAY = date(2024, 5, 31)
 NOISE = [0, 30, -20, 10, -40, 25, -10, 5, 15, -30]
 NOISY = [300, 420, 250, 380, 260, 390, 270, 300, 350, 310]
+WEEK = [1.0, 1.05, 1.1, 1.15, 1.2, 0.6, 0.6]
+MONTH = [DAY - timedelta(days=27 - k) for k in range(28)]
+RNG = np.random.default_rng(32)
+
+
+def _weekly(level: float, per_week: float = 0.0, sd: float = 0.05) -> list[float]:
+    """28 days of a weekly shape ending on a Friday (the day the old rule flagged most)."""
+    return [round(level * WEEK[(k + 5) % 7] * (1 + per_week) ** (k / 7) * (1 + RNG.normal(0, sd))) for k in range(28)]
+
+
+# Partitions judged by the growth rule (28 days): name -> p95 per day of MONTH (None: no row).
+RULE_SERIES: dict[int, list[float | None]] = {
+    10: _weekly(10_000),  # a steady weekly shape: not growing
+    11: _weekly(10_000, per_week=0.10),  # +10 % a week
+    12: [0.0] * 26 + [1.0, 1.0],  # the 0,0,0,0,0,1,1 of issue 32: +1 record is no growth
+    13: [None if k % 6 == 0 else v for k, v in enumerate(_weekly(10_000, per_week=0.15))],  # days missing
+    14: [5000.0] * 21 + [5000.0, 5000.0, 5000.0, 5000.0, 5000.0, 5000.0, 40_000.0],  # one incident day
+    15: [5000.0] * 21 + [6000.0] * 7,  # a step of +20 %
+    16: [None] * 14 + [1000.0] * 7 + [2000.0] * 7,  # two weeks of history: one baseline week is too few
+}
 
 
 def _series() -> dict[int, dict[date, tuple[float, float]]]:
     """partition -> {day: (p95 record lag, out-of-sync seconds)}"""
     days = [DAY - timedelta(days=9 - k) for k in range(10)]
     return {
-        0: {d: (1000 + 500 * k + NOISE[k], 60.0 * k) for k, d in enumerate(days)},  # growing
+        0: {d: (1000 + 500 * k + NOISE[k % 10], 60.0 * k) for k, d in enumerate(MONTH)},  # growing
         1: {**{d: (200, 0.0) for d in days}, DAY - timedelta(days=30): (10**9, 0.0)},  # flat; old outlier outside 28 d
         2: {d: (NOISY[k], 10.0) for k, d in enumerate(days)},  # noise, no trend
         3: {DAY - timedelta(days=2 - k): (100 + 100 * k, 0.0) for k in range(3)},  # steep but only 3 days
         4: {d: (50, 5.0) for d in days if d != DAY - timedelta(days=1)},  # yesterday missing
         5: {DAY - timedelta(days=1): (999, 1.0)},  # not there today: no trend row
+        **{p: {d: (v, 0.0) for d, v in zip(MONTH, values) if v is not None} for p, values in RULE_SERIES.items()},
     }
 
 
@@ -68,13 +91,13 @@ def trend_rows(spark, tmp_path_factory):
 
 def test_growing_lag(trend_rows):
     r = trend_rows[("partition", 0)]
-    p95 = [1000 + 500 * k + NOISE[k] for k in range(10)]
+    p95 = [1000 + 500 * k + NOISE[k % 10] for k in range(28)]
     slope7, t7 = _numpy_fit(p95[-7:])
     slope28, t28 = _numpy_fit(p95)
     assert r["slope_7d"] == pytest.approx(slope7) and r["slope_7d_t"] == pytest.approx(t7)
     assert r["slope_28d"] == pytest.approx(slope28) and r["slope_28d_t"] == pytest.approx(t28)
     assert slope28 == pytest.approx(500, rel=0.02)
-    assert (r["days_7d"], r["days_28d"], r["growing"]) == (7, 10, True)
+    assert (r["days_7d"], r["days_28d"], r["growing"]) == (7, 28, True)
     assert r["record_lag_p95"] == p95[-1]
     assert r["record_lag_p95_dod"] == p95[-1] - p95[-2] and r["record_lag_p95_wow"] == p95[-1] - p95[-8]
     assert r["out_of_sync_seconds_dod"] == 60.0 and r["out_of_sync_seconds_wow"] == 7 * 60.0
@@ -85,6 +108,11 @@ def test_flat_lag_has_zero_slope_and_no_t(trend_rows):
     assert r["slope_7d"] == 0.0 and r["slope_28d"] == 0.0  # the outlier 30 days back is outside
     assert r["slope_28d_t"] is None and r["growing"] is False
     assert r["days_28d"] == 10
+
+
+def test_ten_days_are_too_few_to_judge_growth(trend_rows):
+    r = trend_rows[("partition", 2)]  # 10 days: a slope, but no 2 earlier weeks to compare with
+    assert r["days_28d"] == 10 and r["compared_7d"] == 0 and r["change_7d"] is None and r["growing"] is False
 
 
 def test_noise_is_not_growth(trend_rows):
@@ -117,3 +145,26 @@ def test_topic_and_flow_levels(trend_rows):
         assert r["growing"] is True and r["slope_28d"] == pytest.approx(trend_rows[("partition", 0)]["slope_28d"])
     assert trend_rows[("flow", None)]["topic"] is None and trend_rows[("topic", None)]["topic"] == "t"
     assert all(str(r["date"]) == DAY.isoformat() for r in trend_rows.values())
+
+
+@pytest.mark.parametrize("p", sorted(RULE_SERIES))
+def test_growth_equals_the_numpy_rule(trend_rows, p):
+    """Spark's growth figures and flag are trend_rule.judge's on the same 28 days."""
+    r = trend_rows[("partition", p)]
+    ref = trend_rule.judge(np.array([np.nan if v is None else v for v in RULE_SERIES[p]]))
+    assert r["compared_7d"] == int(ref.days) and r["up_7d"] == int(ref.up)
+    if np.isnan(ref.change):
+        assert r["change_7d"] is None and r["change_7d_ratio"] is None
+    else:
+        assert r["change_7d"] == pytest.approx(float(ref.change), rel=1e-9, abs=1e-9)
+        assert r["change_7d_ratio"] == pytest.approx(float(ref.ratio), rel=1e-9, abs=1e-12)
+    assert r["noise_7d"] == pytest.approx(float(ref.noise), rel=1e-9, abs=1e-9)
+    assert r["growing"] is bool(ref.growing)
+
+
+def test_growth_verdicts(trend_rows):
+    """What the series above are meant to show (the equality test alone would pass a wrong rule)."""
+    growing = {p: trend_rows[("partition", p)]["growing"] for p in RULE_SERIES}
+    assert growing == {10: False, 11: True, 12: False, 13: True, 14: False, 15: True, 16: False}
+    assert trend_rows[("partition", 12)]["change_7d"] == pytest.approx(0.2)  # +0.2 records: under 100
+    assert trend_rows[("partition", 15)]["change_7d_ratio"] == pytest.approx(0.2)
