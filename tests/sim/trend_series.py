@@ -73,16 +73,23 @@ def gappy(rng: Rng, n: int, missing: float = 0.1) -> np.ndarray:
     return np.where(rng.random(y.shape) < missing, np.nan, y)
 
 
-def flags(y: np.ndarray) -> np.ndarray:
+Rule = Callable[[np.ndarray], np.ndarray]  # (..., 28) windows -> flagged
+
+
+def growing(windows: np.ndarray) -> np.ndarray:
+    return judge(windows).growing
+
+
+def flags(y: np.ndarray, rule: Rule = growing) -> np.ndarray:
     """(series, day) -> flagged that day, for every day from the 7th on (the days before the
     series are missing)."""
     padded = np.concatenate([np.full((y.shape[0], WINDOW - 1), np.nan), y], axis=1)
-    return judge(sliding_window_view(padded, WINDOW, axis=1)).growing[:, 6:]
+    return rule(sliding_window_view(padded, WINDOW, axis=1))[:, 6:]
 
 
-def false_alarms(y: np.ndarray) -> float:
+def false_alarms(y: np.ndarray, rule: Rule = growing) -> float:
     """Share of partition-days flagged."""
-    return float(flags(y).mean())
+    return float(flags(y, rule).mean())
 
 
 @dataclass(frozen=True)
@@ -93,8 +100,8 @@ class Detection:
     before: float  # share of series flagged before the onset (false alarms)
 
 
-def detection(y: np.ndarray, onset: int = ONSET) -> Detection:
-    f = flags(y)
+def detection(y: np.ndarray, rule: Rule = growing, onset: int = ONSET) -> Detection:
+    f = flags(y, rule)
     t = np.arange(6, y.shape[1]) - onset + 1  # the day of growth each column judges
     after = f & (t >= 1)[None, :]
     first = np.where(after.any(axis=1), t[np.argmax(after, axis=1)], np.inf)
@@ -128,9 +135,9 @@ GROWING: dict[str, Callable[[Rng, int], np.ndarray]] = {
 }
 
 
-def run(n: int, seed: int) -> tuple[dict[str, float], dict[str, Detection]]:
+def run(n: int, seed: int, rule: Rule = growing) -> tuple[dict[str, float], dict[str, Detection]]:
     """False-alarm share per steady series kind and detection per growing kind, n series each."""
     rng = np.random.default_rng(seed)
-    fa = {name: false_alarms(make(rng, n)) for name, make in STEADY.items()}
-    det = {name: detection(make(rng, n)) for name, make in GROWING.items()}
+    fa = {name: false_alarms(make(rng, n), rule) for name, make in STEADY.items()}
+    det = {name: detection(make(rng, n), rule) for name, make in GROWING.items()}
     return fa, det
