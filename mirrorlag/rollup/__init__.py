@@ -44,7 +44,10 @@ started at noon was out of sync for a share of the time it watched, not of the w
 `<out>/trends`: per day, one row per partition, topic and flow present that day (`level`):
 record_lag_p95 and out_of_sync_seconds with their day-over-day (`_dod`) and week-over-week
 (`_wow`) changes, `slope_7d`/`slope_28d` (least squares of daily p95 record lag, records/day),
-their t-statistics (`_t`) and day counts (`days_7d`, `days_28d`), and `growing` (trends.py).
+their t-statistics (`_t`) and day counts (`days_7d`, `days_28d`), `growing` (trend_rule.py: the
+last 7 days against the same weekdays of the 3 weeks before) and its parts: `change_7d` (records,
+trimmed mean of the 7 days' changes), `change_7d_ratio`, `noise_7d` (records: the series' own
+week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline).
 
 `<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file.
 """

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable, Sequence
 
+from mirrorlag.rollup import trend_rule as rule
 from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
 
 CSS = """
@@ -108,7 +109,7 @@ def _summary(d: ReportData) -> str:
         _card(pct(share, 2), "of the watched partition-time out of sync", "bad" if (share or 0) > 0.01 else "ok"),
         _card(n(episodes), "stall episodes", "bad" if episodes else "ok"),
         _card(dur(longest), "longest stall", "bad" if longest else "ok"),
-        _card(n(sum(growing.values())), "growing: " + (", ".join(f"{v} {k}s" for k, v in sorted(growing.items())) or "none"),
+        _card(n(sum(growing.values())), "growing (last 7 days vs the 3 weeks before, see Trends): " + (", ".join(f"{v} {k}s" for k, v in sorted(growing.items())) or "none"),
               "bad" if growing else "ok"),
     ]) + "</div>"
 
@@ -190,13 +191,24 @@ def _heatmap(d: ReportData, c: Charts) -> str:
     )
 
 
+# What "growing" means, in words (trend_rule.py; its numbers are the rule's constants).
+GROWING = (
+    f'<b>growing</b> means the p95 record lag of the last 7 days is above the same weekdays of the 3 weeks '
+    f'before (their mean) on at least {rule.MIN_UP} of the 7 days, and on average (without the highest and '
+    f'lowest day) by at least {rule.MIN_CHANGE:,.0f} records, {rule.MIN_RATIO:.0%} and {rule.NOISE_MULTIPLE:g}× '
+    "the series' own week-to-week wobble: a quiet weekend, a busy Friday or one bad day is not growth. "
+    'On simulated steady series it flags under 1 % of days; +10 % a week is flagged within 14 days in about '
+    '95 % of series. Under 3 weeks of history: no flag.'
+)
+
+
 def _trends(d: ReportData) -> str:
     head = '<section id="trends"><h2>Trends</h2>'
     note = (
         f'<p class="note">Topics and partitions among the {d.worst_n} worst by at least one measure (largest increase; '
         'bold: the measures that put the row here). Slopes are least-squares fits of the daily p95 record lag over '
-        'the last 7 and 28 days, in records per day, with their t-statistic; <b>growing</b> means a slope with at '
-        'least 4 days of data and t &gt; 2.</p>'
+        'the last 7 and 28 days, in records per day, with their t-statistic (shown, not what growing means). '
+        + GROWING + '</p>'
     )
     if not d.trend_rows:
         return head + note + "<p>Nothing grew: no positive change or slope on this day.</p></section>"

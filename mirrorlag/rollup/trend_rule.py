@@ -11,8 +11,14 @@ The last 7 days are compared with the same weekdays of the 3 weeks before, so a 
   positive);
 - `noise`: the median absolute change from a day to the same weekday a week later in the 3
   baseline weeks (the series' own week-to-week wobble; 0 when there is no such pair);
-- `growing`: change ≥ MIN_CHANGE (the metric's units: records of p95 record lag) and
-  ratio ≥ MIN_RATIO and change ≥ NOISE_MULTIPLE × noise.
+- `growing`: at least MIN_UP of the 7 days above their baseline, and change ≥ MIN_CHANGE (the
+  metric's units: records of p95 record lag), ratio ≥ MIN_RATIO and change ≥ NOISE_MULTIPLE × noise.
+
+Why this and not a slope: a least-squares slope with t > 2 (the rule before) reads a weekly shape
+and day-to-day correlation as growth (7-17 % of steady days flagged); weekly means over 28 days
+did the same on noisy and correlated series, and a robust slope over 4 weekly points (Theil-Sen,
+seasonal Mann-Kendall) did not see +10 %/week within 14 days. Slow growth (+5 %/week) takes
+3-4 weeks to be flagged: the last week stays within 10 % of the three before.
 
 The thresholds were picked by measurement (tests/unit/test_trend_rule_sim.py, the numbers in
 tests/bench/RESULTS.md, "Issue 32"). Pure: no Spark, no I/O.

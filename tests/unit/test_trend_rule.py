@@ -91,3 +91,16 @@ def test_many_series_at_once():
 def test_a_window_of_another_length_is_refused():
     with pytest.raises(ValueError, match="28 days"):
         judge(np.zeros(27))
+
+
+def test_the_report_says_what_growing_means():
+    import dataclasses
+
+    from mirrorlag.rollup.report import Charts, render
+    from tests.unit.test_rollup_charts import _report_data
+
+    page = render(dataclasses.replace(_report_data(), flows=[], series=[]), Charts(flows=b"", series=None, heat=None))
+    trends = page[page.index('<section id="trends">'):]
+    assert "same weekdays of the 3 weeks before" in trends and "at least 5 of the 7 days" in trends
+    assert "100 records, 10% and 1.5×" in trends and "t &gt; 2" not in page
+    assert "growing (last 7 days vs the 3 weeks before, see Trends): none" in page
