@@ -112,30 +112,39 @@ def _slope(n: int) -> list[Column]:
 
 def _growth(g: DataFrame) -> DataFrame:
     """trend_rule.judge on the columns _d0 (27 days before the day) .. _d27 (the day): the same
-    steps in the same order, so the figures equal numpy's."""
+    steps in the same order, so the figures equal numpy's. In stages, each reading the one
+    before's columns: written as one expression, each figure would repeat the ones it uses
+    (the ratio the change's 7 differences 4 times over), too big for Spark to compile."""
     d = [F.col(f"_d{i}") for i in range(rule.WINDOW)]
-    last = range(rule.WINDOW - 7, rule.WINDOW)
-    diffs, bases = [], []
-    for i in last:
+    stage = []
+    for k, i in enumerate(range(rule.WINDOW - 7, rule.WINDOW)):
         weeks = [d[i - 7 * (w + 1)] for w in range(rule.BASELINE_WEEKS)]
         count = sum(w.isNotNull().cast("int") for w in weeks)
         base = F.when(count >= rule.MIN_BASELINE_WEEKS, F.try_divide(sum(F.coalesce(w, F.lit(0.0)) for w in weeks), count))
-        diffs.append(d[i] - base)
-        bases.append(F.when(d[i].isNotNull(), base))
+        stage += [base.alias(f"_b{k}")]
+    steps = F.array_sort(F.array_compact(F.array(*[F.abs(d[j] - d[j - 7]) for j in range(7, 7 * rule.BASELINE_WEEKS)])))
+    g = g.select("*", *stage, steps.alias("_steps"))
+    last = [d[i] for i in range(rule.WINDOW - 7, rule.WINDOW)]
+    g = g.select("*", *[(x - F.col(f"_b{k}")).alias(f"_c{k}") for k, x in enumerate(last)],
+                 *[F.when(x.isNotNull(), F.col(f"_b{k}")).alias(f"_u{k}") for k, x in enumerate(last)])
+    diffs, bases = [F.col(f"_c{k}") for k in range(7)], [F.col(f"_u{k}") for k in range(7)]
     days = sum(c.isNotNull().cast("int") for c in diffs)
     up = sum(F.coalesce(c > 0, F.lit(False)).cast("int") for c in diffs)
     total = sum(F.coalesce(c, F.lit(0.0)) for c in diffs)
-    change = F.when(days >= rule.MIN_DAYS, F.try_divide(total - F.greatest(*diffs) - F.least(*diffs), days - 2))
-    b = F.try_divide(sum(F.coalesce(c, F.lit(0.0)) for c in bases), days)
-    ratio = (F.when(change.isNull(), F.lit(None)).when(b > 0, F.try_divide(change, b))
-             .when(change > 0, F.lit(float("inf"))).when(change < 0, F.lit(float("-inf"))).otherwise(F.lit(0.0)))
-    steps = F.array_sort(F.array_compact(F.array(*[F.abs(d[j] - d[j - 7]) for j in range(7, 7 * rule.BASELINE_WEEKS)])))
-    n = F.size(steps)
-    noise = F.when(n > 0, (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2
-                   ).otherwise(F.lit(0.0))
-    g = g.select("*", change.alias("change_7d"), ratio.cast("double").alias("change_7d_ratio"),
-                 noise.alias("noise_7d"), days.alias("compared_7d"), up.alias("up_7d"))
-    c, r, nz = F.col("change_7d"), F.col("change_7d_ratio"), F.col("noise_7d")
+    n, steps = F.size("_steps"), F.col("_steps")
+    g = g.select("*", days.alias("compared_7d"), up.alias("up_7d"), total.alias("_total"),
+                 F.greatest(*diffs).alias("_top"), F.least(*diffs).alias("_bottom"),
+                 sum(F.coalesce(c, F.lit(0.0)) for c in bases).alias("_bsum"),
+                 F.when(n > 0, (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2)
+                 .otherwise(F.lit(0.0)).alias("noise_7d"))
+    days = F.col("compared_7d")
+    change = F.when(days >= rule.MIN_DAYS, F.try_divide(F.col("_total") - F.col("_top") - F.col("_bottom"), days - 2))
+    g = g.select("*", change.alias("change_7d"), F.try_divide(F.col("_bsum"), days).alias("_base"))
+    c, b = F.col("change_7d"), F.col("_base")
+    ratio = (F.when(c.isNull(), F.lit(None)).when(b > 0, F.try_divide(c, b))
+             .when(c > 0, F.lit(float("inf"))).when(c < 0, F.lit(float("-inf"))).otherwise(F.lit(0.0)))
+    g = g.withColumn("change_7d_ratio", ratio.cast("double"))
+    r, nz = F.col("change_7d_ratio"), F.col("noise_7d")
     growing = (c.isNotNull() & (F.col("up_7d") >= rule.MIN_UP) & (c >= rule.MIN_CHANGE) & (r >= rule.MIN_RATIO)
                & (c >= rule.NOISE_MULTIPLE * nz))
     return g.withColumn("growing", F.coalesce(growing, F.lit(False)))
