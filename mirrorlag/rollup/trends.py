@@ -113,8 +113,8 @@ def _slope(n: int) -> list[Column]:
 def _growth(g: DataFrame) -> DataFrame:
     """trend_rule.judge on the columns _d0 (27 days before the day) .. _d27 (the day): the same
     steps in the same order, so the figures equal numpy's. In stages, each reading the one
-    before's columns: written as one expression, each figure would repeat the ones it uses
-    (the ratio the change's 7 differences 4 times over), too big for Spark to compile."""
+    before's columns: as one expression each figure would repeat the ones it uses (the ratio
+    would hold the 7 differences several times over, each evaluated again per row)."""
     d = [F.col(f"_d{i}") for i in range(rule.WINDOW)]
     stage = []
     for k, i in enumerate(range(rule.WINDOW - 7, rule.WINDOW)):
