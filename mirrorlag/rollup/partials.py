@@ -83,7 +83,11 @@ def read_segment(path: str) -> pa.Table:
     """One segment's READ columns as Spark's reader with the history schema gives them: a column
     missing from an old segment is null, extra columns are not read; strings stay dictionary
     encoded (the writer's Parquet dictionaries: no string is materialised per row)."""
-    f = pq.ParquetFile(path, read_dictionary=_STRINGS)
+    try:
+        f = pq.ParquetFile(path, read_dictionary=_STRINGS)
+    except KeyError:  # pyarrow: a dictionary column the file lacks (`writer`, before rows named theirs)
+        names = pq.ParquetFile(path).schema_arrow.names
+        f = pq.ParquetFile(path, read_dictionary=[c for c in _STRINGS if c in names])
     present = set(f.schema_arrow.names)
     t = f.read(columns=[c for c in READ if c in present], use_threads=False)
     n = t.num_rows
