@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import re
+import socket
 import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -326,6 +327,8 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.history.buffer.max.rows": (_integer(1, maximum=_LONG_MAX), "2000000"),
     "mirrorlag.history.retention.ms": (_retention, "604800000"),
     "mirrorlag.history.upload.uri": (_upload_uri, ""),
+    # Names this sidecar on its history rows; blank: the host's name and the HTTP listener's port.
+    "mirrorlag.history.writer.id": (_text, ""),
     # KIP-956's remote.log.manager.copy.* quota, same defaults and units (window size in whole seconds).
     "mirrorlag.history.upload.max.bytes.per.second": (_bytes_per_second, str(_LONG_MAX)),
     "mirrorlag.history.upload.quota.window.num": (_integer(1), "11"),
@@ -629,7 +632,15 @@ def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
         upload_quota_window_num=own["mirrorlag.history.upload.quota.window.num"],
         upload_quota_window_s=float(own["mirrorlag.history.upload.quota.window.size.seconds"]),
         upload_s3=upload_s3,
+        writer_id=own["mirrorlag.history.writer.id"] or _default_writer_id(own["mirrorlag.http.listener"][1]),
+        refresh_interval_s=own["replication.record.lag.metric.refresh.interval"],
     )
+
+
+def _default_writer_id(port: int) -> str:
+    """A pod's hostname is its name: stable across container restarts, different for each
+    replica; the port tells two sidecars on one host apart."""
+    return f"{socket.gethostname() or 'localhost'}:{port}"
 
 
 def _upload_s3(props: Props, own: Mapping[str, Any], upload_uri: str | None) -> S3UploadSettings | None:

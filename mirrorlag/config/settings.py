@@ -149,6 +149,12 @@ class HistorySettings:
     upload_quota_window_num: int = 11  # mirrorlag.history.upload.quota.window.num (KIP-956)
     upload_quota_window_s: float = 1.0  # mirrorlag.history.upload.quota.window.size.seconds (KIP-956)
     upload_s3: S3UploadSettings | None = None  # mirrorlag.history.upload.s3.*; None when none is set
+    # mirrorlag.history.writer.id, on every row: the rollup counts one writer's samples where two
+    # sidecars write one history. Unset: "<hostname>:<http port>" (resolved by the loader).
+    writer_id: str = ""
+    # replication.record.lag.metric.refresh.interval, on every row: how long a sample stands for
+    # in the rollup. None when polling is off.
+    refresh_interval_s: float | None = None
 
 
 @dataclass(frozen=True)

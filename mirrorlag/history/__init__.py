@@ -85,6 +85,8 @@ class History:
             clock=clock,
             on_segment=self.uploader.enqueue if self.uploader is not None else None,
             retry_initial_s=write_retry_initial_s,
+            writer_id=settings.writer_id or None,
+            refresh_interval_ms=None if settings.refresh_interval_s is None else round(settings.refresh_interval_s * 1000),
         )
         self.expirer: Expirer | None = None
         if settings.retention_s is not None:

@@ -1,7 +1,7 @@
 """Where history lives on disk: names, listing, markers, temporary files and fsync.
 
     <dir>/date=YYYY-MM-DD/part-<first ts ms, 13 digits>-<uuid8>.parquet     a closed segment
-    <dir>/date=YYYY-MM-DD/.part-....parquet.tmp                           being written
+    <dir>/date=YYYY-MM-DD/.part-....parquet.<writer tag>.tmp              being written by that writer
     <dir>/date=YYYY-MM-DD/.part-....parquet.uploaded                      copied to the upload URI
 
 Everything that is not a closed segment starts with a dot: Spark (InMemoryFileIndex skips names
@@ -11,9 +11,11 @@ reader of the directory only ever sees complete segments.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
+import socket
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +25,8 @@ log = logging.getLogger(__name__)
 SEGMENT_NAME = re.compile(r"part-(?P<ts>[0-9]{13})-(?P<id>[0-9a-f]{8})\.parquet")
 DATE_DIR = re.compile(r"date=[0-9]{4}-[0-9]{2}-[0-9]{2}")
 TMP_SUFFIX = ".tmp"
+# Before writers had ids: nobody writes these names any more, so whoever starts may remove them.
+LEGACY_TMP_NAME = re.compile(r"\.part-[0-9]{13}-[0-9a-f]{8}\.parquet\.tmp")
 UPLOADED_SUFFIX = ".uploaded"
 
 
@@ -36,8 +40,24 @@ def segment_name(first_ts_ms: int) -> str:
     return f"part-{first_ts_ms:013d}-{uuid.uuid4().hex[:8]}.parquet"
 
 
-def tmp_path(final: Path) -> Path:
-    return final.with_name(f".{final.name}{TMP_SUFFIX}")
+def default_writer_id(port: int | None = None) -> str:
+    """The host's name, and the HTTP listener's port when given (two sidecars on one host listen on
+    different ports). A pod's hostname is its name: stable across container restarts, different
+    for each replica, which is what the rollup needs to tell writers apart."""
+    host = socket.gethostname() or "localhost"
+    return host if port is None else f"{host}:{port}"
+
+
+def writer_tag(writer_id: str) -> str:
+    """The writer's id as a file-name part: readable, without dots or slashes, and unique (a
+    hash of the whole id, since two ids may read the same once cleaned)."""
+    clean = re.sub(r"[^A-Za-z0-9_-]", "_", writer_id)[:40]
+    return f"{clean}-{hashlib.sha1(writer_id.encode()).hexdigest()[:8]}"
+
+
+def tmp_path(final: Path, tag: str) -> Path:
+    """Where writer `tag` (writer_tag) writes `final` before the rename."""
+    return final.with_name(f".{final.name}.{tag}{TMP_SUFFIX}")
 
 
 def marker_path(segment: Path) -> Path:
@@ -65,11 +85,15 @@ def list_segments(root: Path) -> list[Path]:
     return found
 
 
-def remove_tmp_files(root: Path) -> int:
-    """Delete `*.tmp` left under `root` by a process that died mid-write; never raises."""
+def remove_tmp_files(root: Path, tag: str) -> int:
+    """Delete the temporary files writer `tag` left under `root` when it died mid-write (and
+    untagged ones of versions before writer ids); never raises. Another writer's are its own
+    business: it may be writing them now."""
     removed = 0
+    own = f".{tag}{TMP_SUFFIX}"
     try:
-        tmps = [p for p in root.rglob(f"*{TMP_SUFFIX}") if p.is_file()]
+        tmps = [p for p in root.rglob(f"*{TMP_SUFFIX}")
+                if (p.name.endswith(own) or LEGACY_TMP_NAME.fullmatch(p.name)) and p.is_file()]
     except OSError:
         return 0
     for tmp in tmps:

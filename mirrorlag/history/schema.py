@@ -26,14 +26,19 @@ SCHEMA = pa.schema([
     pa.field("freshness_lag_ms", pa.int64()),
     pa.field("byte_lag_estimate", pa.int64()),
     pa.field("state", pa.string(), nullable=False),
+    # Added with issue 32; segments written before have neither (a reader gets nulls). Constant in
+    # a segment: Parquet keeps each as one dictionary entry and a run, a few bytes a segment.
+    pa.field("writer", pa.string()),  # the sidecar that wrote the row (mirrorlag.history.writer.id)
+    pa.field("refresh_interval_ms", pa.int64()),  # its poll interval; null when polling is off
 ])
 
 _STATE_TEXTS = pa.array([state.value for state in STATES], pa.string())  # State is a StrEnum: stored as its name
 
 
-def encode(ts_ms: int, cols: RowColumns) -> pa.RecordBatch:
+def encode(ts_ms: int, cols: RowColumns, writer: str | None = None, refresh_interval_ms: int | None = None) -> pa.RecordBatch:
     """One snapshot's rows as a record batch of SCHEMA (runs on the writer's thread, not the
-    poller's): the snapshot's numpy columns become Arrow arrays without a Python object per row."""
+    poller's): the snapshot's numpy columns become Arrow arrays without a Python object per row.
+    `writer` and `refresh_interval_ms` are the same on every row (the rollup's accounting)."""
     n = len(cols)
     keys = cols.keys
 
@@ -55,6 +60,8 @@ def encode(ts_ms: int, cols: RowColumns) -> pa.RecordBatch:
         _millis(cols.floats["freshness_lag_s"]),
         ints("byte_lag_estimate"),
         _STATE_TEXTS.take(pa.array(cols.state)),
+        pa.repeat(pa.scalar(writer, pa.string()), n),
+        pa.repeat(pa.scalar(refresh_interval_ms, pa.int64()), n),
     ], schema=SCHEMA)
 
 

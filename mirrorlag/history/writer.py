@@ -8,7 +8,8 @@ Three stages, each with its own owner:
   bytes a row than the snapshot's columns) and decides segment boundaries: a new UTC date, rows
   `segment_s` newer than the segment's first, `max_rows`, or `segment_s` of wall clock since the
   segment opened (so an idle sidecar still closes it).
-- the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name, fsync
+- the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name that
+  carries the writer's id (several sidecars may write one history dir), fsync
   the file, rename, fsync the directory. A failing write (disk full, read-only) keeps the segment
   buffered and retries with backoff; a hung disk stalls only this thread.
 
@@ -31,7 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mirrorlag.history.health import FailureState
-from mirrorlag.history.layout import fsync_dir, make_dirs, remove_tmp_files, segment_name, tmp_path, utc_date
+from mirrorlag.history.layout import (
+    default_writer_id, fsync_dir, make_dirs, remove_tmp_files, segment_name, tmp_path, utc_date, writer_tag,
+)
 from mirrorlag.history.schema import SCHEMA, encode
 from mirrorlag.model import RowColumns, Snapshot
 
@@ -87,10 +90,20 @@ class SegmentWriter:
         on_segment: SegmentCallback | None = None,
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
+        writer_id: str | None = None,
+        refresh_interval_ms: int | None = None,
     ) -> None:
+        """`writer_id` names this writer on every row and in its temporary files (None: the
+        host's name); `refresh_interval_ms` is the sidecar's poll interval, on every row so that
+        the rollup knows how long a sample stands for (None: polling off, or not known)."""
         if max_rows < 1 or buffer_max_rows < 1 or not segment_s > 0:
             raise ValueError("segment_s, max_rows and buffer_max_rows must be positive")
+        if refresh_interval_ms is not None and refresh_interval_ms <= 0:
+            raise ValueError("refresh_interval_ms must be positive")
         self.root = Path(root)
+        self.writer_id = writer_id or default_writer_id()
+        self.refresh_interval_ms = refresh_interval_ms
+        self._tag = writer_tag(self.writer_id)
         self.segment_s = float(segment_s)
         self.max_rows = int(max_rows)
         self.buffer_max_rows = int(buffer_max_rows)
@@ -125,9 +138,10 @@ class SegmentWriter:
         self._dropped = 0
         self._write_errors = 0
 
-        # A process killed mid-write left its .tmp behind; nobody will finish it. Never raises:
-        # an unwritable or missing dir shows up as write errors, not as a sidecar that won't start.
-        remove_tmp_files(self.root)
+        # This writer, killed mid-write before, left its .tmp behind; nobody will finish it. Only
+        # its own: another sidecar on this dir may be writing its .tmp now. Never raises: an
+        # unwritable or missing dir shows up as write errors, not as a sidecar that won't start.
+        remove_tmp_files(self.root, self._tag)
 
     # --- poll thread ---------------------------------------------------------------------------
 
@@ -295,7 +309,7 @@ class SegmentWriter:
             if chunk is not None:
                 ts_ms, rows = chunk
                 try:
-                    routed = (ts_ms, encode(ts_ms, rows))
+                    routed = (ts_ms, encode(ts_ms, rows, self.writer_id, self.refresh_interval_ms))
                 except Exception:  # a bug, not the disk: lose this snapshot, keep the thread
                     log.exception("history: cannot encode a snapshot of %d rows; skipped", len(rows))
             with self._lock:
@@ -369,7 +383,7 @@ class SegmentWriter:
         directory = self.root / f"date={date}"
         make_dirs(directory)  # again on every attempt: the dir may be back, or gone
         final = directory / segment_name(first_ts_ms)
-        tmp = tmp_path(final)
+        tmp = tmp_path(final, self._tag)
         table = pa.Table.from_batches(batches, SCHEMA)
         try:
             write_parquet(table, tmp)

@@ -17,7 +17,11 @@ Output, Parquet partitioned by `date` (re-running a day replaces that day only):
 `<out>/partition_daily`, `<out>/topic_daily`, `<out>/flow_daily`; key columns `flow` ("A->B"),
 `source`, `target`, then `topic` and `partition` as the level has them; topic rows add
 `partitions`, flow rows `topics` and `partitions`. Then, per day:
-  samples                     rows in the history (all of them: unknown states and null lags too)
+  samples                     rows in the history (all of them: unknown states and null lags too) of
+                              the writers that count: where several sidecars wrote one history
+                              (rows name their `writer`), per partition-day the one with the most
+                              samples, and any other whose samples do not overlap it in time
+                              (by more than 10 min: a sidecar that took over from another)
   coverage                    share of the level's partition-time with samples (0..1)
   record_lag_min/_avg/_max    records, over samples with a record lag
   record_lag_p50/_p95/_p99    nearest-rank percentiles from 1 % buckets: a real sample, never below
@@ -26,8 +30,10 @@ Output, Parquet partitioned by `date` (re-running a day replaces that day only):
   freshness_lag_max_s, byte_lag_max
   covered_seconds             partition-seconds with samples
   out_of_sync_seconds         partition-seconds not IN_SYNC: each sample accounts for the time to the
-                              partition's next sample, at most --max-gap-seconds (the day's last one
-                              to midnight, at most that too), so a gap in the history is not counted;
+                              partition's next sample, at most 4 poll intervals of the sidecar that
+                              wrote it (its rows' refresh_interval_ms; --max-gap-seconds for rows
+                              written before rows had it) (the day's last one to midnight, at most
+                              that too), so a gap in the history is not counted;
                               a GONE sample (the partition left the flow) accounts for no time
   at_risk_seconds, stalled_seconds           partition-seconds AT_RISK, STALLED
   stall_episodes              runs of consecutive STALLED samples (summed over partitions)

@@ -54,7 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", action="append", type=_conf, default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.driver.memory=8g; repeat for more")
     p.add_argument("--max-gap-seconds", type=float, default=60.0, metavar="S",
-                   help="longest interval one sample accounts for; longer gaps in the history count as no data (default 60)")
+                   help="longest interval one sample accounts for where its row does not say its poll interval "
+                        "(history written before rows had refresh_interval_ms; else 4 poll intervals); "
+                        "longer gaps in the history count as no data (default 60)")
     p.add_argument("--worst", type=int, default=10, metavar="N", help="rows per measure in the report (default 10)")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
     p.add_argument("--spark-log-level", default="ERROR", choices=["ERROR", "WARN", "INFO", "DEBUG"],

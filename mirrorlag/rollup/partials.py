@@ -25,24 +25,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mirrorlag.rollup import buckets, slots
+from mirrorlag.rollup import buckets, slots, writers
 from mirrorlag.rollup.histograms import PERCENTILES
 from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, NULL_TS, SCALES, STAT_NAMES
 from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
 
 KEY = ["source", "target", "topic", "partition"]
-READ = [*KEY, "ts", "state", "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate"]
+READ = [*KEY, "ts", "state", "record_lag", "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate",
+        "writer", "refresh_interval_ms"]
+WRITER = "writer"  # the map side's parts are per partition and writer (writers.py)
 MEASURES = {"record_lag": "record_lag", "time_lag": "time_lag_ms"}  # histogram name -> column
 HIST = ["bucket", "n", "vmin", "vmax", "vsum"]
-_STRINGS = ["source", "target", "topic", "state"]
+_STRINGS = ["source", "target", "topic", "state", "writer"]
 _TYPES = {"partition": pa.int32(), "record_lag": pa.int64(), "time_lag_ms": pa.int64(),
-          "freshness_lag_ms": pa.int64(), "byte_lag_estimate": pa.int64(), **{c: pa.string() for c in _STRINGS}}
+          "freshness_lag_ms": pa.int64(), "byte_lag_estimate": pa.int64(), "refresh_interval_ms": pa.int64(),
+          **{c: pa.string() for c in _STRINGS}}
 _DTYPES = {**{f: np.int64 for f in HIST}, "vsum": np.float64}
 # A partial row: the key, the maxima, the codes, and per measure the histogram entries and nulls.
 # Arrays travel as binary values (their bytes): Spark copies a binary value at once, an array
 # element by element (twice: into its rows and back into Arrow).
 PARTIAL = pa.schema([
     *[pa.field(c, _TYPES[c]) for c in KEY], pa.field("freshness_max", pa.int64()), pa.field("byte_max", pa.int64()),
+    # Whose samples these are, the longest poll interval among them (null: rows from before rows
+    # had one), and their first and last time (a part without a timed sample: first > last).
+    pa.field(WRITER, pa.string()), pa.field("interval_ms", pa.int64()),
+    pa.field("span_first_ms", pa.int64()), pa.field("span_last_ms", pa.int64()),
     # The samples' (time, state) codes: of the day in 32 bits, relative to its start (4 bytes a
     # sample through the shuffle, not 8); any other (no time, a time outside the day) in full.
     pa.field("time_code", pa.binary()), pa.field("time_code_other", pa.binary()),
@@ -76,7 +83,11 @@ def read_segment(path: str) -> pa.Table:
     """One segment's READ columns as Spark's reader with the history schema gives them: a column
     missing from an old segment is null, extra columns are not read; strings stay dictionary
     encoded (the writer's Parquet dictionaries: no string is materialised per row)."""
-    f = pq.ParquetFile(path, read_dictionary=_STRINGS)
+    try:
+        f = pq.ParquetFile(path, read_dictionary=_STRINGS)
+    except KeyError:  # pyarrow: a dictionary column the file lacks (`writer`, before rows named theirs)
+        names = pq.ParquetFile(path).schema_arrow.names
+        f = pq.ParquetFile(path, read_dictionary=[c for c in _STRINGS if c in names])
     present = set(f.schema_arrow.names)
     t = f.read(columns=[c for c in READ if c in present], use_threads=False)
     n = t.num_rows
@@ -337,21 +348,33 @@ def _key_columns(table: pa.Table, rows: np.ndarray, keys: Sequence[str] = KEY) -
     return cols
 
 
+def _spans(ms: np.ndarray, timed: np.ndarray, groups: Groups) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's first and last time (rows in group order); first > last when it has none."""
+    first = np.minimum.reduceat(np.where(timed, ms, np.iinfo(np.int64).max), groups.starts)
+    last = np.maximum.reduceat(np.where(timed, ms, np.iinfo(np.int64).min), groups.starts)
+    return first, last
+
+
 def partials(table: pa.Table, table_edges: np.ndarray, start_ms: int) -> Iterator[pa.RecordBatch]:
-    """The map side over some rows of the day starting at start_ms (READ columns): PARTIAL rows,
-    one per key."""
+    """The map side over some rows of the day starting at start_ms (READ columns; the writer's
+    two may be missing): PARTIAL rows, one per key and writer."""
     table = table.unify_dictionaries().combine_chunks()
     if not table.num_rows:
         return
-    cols = {c: table.column(c).chunk(0) for c in READ}
-    groups = Groups(*group_ids([cols[c] for c in KEY]))
+    cols = {c: table.column(c).chunk(0) if c in table.column_names else pa.nulls(table.num_rows, _TYPES[c]) for c in READ}
+    groups = Groups(*group_ids([cols[c] for c in (*KEY, WRITER)]))
     order = groups.order
     ms, timed = (x[order] for x in _ts_ms(cols["ts"]))
     state = state_codes(cols["state"])[order]
     values = {m: tuple(x[order] for x in _values(cols[c])) for m, c in MEASURES.items()}
+    firsts = pa.array(groups.first_rows())
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(table, groups.first_rows())))
     out["freshness_max"] = _maxima(cols["freshness_lag_ms"], groups)
     out["byte_max"] = _maxima(cols["byte_lag_estimate"], groups)
+    writer = cols[WRITER].take(firsts)
+    out[WRITER] = writer.dictionary_decode() if pa.types.is_dictionary(writer.type) else writer
+    out["interval_ms"] = _maxima(cols["refresh_interval_ms"], groups)
+    out["span_first_ms"], out["span_last_ms"] = (pa.array(x) for x in _spans(ms, timed, groups))
     out.update(_day_codes(ms, timed, state, start_ms, groups))
     for m in MEASURES:
         entries, nulls = _histogram(*values[m], groups, table_edges)
@@ -396,10 +419,10 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
     return np.where(sizes > 0, sums, 0)
 
 
-def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int) -> dict[str, pa.Array]:
+def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray) -> dict[str, pa.Array]:
     """Each group's day from its samples' codes, by the rules partition_day.py states (the time
     each sample accounts for, out of sync, at risk, stalled, stall episodes, by hour), for every
-    group at once; `codes` sorted within groups of `sizes`."""
+    group at once; `codes` sorted within groups of `sizes`; `cap_ms`: one cap, or each group's."""
     n = sizes.size
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
     ends = starts + sizes
@@ -409,7 +432,8 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     last = np.zeros(codes.size, bool)
     last[ends[sizes > 0] - 1] = True
     following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
-    interval = np.where(timed, np.clip(following - ts, 0, cap_ms), cap_ms)
+    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
+    interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
     interval[state == GONE] = 0
     hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)
     out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
@@ -512,18 +536,45 @@ def _merged_entries(parts: pa.Table, groups: Groups, m: str) -> Entries:
     return Entries.aggregate(group, *[flat[f][0] for f in HIST])
 
 
+def _writer_ranks(col: pa.Array) -> np.ndarray:
+    """Each row's writer as its rank among the writer ids (sorted), rows without one last."""
+    enc = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+    names = enc.dictionary.to_pylist()
+    rank = np.empty(len(names) + 1, np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    rank[-1] = len(names)
+    return rank[pc.fill_null(enc.indices, len(names)).to_numpy(zero_copy_only=False)]
+
+
+def one_view(parts: pa.Table) -> pa.Table:
+    """The part rows that count (writers.keep): all of them when one writer wrote the history."""
+    rank = _writer_ranks(parts.column(WRITER).chunk(0))
+    if not rank.size or (rank == rank[0]).all():
+        return parts
+    key, _ = group_ids([parts.column(c).chunk(0) for c in KEY])
+    samples = (pc.binary_length(parts.column("time_code")).to_numpy(zero_copy_only=False) // 4
+               + pc.binary_length(parts.column("time_code_other")).to_numpy(zero_copy_only=False) // 8)
+    first, last = (parts.column(c).to_numpy() for c in ("span_first_ms", "span_last_ms"))
+    return parts.filter(pa.array(writers.keep(key, rank, samples, first, last))).combine_chunks()
+
+
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
-    """The merge side: PARTIAL rows (any number per key) -> one row per key with its day."""
+    """The merge side: PARTIAL rows (any number per key and writer) -> one row per key with its
+    day, from the writers that count (one_view); `cap_ms`: the cap on a sample's time where its
+    rows do not say their poll interval (writers.caps)."""
     parts = parts.combine_chunks()
     if not parts.num_rows:
         return
+    parts = one_view(parts)
     groups = Groups(*group_ids([parts.column(c).chunk(0) for c in KEY]))
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
     codes, lengths = _merged_codes(parts, groups, start_ms)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
-    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap_ms))
+    interval, known = _values(parts.column("interval_ms").chunk(0))
+    cap = writers.caps(interval, known, groups.ids, groups.n, cap_ms)
+    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap))
     for m in MEASURES:
         entries = _merged_entries(parts, groups, m)
         nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)

@@ -1,10 +1,12 @@
 """One partition's day: what the daily tables need from its samples, as Spark sees it.
 
 The pass (samples.partition_days, computed by partials.py in numpy) gives one row per partition
-with these fields. The rules (documented in __init__.py): samples ordered by (ts, state code)
-each account for the time to the partition's next sample, at most max_gap_s, the day's last one
-to midnight; a GONE sample for none; a stall episode is a run of consecutive STALLED samples.
-Null times sort first and account for max_gap_s; they count in hour 0.
+with these fields. The rules (documented in __init__.py): the samples of the writers that count
+(writers.py: one sidecar's view where several wrote the history), ordered by (ts, state code),
+each account for the time to the partition's next sample, at most the cap (writers.caps: 4 poll
+intervals of the writer, or --max-gap-seconds for rows that do not say theirs), the day's last
+one to midnight; a GONE sample for none; a stall episode is a run of consecutive STALLED
+samples. Null times sort first and account for the cap; they count in hour 0.
 
 The lag histograms (histograms.py) come as (bucket, n, vmin, vmax, vsum) rows for the topic and
 flow levels to merge, with the partition's own min/avg/max/percentiles computed from them as

@@ -131,9 +131,11 @@ def partition_days(spark: SparkSession, source: DaySource, window: DayWindow, ma
     partition's day summarised) and `series` (its curves for the report: slots.py), from `tasks`
     merge tasks (None: spark.sql.shuffle.partitions).
 
-    The map side (partials.partials) summarises each task's rows per partition key; only those
-    partial rows travel through the shuffle (a few per partition, not a row per sample), and
-    the merge (partials.merge) gives each partition's day from its parts."""
+    The map side (partials.partials) summarises each task's rows per partition key and writer;
+    only those partial rows travel through the shuffle (a few per partition, not a row per
+    sample), and the merge (partials.merge) gives each partition's day from the parts of the
+    writers that count (writers.py). `max_gap_s` caps the time a sample stands for where its row
+    does not say its poll interval (history written before rows did)."""
     parts = _map_partials(spark, source, edges, window.start_ms)
     parts = parts.repartition(tasks, *PARTITION_KEY) if tasks else parts.repartition(*PARTITION_KEY)
     start_ms, end_ms, cap_ms = window.start_ms, window.end_ms, int(max_gap_s * 1000)

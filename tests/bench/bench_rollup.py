@@ -103,6 +103,9 @@ def generate(root: Path, day: date, partitions: int, interval_s: int, chunk_poll
             pa.array(np.maximum(fresh, 0).ravel(), pa.int64(), mask=unknown.ravel()),
             pa.array((lag * sizes[None]).ravel(), pa.int64(), mask=unknown.ravel()),
             pa.array(STATES[state.ravel()]),
+            # One sidecar wrote it: the same writer and poll interval on every row.
+            pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), ["bench-0:9464"]).cast(pa.string()),
+            pa.array(np.full(n, interval_s * 1000, np.int64)),
         ], schema=SCHEMA)
         pq.write_table(table, day_dir / f"part-{int(ts[0]):013d}-{chunk:08x}.parquet")
         rows += n

@@ -20,8 +20,10 @@ NAMES = {code: name for name, code in STATE_CODES.items()}
 EDGES = buckets.exact_edges()
 
 
-def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", partition: int = 0) -> pa.Table:
-    """samples: (ts_ms or None, state code, record lag or None) of one partition; time lag = record lag * 10."""
+def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", partition: int = 0,
+         writer: str | None = None, interval_ms: int | None = None) -> pa.Table:
+    """samples: (ts_ms or None, state code, record lag or None) of one partition; time lag = record lag * 10;
+    `writer` and `interval_ms` on every row (None: as written before rows had them)."""
     lags = [lag for *_, lag in samples]
     return pa.table({
         "source": ["A"] * len(samples), "target": ["B"] * len(samples), "topic": [topic] * len(samples),
@@ -32,6 +34,8 @@ def rows(samples: list[tuple[int | None, int, int | None]], topic: str = "t", pa
         "time_lag_ms": pa.array([None if lag is None else lag * 10 for lag in lags], pa.int64()),
         "freshness_lag_ms": pa.array([None] * len(samples), pa.int64()),
         "byte_lag_estimate": pa.array([None] * len(samples), pa.int64()),
+        "writer": pa.array([writer] * len(samples), pa.string()),
+        "refresh_interval_ms": pa.array([interval_ms] * len(samples), pa.int64()),
     }).select(partials.READ)
 
 
@@ -218,3 +222,70 @@ def test_samples_without_a_time_of_the_day_stay_with_their_partition():
     days = {d["partition"]: d for d in merged(parts)}
     assert days[0] == _day(a) and [days[1]] == merged([rows(b, partition=1)])
     assert (days[0]["samples"], days[1]["samples"]) == (4, 4)
+
+
+# --- the poll interval and several writers (writers.py) --------------------------------------------
+
+
+def test_a_sample_stands_for_up_to_four_poll_intervals_of_its_writer():
+    poll = 120_000
+    stalled_all_day = [(START + i * poll, STALLED, 5) for i in range(24 * H // poll)]
+    [day] = merged([rows(stalled_all_day, writer="w", interval_ms=poll)])
+    assert day["covered_ms"] == day["stalled_ms"] == day["out_of_sync_ms"] == 24 * H
+    assert (day["stall_episodes"], day["longest_stall_ms"]) == (1, 24 * H)
+    # The same rows as written before rows had their interval: each stands for the 60 s cap.
+    [old] = merged([rows(stalled_all_day)])
+    assert old["covered_ms"] == old["stalled_ms"] == 12 * H
+    # A gap past 4 intervals (an 8-minute hole in a 120 s poll; 10:00 to 10:08) is no data.
+    holed = [s for s in stalled_all_day if not START + 10 * H < s[0] < START + 10 * H + 8 * 60_000]
+    [gap] = merged([rows(holed, writer="w", interval_ms=poll)])
+    assert gap["covered_ms"] == 24 * H - 8 * 60_000 + 4 * poll
+
+
+def _two_writers(offset_ms: int, flip: bool) -> tuple[list, list]:
+    """A day at 15 s, stalled 10:00-11:00, as two sidecars saw it: b polls `offset_ms` later and,
+    with `flip`, calls every third stalled sample LAGGING."""
+    s = 15_000
+    a = [(START + i * s, STALLED if 10 * H <= i * s < 11 * H else IN_SYNC, i % 50) for i in range(24 * H // s)]
+    b = [(ts + offset_ms, LAGGING if flip and state == STALLED and i % 3 == 0 else state, lag + 1)
+         for i, (ts, state, lag) in enumerate(a)]
+    return a, b
+
+
+def test_two_writers_side_by_side_give_the_figures_of_one():
+    a, b = _two_writers(7_000, flip=True)
+    alone = merged([rows(a, writer="pod-a", interval_ms=15_000)])
+    # Each writer's rows in two tasks, in any order: the merge keeps pod-a (as many samples, smaller id).
+    both = merged([rows(b[:3000], writer="pod-b", interval_ms=15_000), rows(a[2000:], writer="pod-a", interval_ms=15_000),
+                   rows(a[:2000], writer="pod-a", interval_ms=15_000), rows(b[3000:], writer="pod-b", interval_ms=15_000)])
+    assert both == alone
+    assert (alone[0]["stall_episodes"], alone[0]["longest_stall_ms"], alone[0]["samples"]) == (1, H, 5760)
+    # Today's answer without writers, for the record: the interleaved states shatter the stall.
+    [mixed] = merged([rows(a + b)])
+    assert mixed["stall_episodes"] > 75 and mixed["samples"] == 2 * 5760
+
+
+def test_the_fuller_writer_counts_whatever_its_id():
+    a, b = _two_writers(3_000, flip=True)
+    [alone] = merged([rows(b, writer="pod-b", interval_ms=15_000)])
+    [both] = merged([rows(a[:-10], writer="pod-a", interval_ms=15_000), rows(b, writer="pod-b", interval_ms=15_000)])
+    assert both == alone and both["stall_episodes"] == 240 // 3  # pod-b's own view: a LAGGING sample every 45 s
+
+
+def test_a_writer_that_took_over_adds_its_part_of_the_day():
+    a, b = _two_writers(4_000, flip=False)
+    # pod-a until 12:05, then pod-b (a rolling update: five minutes of both).
+    morning = [x for x in a if x[0] < START + 12 * H + 5 * 60_000]
+    afternoon = [x for x in b if x[0] >= START + 12 * H]
+    [day] = merged([rows(morning, writer="pod-a", interval_ms=15_000), rows(afternoon, writer="pod-b", interval_ms=15_000)])
+    assert day["samples"] == len(morning) + len(afternoon)
+    assert day["covered_ms"] >= 24 * H - 15_000 and (day["stall_episodes"], day["longest_stall_ms"]) == (1, H)
+
+
+def test_rows_with_and_without_a_writer_in_one_day():
+    """The day a sidecar was upgraded: rows without writer and interval until noon, then with."""
+    poll = 120_000
+    samples = [(START + i * poll, LAGGING, 5) for i in range(24 * H // poll)]
+    [day] = merged([rows(samples[:360]), rows(samples[360:], writer="w", interval_ms=poll)])
+    # Disjoint in time: both count; the partition-day's cap is the larger, 4 x 120 s.
+    assert day["samples"] == 720 and day["out_of_sync_ms"] == 24 * H

@@ -555,6 +555,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.history.upload.s3.secret.access.key",
         "mirrorlag.history.upload.s3.session.token",
         "mirrorlag.history.upload.s3.path.style.access",
+        "mirrorlag.history.writer.id",
     }
 
 

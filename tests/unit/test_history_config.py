@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_history_is_off_unless_a_dir_is_set(tmp_path: Path) -> None:
 
 def test_defaults(tmp_path: Path) -> None:
     h = load(tmp_path, BASE + f"mirrorlag.history.dir = {tmp_path}/h\n").history
-    assert h == HistorySettings(dir=tmp_path / "h")
+    assert h == HistorySettings(dir=tmp_path / "h", writer_id=f"{socket.gethostname()}:9464", refresh_interval_s=15.0)
     assert (h.segment_s, h.segment_max_rows, h.buffer_max_rows, h.retention_s) == (300.0, 1_000_000, 2_000_000, 604800.0)
     assert (h.upload_uri, h.upload_max_bytes_per_s, h.upload_quota_window_num, h.upload_quota_window_s) == (None, None, 11, 1.0)
 
@@ -68,11 +69,13 @@ def test_every_key(tmp_path: Path) -> None:
         "mirrorlag.history.upload.max.bytes.per.second = 1048576\n"
         "mirrorlag.history.upload.quota.window.num = 5\n"
         "mirrorlag.history.upload.quota.window.size.seconds = 2\n"
+        "mirrorlag.history.writer.id = mm2-east-1\n"
+        "replication.record.lag.metric.refresh.interval = 120000\n"
     )).history
     assert h == HistorySettings(
         dir=tmp_path / "h", segment_s=60.0, segment_max_rows=5000, buffer_max_rows=10000, retention_s=None,
         upload_uri=f"file://{tmp_path}/remote", upload_max_bytes_per_s=1048576, upload_quota_window_num=5,
-        upload_quota_window_s=2.0,
+        upload_quota_window_s=2.0, writer_id="mm2-east-1", refresh_interval_s=120.0,
     )
 
 

@@ -76,10 +76,11 @@ def test_encode_values_and_nulls() -> None:
     ts = datetime.fromtimestamp(1_772_366_400.123, tz=timezone.utc)
     assert got[0] == dict(ts=ts, source="A", target="B", topic="t", partition=7, leo=1007, lro=1006,
                           lro_feed="offset-syncs", record_lag=7, time_lag_ms=1234, freshness_lag_ms=0,
-                          byte_lag_estimate=700, state="IN_SYNC")
+                          byte_lag_estimate=700, state="IN_SYNC", writer=None, refresh_interval_ms=None)
     assert got[1] == dict(ts=ts, source="A", target="B", topic="t", partition=8, leo=None, lro=41,
                           lro_feed="connect-offsets", record_lag=None, time_lag_ms=None,
-                          freshness_lag_ms=None, byte_lag_estimate=None, state="GONE")
+                          freshness_lag_ms=None, byte_lag_estimate=None, state="GONE", writer=None,
+                          refresh_interval_ms=None)
     assert (got[2]["lro"], got[2]["lro_feed"], got[2]["record_lag"], got[2]["time_lag_ms"],
             got[2]["freshness_lag_ms"], got[2]["state"]) == (None, None, None, None, None, "UNKNOWN")
     assert got[3]["time_lag_ms"] is None and got[3]["leo"] == 2**62  # infinity is unknown, not a crash
@@ -97,7 +98,29 @@ def test_schema_is_the_published_contract() -> None:
         ("lro", "int64", True), ("lro_feed", "string", True), ("record_lag", "int64", True),
         ("time_lag_ms", "int64", True), ("freshness_lag_ms", "int64", True),
         ("byte_lag_estimate", "int64", True), ("state", "string", False),
+        ("writer", "string", True), ("refresh_interval_ms", "int64", True),
     ]
+
+
+def test_every_row_names_its_writer_and_poll_interval(tmp_path: Path) -> None:
+    w = make(tmp_path, writer_id="pod-a:9464", refresh_interval_ms=120_000)
+    w.append(snap(T0))
+    w.append(snap(T0 + 120))
+    assert w.close(timeout_s=5)
+    (table,) = read_all(tmp_path / "h")
+    assert table.num_rows == 6
+    assert set(table.column("writer").to_pylist()) == {"pod-a:9464"}
+    assert set(table.column("refresh_interval_ms").to_pylist()) == {120_000}
+
+
+def test_the_writer_id_defaults_to_the_host_name(tmp_path: Path) -> None:
+    import socket
+    w = make(tmp_path)
+    w.append(snap(T0))
+    assert w.close(timeout_s=5)
+    (table,) = read_all(tmp_path / "h")
+    assert set(table.column("writer").to_pylist()) == {socket.gethostname()}
+    assert table.column("refresh_interval_ms").null_count == 3
 
 
 # --- the poll thread's side --------------------------------------------------------------------
@@ -231,16 +254,36 @@ def test_names_sort_by_time_and_are_unique(tmp_path: Path) -> None:
 # --- temporary files, failures --------------------------------------------------------------------
 
 
-def test_construction_removes_temporary_files_of_a_dead_process(tmp_path: Path) -> None:
+def test_construction_removes_only_its_own_temporary_files(tmp_path: Path) -> None:
     root = tmp_path / "h"
-    (root / "date=2026-03-01").mkdir(parents=True)
-    stale = [root / "date=2026-03-01" / ".part-0000000000001-aaaaaaaa.parquet.tmp", root / ".x.tmp"]
-    for p in stale:
+    day = root / "date=2026-03-01"
+    day.mkdir(parents=True)
+    stale = [tmp_path_of(day, "pod-a", 1), day / ".part-0000000000001-aaaaaaaa.parquet.tmp"]  # its own; pre-id
+    others = [tmp_path_of(day, "pod-b", 2), root / ".x.tmp"]  # another writer's, being written now
+    for p in stale + others:
         p.write_bytes(b"PAR1 half")
-    keep = root / "date=2026-03-01" / ".part-0000000000001-aaaaaaaa.parquet.uploaded"
+    keep = day / ".part-0000000000001-aaaaaaaa.parquet.uploaded"
     keep.touch()
-    SegmentWriter(root)
-    assert not any(p.exists() for p in stale) and keep.exists()
+    SegmentWriter(root, writer_id="pod-a")
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in others) and keep.exists()
+
+
+def tmp_path_of(day: Path, writer_id: str, ts: int) -> Path:
+    from mirrorlag.history.layout import tmp_path as tmp_name, writer_tag
+    return tmp_name(day / f"part-{ts:013d}-aaaaaaaa.parquet", writer_tag(writer_id))
+
+
+def test_two_writers_name_their_temporary_files_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real = writer_module.write_parquet
+    monkeypatch.setattr(writer_module, "write_parquet", lambda table, where: (seen.append(where.name), real(table, where)))
+    for who in ("pod-a:9464", "pod-b:9464"):
+        w = make(tmp_path, writer_id=who)
+        w.append(snap(T0))
+        assert w.close(timeout_s=5)
+    a, b = seen
+    assert ".pod-a_9464-" in a and ".pod-b_9464-" in b and a.endswith(".tmp") and b.endswith(".tmp")
 
 
 def test_no_temporary_file_is_visible_to_readers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,7 +299,7 @@ def test_no_temporary_file_is_visible_to_readers(tmp_path: Path, monkeypatch: py
     w.append(snap(T0))
     assert w.close(timeout_s=5)
     (name,) = seen
-    assert name.startswith(".part-") and name.endswith(".parquet.tmp")  # Spark and pyarrow skip '.'
+    assert name.startswith(".part-") and name.endswith(".tmp")  # Spark and pyarrow skip '.'
     assert not list((tmp_path / "h").rglob("*.tmp"))
 
 
