@@ -24,6 +24,9 @@ SEGMENT_NAME = re.compile(r"part-(?P<ts>[0-9]{13})-(?P<id>[0-9a-f]{8})\.parquet"
 DATE_DIR = re.compile(r"date=[0-9]{4}-[0-9]{2}-[0-9]{2}")
 TMP_SUFFIX = ".tmp"
 UPLOADED_SUFFIX = ".uploaded"
+# The rollup's receipt for a day it rolled up (its manifest: mirrorlag/rollup/manifest.py), which
+# expiry waits for. A dot name: no reader of the history sees it as a segment.
+ROLLUP_RECEIPT = ".rollup-manifest.json"
 
 
 def utc_date(ts_ms: int) -> str:
