@@ -367,26 +367,28 @@ def run_days(
     run = _run_id()
     planned = {p.day: p for p in plan.days}
     rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}
-    if rolling:
+    if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
         clear_uncommitted(spark, opts.out, plan.committed, rolling)
     results: list[DayResult] = []
     rolled: list[date] = []
     for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):
         p = planned.get(day)
-        if p is not None and p.decision.action is Action.ROLL:
-            if on_start:
-                on_start(day)
+        again = p is not None and p.decision.action is Action.ROLL
+        trends_again = not again and day in plan.committed and bool(trend_dependents(rolled, [day]))
+        if p is None and not trends_again:
+            continue
+        if on_start:
+            on_start(day)
+        if again:
+            assert p is not None
             result = rollup_day(spark, opts, day, p, run)
             if result.status is DayStatus.PRESENT:
                 rolled.append(day)
-        elif day in plan.committed and trend_dependents(rolled, [day]):
-            if on_start:
-                on_start(day)
+        elif trends_again:
             result = recompute_trends(spark, opts, plan.committed[day], run)
-        elif p is not None:
-            result = DayResult(day, p.status, action=p.decision.action, final=p.decision.final, why=p.decision.why)
         else:
-            continue
+            assert p is not None
+            result = DayResult(day, p.status, action=p.decision.action, final=p.decision.final, why=p.decision.why)
         results.append(result)
         if on_done:
             on_done(result)
