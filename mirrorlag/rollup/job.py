@@ -349,6 +349,15 @@ def _result(day: date, flows: list[dict], growing: dict[str, int]) -> DayResult:
     )
 
 
+def listed_plan(spark: SparkSession, opts: RollupOptions) -> Plan:
+    """plan.plan_days through Spark (a remote history or output), its failures one line."""
+    now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    try:
+        return plan_days(opts, now_ms, spark)
+    except (Py4JJavaError, PySparkException) as exc:
+        raise RollupError(f"{min(opts.days)}: Spark failed: {_first_line(exc)}") from exc
+
+
 def run_days(
     spark: SparkSession,
     opts: RollupOptions,
@@ -363,7 +372,7 @@ def run_days(
     now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
     opts = dataclasses.replace(opts, now_ms=now_ms)
     if plan is None:
-        plan = plan_days(opts, now_ms, spark)
+        plan = listed_plan(spark, opts)
     run = _run_id()
     planned = {p.day: p for p in plan.days}
     rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}

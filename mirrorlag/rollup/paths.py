@@ -328,17 +328,32 @@ def delete_files(urls: "list[str]", spark: "SparkSession | None") -> None:
 
 
 def manifests(out: str, spark: "SparkSession | None") -> "dict[date, Manifest]":
-    """The committed days under `out` with their manifests (manifest.py)."""
+    """The committed days under `out` with their manifests (manifest.py): one listing and read
+    (one Spark job for a remote URL)."""
     from mirrorlag.rollup.manifest import DIR, Manifest
 
-    found = {}
-    for f in list_files(join(out, DIR), spark):
-        m = _MANIFEST.fullmatch(f.name)
-        if m:
-            url = join(out, DIR, f.name)
-            text = read_text(url, spark)
+    directory = join(out, DIR)
+    local = local_path(directory)
+    texts: dict[str, str] = {}
+    if local is not None:
+        for f in list_files(directory, None):
+            text = read_text(join(directory, f.name), None) if _MANIFEST.fullmatch(f.name) else None
             if text is not None:
-                found[date.fromisoformat(m[1])] = Manifest.from_json(text, url)
+                texts[f.name] = text
+    else:
+        assert spark is not None, "a remote directory is listed by Spark"
+        try:
+            rows = spark.read.format("binaryFile").load(directory).select("path", "content").collect()
+        except Exception as exc:
+            if _not_found(exc):
+                return {}
+            raise
+        texts = {r["path"].rstrip("/").rsplit("/", 1)[-1]: bytes(r["content"]).decode("utf-8") for r in rows}
+    found = {}
+    for name, text in texts.items():
+        m = _MANIFEST.fullmatch(name)
+        if m:
+            found[date.fromisoformat(m[1])] = Manifest.from_json(text, join(directory, name))
     return found
 
 

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from mirrorlag.rollup.errors import MissingHistoryError
-from mirrorlag.rollup.job import TUNED, DayResult, run_days
+from mirrorlag.rollup.job import TUNED, DayResult, listed_plan, run_days
 from mirrorlag.rollup.manifest import Action
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.plan import Plan, needs_spark, plan_days
@@ -134,7 +134,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
-            task = progress.add_task("rolling up", total=len(days))
+            task = progress.add_task("rolling up", total=None)  # the later days whose trends follow are known as it goes
 
             def started(day: date) -> None:
                 progress.update(task, description=f"rolling up {day}")
@@ -144,7 +144,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
                 progress.advance(task)
 
             if plan is None:
-                plan = plan_days(opts, opts.now_ms, spark)
+                plan = listed_plan(spark, opts)
                 _no_history_at_all(opts, plan)
             results = run_days(spark, opts, on_start=started, on_done=done, plan=plan)
     finally:
