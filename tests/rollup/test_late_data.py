@@ -128,17 +128,16 @@ def test_fewer_inputs_keep_the_day_refused_without_force(late):
     gone.with_name(".part-b.parquet.away").rename(gone)
 
 
-def test_today_is_provisional_and_stays_out_of_the_trends(late):
-    history, out, _ = late
+def test_today_is_provisional_and_stays_out_of_the_trends(tmp_path):
+    history, out = tmp_path / "history", tmp_path / "out"
     hours(history, TODAY, 0, 1, 7, "part-0.parquet")
     proc = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(TODAY))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "provisional" in proc.stdout
-    assert {r["final"] for r in rows(out, "partition_daily", TODAY)} == {False}
-    assert {r["final"] for t in ("flow_daily", "trends") for r in rows(out, t, TODAY)} == {False}
+    for table in ("partition_daily", "topic_daily", "flow_daily", "trends"):
+        assert {r["final"] for r in rows(out, table, TODAY)} == {False}, table
     assert Manifest.from_json(manifest_text(out, TODAY), "today").final is False
-    assert TODAY not in table_days(str(out / "flow_daily"), None)  # what other days' trends read
-    assert D3 in table_days(str(out / "flow_daily"), None)
+    assert table_days(str(out / "flow_daily"), None) == []  # what other days' trends read: final days only
     tomorrow = mirrorlag("--history", str(history), "--out", str(out), "--date", str(TODAY + timedelta(days=1)))
     assert tomorrow.returncode == 2 and "has not begun" in tomorrow.stderr
 
