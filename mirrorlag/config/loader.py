@@ -326,6 +326,8 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.history.segment.max.rows": (_integer(1, maximum=_LONG_MAX), "1000000"),
     "mirrorlag.history.buffer.max.rows": (_integer(1, maximum=_LONG_MAX), "2000000"),
     "mirrorlag.history.retention.ms": (_retention, "604800000"),
+    # Past retention.ms a segment waits for the rollup's receipt of its day; past this, not (-1: forever).
+    "mirrorlag.history.retention.max.ms": (_retention, "1209600000"),
     "mirrorlag.history.upload.uri": (_upload_uri, ""),
     # Names this sidecar on its history rows; blank: the host's name and the HTTP listener's port.
     "mirrorlag.history.writer.id": (_text, ""),
@@ -618,6 +620,14 @@ def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
         prop = props.get("mirrorlag.history.segment.max.rows") or props["mirrorlag.history.buffer.max.rows"]
         raise error_at(prop, f"mirrorlag.history.segment.max.rows ({max_rows}) must not exceed "
                              f"mirrorlag.history.buffer.max.rows ({cap})")
+    retention, hard = own["mirrorlag.history.retention.ms"], own["mirrorlag.history.retention.max.ms"]
+    if retention is not None and hard is not None and hard < retention:
+        if props.get("mirrorlag.history.retention.max.ms") is None:
+            hard = 2 * retention  # the default follows a longer retention.ms
+    if retention is not None and hard is not None and hard < retention:
+        raise error_at(props["mirrorlag.history.retention.max.ms"],
+                       f"mirrorlag.history.retention.max.ms ({hard * 1000:.0f}) must not be less than "
+                       f"mirrorlag.history.retention.ms ({retention * 1000:.0f})")
     if upload_uri is not None and _inside(upload_uri, directory):
         # Uploaded copies would be read back as segments and uploaded again, forever.
         raise error_at(props["mirrorlag.history.upload.uri"], "must not be inside mirrorlag.history.dir")
@@ -627,6 +637,7 @@ def _history(props: Props, own: Mapping[str, Any]) -> HistorySettings | None:
         segment_max_rows=max_rows,
         buffer_max_rows=cap,
         retention_s=own["mirrorlag.history.retention.ms"],
+        retention_max_s=hard,
         upload_uri=upload_uri,
         upload_max_bytes_per_s=own["mirrorlag.history.upload.max.bytes.per.second"],
         upload_quota_window_num=own["mirrorlag.history.upload.quota.window.num"],

@@ -143,6 +143,9 @@ class HistorySettings:
     segment_max_rows: int = 1_000_000  # mirrorlag.history.segment.max.rows
     buffer_max_rows: int = 2_000_000  # mirrorlag.history.buffer.max.rows: beyond it the oldest rows are dropped
     retention_s: float | None = 7 * 86400.0  # mirrorlag.history.retention.ms; None when -1 (keep forever)
+    # mirrorlag.history.retention.max.ms: past retention a segment is kept until the rollup's receipt
+    # for its day names it, and past this whatever the rollup did (with a warning); None when -1.
+    retention_max_s: float | None = 14 * 86400.0
     upload_uri: str | None = None  # mirrorlag.history.upload.uri: fsspec URL, None = no upload
     # mirrorlag.history.upload.max.bytes.per.second; None = unlimited (Kafka's default, Long.MAX_VALUE)
     upload_max_bytes_per_s: int | None = None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mirrorlag.config.settings import HistorySettings
-from mirrorlag.history.expiry import Expirer
+from mirrorlag.history.expiry import Expirer, local_receipt, receipts_here_or_at
 from mirrorlag.history.objectstore import quiet_sdk_logs, redactor, s3_protocol, storage_options
 from mirrorlag.history.quota import CopyQuota
 from mirrorlag.history.schema import SCHEMA
@@ -90,7 +90,10 @@ class History:
         )
         self.expirer: Expirer | None = None
         if settings.retention_s is not None:
+            receipts = local_receipt if settings.upload_uri is None else receipts_here_or_at(
+                settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
             self.expirer = Expirer(root, settings.retention_s, require_uploaded=self.uploader is not None,
+                                   max_age_s=settings.retention_max_s, receipts=receipts,
                                    clock=clock, interval_s=expiry_interval_s)
 
     @classmethod

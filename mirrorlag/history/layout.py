@@ -28,6 +28,9 @@ TMP_SUFFIX = ".tmp"
 # Before writers had ids: nobody writes these names any more, so whoever starts may remove them.
 LEGACY_TMP_NAME = re.compile(r"\.part-[0-9]{13}-[0-9a-f]{8}\.parquet\.tmp")
 UPLOADED_SUFFIX = ".uploaded"
+# The rollup's receipt for a day it rolled up (its manifest: mirrorlag/rollup/manifest.py), which
+# expiry waits for. A dot name: no reader of the history sees it as a segment.
+ROLLUP_RECEIPT = ".rollup-manifest.json"
 
 
 def utc_date(ts_ms: int) -> str:

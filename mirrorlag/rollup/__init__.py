@@ -1,18 +1,26 @@
 """The nightly rollup of the lag history (DESIGN §7): a PySpark job.
 
     mirrorlag rollup --history DIR_OR_URL --out DIR_OR_URL [--date YYYY-MM-DD | --from D [--to D]]
+                     [--lookback-days 7] [--settle-minutes 60] [--force]
                      [--master local[*] | --remote sc://HOST:PORT] [--conf k=v ...] [--max-gap-seconds 60] [--worst 10]
     spark-submit [--master spark://...|yarn|k8s://...] --py-files mirrorlag.zip mirrorlag/rollup/__main__.py --history ... --out ...
 
 On a cluster the executors import mirrorlag from the zip (`python -m mirrorlag.rollup.ship
 mirrorlag.zip`, ship.py); through Spark Connect the job sends it itself (remote.py).
 
-Exit status 0, 2 on bad arguments or a failed Spark job, 3 when a day has no history (a backfill
-still writes every day that has some). Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per
+Without --date/--from, every day of the lookback (up to yesterday) that is new or whose history
+changed since its rollup, then the trends of the days after it (late data, manifest.py). Exit
+status 0, 2 on bad arguments, a failed Spark job or a day asked for that would lose inputs
+(--force), 3 when a day asked for has no history (a backfill still writes every day that has
+some), or none of the lookback's days has any. Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per
 partition per poll (mirrorlag.history's columns; extra columns are ignored, missing ones read
 as null; files starting with `.` or `_` are skipped).
 
-Output, Parquet partitioned by `date` (re-running a day replaces that day only):
+Output, Parquet partitioned by `date` (re-running a day replaces that day, and the trends of the
+days after it); `<out>/_manifests/date=YYYY-MM-DD.json` commits a day: it names the day's files
+of every table, which readers should follow (paths.committed_files) to see each day whole.
+Every table has a column `final`: false while the day is provisional (not over, or its newest
+segment younger than --settle-minutes); a provisional day stays out of other days' trends.
 
 `<out>/partition_daily`, `<out>/topic_daily`, `<out>/flow_daily`; key columns `flow` ("A->B"),
 `source`, `target`, then `topic` and `partition` as the level has them; topic rows add

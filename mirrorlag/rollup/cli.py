@@ -19,7 +19,9 @@ from mirrorlag.rollup.errors import RollupError
 
 PROG = "mirrorlag rollup"
 HELP = ("nightly Spark rollup of the lag history: daily tables, trends, an HTML report "
-        "(exit 3: a day without history)")
+        "(exit 3: no history for the day asked for, or for any day of the lookback)")
+LOOKBACK_DAYS = 7  # the history's default retention (mirrorlag.history.retention.ms)
+SETTLE_MINUTES = 60.0
 
 
 def _day(text: str) -> date:
@@ -41,11 +43,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the sidecar's history: DIR_OR_URL/date=YYYY-MM-DD/*.parquet (local, hdfs://, s3a://, ...)")
     p.add_argument("--out", required=True, metavar="DIR_OR_URL",
                    help="where the tables (partition_daily, topic_daily, flow_daily, trends) and reports/ go")
-    p.add_argument("--date", type=_day, metavar="YYYY-MM-DD", help="the UTC day to roll up (default: yesterday, UTC)")
+    p.add_argument("--date", type=_day, metavar="YYYY-MM-DD",
+                   help="roll up this UTC day again, changed or not (today: provisional). Default: every day of "
+                        "the lookback that is new or whose history changed, then the trends after it")
     p.add_argument("--from", dest="date_from", type=_day, metavar="YYYY-MM-DD",
                    help="backfill from this day (inclusive) ...")
     p.add_argument("--to", dest="date_to", type=_day, metavar="YYYY-MM-DD",
                    help="... to this day (inclusive; default: yesterday)")
+    p.add_argument("--lookback-days", type=int, default=LOOKBACK_DAYS, metavar="N",
+                   help=f"without --date/--from: the days up to yesterday looked at for late or new history "
+                        f"(default {LOOKBACK_DAYS}: the history's default retention)")
+    p.add_argument("--settle-minutes", type=float, default=SETTLE_MINUTES, metavar="M",
+                   help="a day is final once over and its newest segment is this old (the upload lag); "
+                        f"provisional before: marked so, left out of other days' trends (default {SETTLE_MINUTES:g})")
+    p.add_argument("--force", action="store_true",
+                   help="replace a day even when its history now holds less than it was rolled up from")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default local[*]; under spark-submit, the one it was given)")
     p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
@@ -64,17 +76,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def days_from_args(args: argparse.Namespace, today: date | None = None) -> list[date]:
-    yesterday = (today or datetime.now(timezone.utc).date()) - timedelta(days=1)
+    """The days asked for by name; without --date/--from, the lookback (see lookback_from_args)."""
+    today = today or datetime.now(timezone.utc).date()
+    yesterday = today - timedelta(days=1)
     if args.date is not None and (args.date_from or args.date_to):
         raise RollupError("--date and --from/--to exclude each other")
     if args.date_to is not None and args.date_from is None:
         raise RollupError("--to needs --from")
     if args.date_from is None:
-        return [args.date or yesterday]
-    last = args.date_to or yesterday
-    if last < args.date_from:
-        raise RollupError(f"--from {args.date_from} is after --to {last}")
-    return [args.date_from + timedelta(days=i) for i in range((last - args.date_from).days + 1)]
+        if args.date is None:
+            lookback = getattr(args, "lookback_days", 1)
+            return [yesterday - timedelta(days=i) for i in reversed(range(lookback))]
+        days = [args.date]
+    else:
+        last = args.date_to or yesterday
+        if last < args.date_from:
+            raise RollupError(f"--from {args.date_from} is after --to {last}")
+        days = [args.date_from + timedelta(days=i) for i in range((last - args.date_from).days + 1)]
+    if days[-1] > today:
+        raise RollupError(f"{days[-1]} has not begun (today is {today}, UTC)")
+    return days
 
 
 def absolute(url: str) -> str:
@@ -109,12 +130,19 @@ def cmd_rollup(args: argparse.Namespace) -> int:
         raise RollupError("--worst must be at least 1")
     if args.max_gap_seconds <= 0:
         raise RollupError("--max-gap-seconds must be positive")
+    if args.lookback_days < 1:
+        raise RollupError("--lookback-days must be at least 1")
+    if args.settle_minutes < 0:
+        raise RollupError("--settle-minutes must not be negative")
     confs = dict(args.conf)
     remote = remote_from_args(args)
+    now = datetime.now(timezone.utc)  # the run's one reading of the clock
     opts = RollupOptions(
-        history=absolute(args.history), out=absolute(args.out), days=days_from_args(args),
+        history=absolute(args.history), out=absolute(args.out), days=days_from_args(args, now.date()),
         max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
         tune_spark=not {"spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled"} & confs.keys(),
+        lookback=args.date is None and args.date_from is None, settle_seconds=args.settle_minutes * 60.0,
+        force=args.force, now_ms=int(now.timestamp() * 1000),
     )
     return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level, remote=remote)
 

@@ -10,8 +10,10 @@ written (trends.py), so a backfill, which runs days in order, sees every day it 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ import numpy as np
 from pyspark import StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from py4j.protocol import Py4JJavaError
 
 from mirrorlag.rollup import daily, report, report_data, report_model, trends
@@ -29,9 +32,13 @@ from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError, grpc_status
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
+from mirrorlag.history.layout import ROLLUP_RECEIPT
+from mirrorlag.rollup.manifest import Action, Manifest, Segment, trend_dependents
 from mirrorlag.rollup.paths import (
-    DayStatus, day_dir, day_input, local_path, local_segments, report_path, table_path, trends_path, write_text,
+    TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, join, list_files, local_path, report_path,
+    table_files, table_path, trends_path, write_text,
 )
+from mirrorlag.rollup.plan import DayPlan, Plan, manifest_path, plan_days
 from mirrorlag.rollup.partition_day import PER_PARTITION
 from mirrorlag.rollup.samples import DaySource, DayWindow, level_figures, partition_days, read_day, segment_groups
 from mirrorlag.rollup.session import local_workers_use_this_python, parallelism
@@ -55,19 +62,29 @@ class DayResult:
     null_record_lag_samples: int = 0
     report: str | None = None
     tables: dict[str, str] = field(default_factory=dict)
+    tables_written: dict[str, tuple[str, ...]] = field(default_factory=dict)  # new files per table dir
+    action: Action = Action.ROLL  # or only its trends recomputed (trends_only), or left as it was
+    final: bool = True
+    trends_only: bool = False
+    why: str = ""
 
 
-def write_table(df: DataFrame, path: str, sort_keys: Sequence[str]) -> None:
-    """Replace the day's partition of the table and nothing else (dynamic partition overwrite).
+def write_table(df: DataFrame, path: str, sort_keys: Sequence[str], day: date,
+                spark: SparkSession) -> tuple[str, ...]:
+    """Add the day's new version to its partition of the table, beside the committed one, and
+    return the new files' names: the manifest makes them the day's (manifest.py). The day's
+    directory holds only the committed files when this starts (Commit.clear).
 
     One sorted file per day: the tables are small, and a reader gets them in key order. Sorted
     by date first: the writer needs its rows by the partition column, and a frame read from the
     cache no longer shows that `date` is one value, so it would sort them again by date alone
     (Spark's sort is not stable: the key order was lost).
     """
+    directory = join(path, f"date={day.isoformat()}")
+    before = {f.name for f in list_files(directory, spark)}
     (df.repartition(1).sortWithinPartitions("date", *sort_keys)
-       .write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-       .partitionBy("date").parquet(path))
+       .write.mode("append").partitionBy("date").parquet(path))
+    return tuple(sorted(f.name for f in list_files(directory, spark) if f.name not in before))
 
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -106,24 +123,96 @@ def tuned(spark: SparkSession, input_bytes: int, enabled: bool, cores: int) -> I
             spark.conf.set(key, value)
 
 
-def rollup_day(spark: SparkSession, opts: RollupOptions, day: date) -> DayResult:
+def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPlan | None = None,
+               run: str | None = None) -> DayResult:
+    """Roll up one day and commit it (its manifest written last). `plan`: the day as listed
+    (plan.plan_days); listed here when not given."""
     t0 = time.perf_counter()
+    now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
     try:
-        found = day_input(opts.history, day, spark)
-        assert found is not None
-        if found.status is not DayStatus.PRESENT:
-            return DayResult(day, found.status, seconds=time.perf_counter() - t0)
+        if plan is None:
+            plan = plan_days(dataclasses.replace(opts, days=[day], lookback=False), now_ms, spark).days[0]
+        if plan.status is not DayStatus.PRESENT:
+            return DayResult(day, plan.status, seconds=time.perf_counter() - t0)
         cores = parallelism(spark)
-        with tuned(spark, found.bytes, opts.tune_spark, cores) as tasks:
-            result = _rollup(spark, opts, day, tasks, cores, exact_edges())
+        with tuned(spark, sum(s.size for s in plan.segments), opts.tune_spark, cores) as tasks:
+            result = _rollup(spark, opts, plan, tasks, cores, exact_edges())
+        if result.status is DayStatus.PRESENT:
+            files = result.tables_written
+            manifest = Manifest(day, run or _run_id(), plan.decision.final, plan.segments, files,
+                                opts.max_gap_seconds, now_ms)
+            result.why = _commit(spark, opts, manifest, plan.previous)
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
+    result.final = plan.decision.final
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | None, cores: int,
+def _run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _commit(spark: SparkSession, opts: RollupOptions, manifest: Manifest, previous: Manifest | None) -> str:
+    """Make the day's new files its committed version: its manifest, written whole, names them;
+    then the receipt in the history (what expiry waits for), then the replaced files go. Returns
+    a warning for the day's line ("" when none)."""
+    write_text(manifest_path(opts.out, manifest.day), manifest.to_json(), spark)
+    warning = ""
+    try:
+        write_text(join(day_dir(opts.history, manifest.day), ROLLUP_RECEIPT), manifest.to_json(), spark)
+    except (OSError, Py4JJavaError, RollupError) as exc:  # e.g. the history mounted read-only
+        warning = (f"receipt not written to the history ({_first_line(exc)}): the sidecar keeps the day's "
+                   "segments until mirrorlag.history.retention.max.ms")
+    if previous is not None:
+        old = [f for table, names in previous.files.items() for f in
+               committed_files(opts.out, table, manifest.day, previous) if f.rsplit("/", 1)[-1] not in
+               manifest.files.get(table, ())]
+        delete_files(old, spark)
+    return warning
+
+
+def recompute_trends(spark: SparkSession, opts: RollupOptions, manifest: Manifest, run: str) -> DayResult:
+    """The trends of a committed day again, from its committed tables and the days before as
+    they are now (an earlier day was rolled up again); committed as a new version of the day."""
+    t0 = time.perf_counter()
+    day = manifest.day
+    now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    try:
+        frames = {level: spark.read.option("basePath", table_path(opts.out, level))
+                  .parquet(*committed_files(opts.out, TABLES[level], day, manifest)) for level in TABLES}
+        trend_df = trends.compute_trends(spark, opts.out, day, frames).withColumn("final", F.lit(manifest.final))
+        written = write_table(trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
+        updated = dataclasses.replace(manifest, run=run, files={**manifest.files, TRENDS: written}, written_ms=now_ms)
+        why = _commit(spark, opts, updated, manifest)
+    except (Py4JJavaError, PySparkException) as exc:
+        raise RollupError(f"{day}: Spark failed recomputing its trends: {_first_line(exc)}") from exc
+    return DayResult(day, DayStatus.PRESENT, seconds=time.perf_counter() - t0, final=manifest.final,
+                     trends_only=True, why=why)
+
+
+def clear_uncommitted(spark: SparkSession, out: str, committed: dict[date, Manifest], rolling: set[date]) -> None:
+    """Files a killed run left in the tables' day directories (not named by the day's manifest),
+    deleted before anything reads those directories. A day being rolled up again without a
+    manifest (tables from before manifests) is emptied: it is replaced, as it always was."""
+    for table in (*TABLES.values(), TRENDS):
+        listed = table_files(join(out, table), spark)
+        stale = []
+        for day, names in listed.items():
+            if day in committed:
+                keep = set(committed[day].files.get(table, ()))
+            elif day in rolling:
+                keep = set()
+            else:
+                continue  # never committed, not ours to judge: outside every manifest-aware read
+            stale += [join(out, table, f"date={day.isoformat()}", n) for n in names if n not in keep]
+        delete_files(stale, spark)
+
+
+def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int | None, cores: int,
             edges: np.ndarray) -> DayResult:
+    day = plan.day
+    final = plan.decision.final
     window = DayWindow(day)
     drawer: Drawer | None = None
     held: list[DataFrame] = []  # frames read more than once, released at the end
@@ -133,7 +222,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
         return df
 
     try:
-        source = day_source(spark, opts.history, day, cores)
+        source = day_source(opts.history, day, plan.segments, cores)
         local_workers_use_this_python(spark)
         drawer = Drawer() if opts.report else None  # imports matplotlib while the pass runs
         per = hold(partition_days(spark, source, window, opts.max_gap_seconds, edges, tasks))
@@ -160,15 +249,18 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
             # Planned while the pass runs: the driver's planning of the tables and trends overlaps it.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
             figures = hold(level_figures(per.select(*PARTITION_KEY, "record_lag", "time_lag")))
-            frames = {level: hold(df) for level, df in daily.tables(parts, figures, day).items()}
-            trend_df = hold(trends.compute_trends(spark, opts.out, day, frames))
+            # `final`: a provisional day's rows say so (and trends.py's listing leaves it out).
+            frames = {level: hold(df.withColumn("final", F.lit(final)))
+                      for level, df in daily.tables(parts, figures, day).items()}
+            trend_df = hold(trends.compute_trends(spark, opts.out, day, frames).withColumn("final", F.lit(final)))
             if empty.result():
                 return DayResult(day, DayStatus.EMPTY)
             # Each query starts once what it reads is filled.
             figures_f = pool.submit(figures.count)  # the topic and flow tables both read it
             filled = {level: after([figures_f] if level != "partition" else [], df.count) for level, df in frames.items()}
-            writes = [after([filled[level]], write_table, df, table_path(opts.out, level), sort_keys[level])
-                      for level, df in frames.items()]
+            writes = {TABLES[level]: after([filled[level]], write_table, df, table_path(opts.out, level),
+                                           sort_keys[level], day, spark)
+                      for level, df in frames.items()}
             flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.
@@ -189,15 +281,14 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
                 drawer.send_rest(day_only)
                 charts_f = pool.submit(drawer.charts)
             trend = trend_f.result()
-            writes.append(pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY]))
+            writes[TRENDS] = pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
             if opts.report:
                 data = report_model.gather(views, trend, flows, day, opts)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
-            for w in writes:
-                w.result()
+            result.tables_written = {table: w.result() for table, w in writes.items()}
     finally:
         for df in held:
             df.unpersist()
@@ -207,14 +298,14 @@ def _rollup(spark: SparkSession, opts: RollupOptions, day: date, tasks: int | No
     return result
 
 
-def day_source(spark: SparkSession, history: str, day: date, cores: int) -> DaySource:
-    """A local day is read by the Python workers with pyarrow, its segments dealt into map tasks
-    of about SEGMENT_BYTES; any other URL through Spark's scan (its Hadoop connectors)."""
+def day_source(history: str, day: date, segments: Sequence[Segment], cores: int) -> DaySource:
+    """A local day is read by the Python workers with pyarrow, the segments listed (exactly what
+    its manifest records), dealt into map tasks of about SEGMENT_BYTES; any other URL through
+    Spark's scan (its Hadoop connectors)."""
     path = day_dir(history, day)
-    local = local_path(path)
-    if local is None:
+    if local_path(path) is None:
         return DaySource(path)
-    files = local_segments(local)
+    files = [(join(path, s.name), s.size) for s in segments]
     return DaySource(path, segment_groups(files, SEGMENT_BYTES, cores))
 
 
@@ -258,19 +349,55 @@ def _result(day: date, flows: list[dict], growing: dict[str, int]) -> DayResult:
     )
 
 
+def listed_plan(spark: SparkSession, opts: RollupOptions) -> Plan:
+    """plan.plan_days through Spark (a remote history or output), its failures one line."""
+    now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    try:
+        return plan_days(opts, now_ms, spark)
+    except (Py4JJavaError, PySparkException) as exc:
+        raise RollupError(f"{min(opts.days)}: Spark failed: {_first_line(exc)}") from exc
+
+
 def run_days(
     spark: SparkSession,
     opts: RollupOptions,
     on_start: Callable[[date], None] | None = None,
     on_done: Callable[[DayResult], None] | None = None,
+    plan: Plan | None = None,
 ) -> list[DayResult]:
-    """Roll up each day in order; a day without history is reported, not fatal, so a backfill
-    writes every day it can (the caller turns missing days into exit status 3)."""
-    results = []
-    for day in sorted(set(opts.days)):
+    """Roll up each day of the plan that needs it, in order, then (in the same date order) the
+    trends of every committed day whose 28 days hold one rolled up again. A day without history
+    is reported, not fatal, so a backfill writes every day it can (the caller decides what
+    missing days mean for the exit status)."""
+    now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    opts = dataclasses.replace(opts, now_ms=now_ms)
+    if plan is None:
+        plan = listed_plan(spark, opts)
+    run = _run_id()
+    planned = {p.day: p for p in plan.days}
+    rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}
+    if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
+        clear_uncommitted(spark, opts.out, plan.committed, rolling)
+    results: list[DayResult] = []
+    rolled: list[date] = []
+    for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):
+        p = planned.get(day)
+        again = p is not None and p.decision.action is Action.ROLL
+        trends_again = not again and day in plan.committed and bool(trend_dependents(rolled, [day]))
+        if p is None and not trends_again:
+            continue
         if on_start:
             on_start(day)
-        result = rollup_day(spark, opts, day)
+        if again:
+            assert p is not None
+            result = rollup_day(spark, opts, day, p, run)
+            if result.status is DayStatus.PRESENT:
+                rolled.append(day)
+        elif trends_again:
+            result = recompute_trends(spark, opts, plan.committed[day], run)
+        else:
+            assert p is not None
+            result = DayResult(day, p.status, action=p.decision.action, final=p.decision.final, why=p.decision.why)
         results.append(result)
         if on_done:
             on_done(result)

@@ -22,3 +22,11 @@ class RollupOptions:
     # Size the shuffles to each day's input and switch adaptive execution off for the job
     # (off when the user set either): see job.tuned.
     tune_spark: bool = True
+    # Late data and finality (DESIGN §7, manifest.py). lookback: `days` is the lookback window, and
+    # a day is rolled up only when new or changed; otherwise the days were asked for by name and
+    # are rolled up again whatever their manifests say.
+    lookback: bool = False
+    # A day is final once over and its newest input is this old (the upload lag); provisional before.
+    settle_seconds: float = 0.0
+    force: bool = False  # replace a day even with fewer inputs than it was rolled up from
+    now_ms: int | None = None  # the run's clock (None: read once when the run starts)

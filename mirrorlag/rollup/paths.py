@@ -21,7 +21,10 @@ from urllib.parse import urlparse
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from mirrorlag.rollup.manifest import Manifest, Segment
+
 TABLES = {"partition": "partition_daily", "topic": "topic_daily", "flow": "flow_daily"}
+TRENDS = "trends"
 
 
 class DayStatus(Enum):
@@ -43,7 +46,7 @@ def table_path(out: str, level: str) -> str:
 
 
 def trends_path(out: str) -> str:
-    return join(out, "trends")
+    return join(out, TRENDS)
 
 
 def report_path(out: str, day: date) -> str:
@@ -131,7 +134,19 @@ _DAY_DIR = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 
 
 def table_days(url: str, spark: "SparkSession") -> list[date]:
-    """The days (`date=YYYY-MM-DD` partitions holding a file) of a table written by the job."""
+    """The days of a table written by the job that other days' trends may read: committed (a
+    manifest names their files) and final. Tables from before manifests (no `_manifests` beside
+    them): every `date=YYYY-MM-DD` partition holding a file."""
+    from mirrorlag.rollup.manifest import DIR
+
+    out = url.rstrip("/").rsplit("/", 1)[0]
+    if exists(join(out, DIR), spark):
+        return sorted(d for d, m in manifests(out, spark).items() if m.final)
+    return partition_days(url, spark)
+
+
+def partition_days(url: str, spark: "SparkSession | None") -> list[date]:
+    """The `date=YYYY-MM-DD` partitions of a table holding a file."""
     local = local_path(url)
     if local is not None:
         if not local.is_dir():
@@ -142,6 +157,7 @@ def table_days(url: str, spark: "SparkSession") -> list[date]:
             if m and entry.is_dir() and any(e.is_file() and _visible(e.name) for e in os.scandir(entry.path)):
                 found.append(date.fromisoformat(m[1]))
         return sorted(found)
+    assert spark is not None, "a remote table is listed by Spark"
     return remote_table_days(spark, url)
 
 
@@ -203,3 +219,177 @@ def _write_fsspec(url: str, data: bytes) -> None:
                           "or pass --no-report") from None
     except (OSError, ValueError) as exc:
         raise RollupError(f"cannot write the report to {url}: {exc}") from None
+
+
+# --- small files and listings for the manifests (manifest.py): local with os, remote through Spark --
+
+
+def _not_found(exc: Exception) -> bool:
+    from pyspark.errors import AnalysisException
+
+    return isinstance(exc, AnalysisException) and _path_not_found(exc)
+
+
+def exists(url: str, spark: "SparkSession | None") -> bool:
+    local = local_path(url)
+    if local is not None:
+        return local.exists()
+    assert spark is not None, "a remote path is listed by Spark"
+    try:
+        spark.read.format("binaryFile").load(url).select("path").limit(1).collect()
+    except Exception as exc:
+        if _not_found(exc):
+            return False
+        raise
+    return True
+
+
+def list_files(url: str, spark: "SparkSession | None") -> "list[Segment]":
+    """The visible, non-empty files directly in a directory (none when it is missing), with their
+    sizes and mtimes: a listing, no content read (binaryFile for a remote URL, asked only the
+    length and time)."""
+    from mirrorlag.rollup.manifest import Segment
+
+    local = local_path(url)
+    if local is not None:
+        try:
+            entries = list(os.scandir(local))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = []
+        for e in entries:
+            if e.is_file() and _visible(e.name):
+                st = e.stat()
+                if st.st_size > 0:
+                    found.append(Segment(e.name, st.st_size, st.st_mtime_ns // 1_000_000))
+        return sorted(found)
+    assert spark is not None, "a remote directory is listed by Spark"
+    try:
+        rows = (spark.read.format("binaryFile").option("recursiveFileLookup", "false").load(url)
+                .select("path", "length", "modificationTime").collect())
+    except Exception as exc:
+        if _not_found(exc):
+            return []
+        raise
+    return sorted(Segment(r["path"].rstrip("/").rsplit("/", 1)[-1], int(r["length"]),
+                          int(r["modificationTime"].timestamp() * 1000)) for r in rows if r["length"])
+
+
+def read_text(url: str, spark: "SparkSession | None") -> str | None:
+    """A small file's text; None when it does not exist."""
+    local = local_path(url)
+    if local is not None:
+        try:
+            return local.read_text("utf-8")
+        except FileNotFoundError:
+            return None
+    assert spark is not None, "a remote file is read by Spark"
+    try:
+        row = spark.read.format("binaryFile").load(url).select("content").first()
+    except Exception as exc:
+        if _not_found(exc):
+            return None
+        raise
+    return None if row is None else bytes(row["content"]).decode("utf-8")
+
+
+def delete_files(urls: "list[str]", spark: "SparkSession | None") -> None:
+    """Delete files (missing ones are fine): os locally, Hadoop's FileSystem on a classic session,
+    fsspec from this machine on a Spark Connect one."""
+    remote = []
+    for url in urls:
+        local = local_path(url)
+        if local is None:
+            remote.append(url)
+            continue
+        for f in (local, local.with_name(f".{local.name}.crc")):  # and the checksum Hadoop's local FS wrote
+            try:
+                f.unlink()
+            except FileNotFoundError:
+                pass
+    if not remote:
+        return
+    assert spark is not None
+    from mirrorlag.rollup.remote import is_connect
+
+    if is_connect(spark):
+        import fsspec
+
+        for url in remote:
+            fs, path = fsspec.core.url_to_fs(url)
+            if fs.exists(path):
+                fs.rm(path)
+        return
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for url in remote:
+        path = jvm.org.apache.hadoop.fs.Path(url)
+        path.getFileSystem(conf).delete(path, False)
+
+
+def manifests(out: str, spark: "SparkSession | None") -> "dict[date, Manifest]":
+    """The committed days under `out` with their manifests (manifest.py): one listing and read
+    (one Spark job for a remote URL)."""
+    from mirrorlag.rollup.manifest import DIR, Manifest
+
+    directory = join(out, DIR)
+    local = local_path(directory)
+    texts: dict[str, str] = {}
+    if local is not None:
+        for f in list_files(directory, None):
+            text = read_text(join(directory, f.name), None) if _MANIFEST.fullmatch(f.name) else None
+            if text is not None:
+                texts[f.name] = text
+    else:
+        assert spark is not None, "a remote directory is listed by Spark"
+        try:
+            rows = spark.read.format("binaryFile").load(directory).select("path", "content").collect()
+        except Exception as exc:
+            if _not_found(exc):
+                return {}
+            raise
+        texts = {r["path"].rstrip("/").rsplit("/", 1)[-1]: bytes(r["content"]).decode("utf-8") for r in rows}
+    found = {}
+    for name, text in texts.items():
+        m = _MANIFEST.fullmatch(name)
+        if m:
+            found[date.fromisoformat(m[1])] = Manifest.from_json(text, join(directory, name))
+    return found
+
+
+_MANIFEST = re.compile(r"date=(\d{4}-\d{2}-\d{2})\.json")
+
+
+def committed_files(out: str, table: str, day: date, manifest: "Manifest") -> list[str]:
+    """The files of a committed day's table (table: partition_daily, ..., trends)."""
+    return [join(out, table, f"date={day.isoformat()}", name) for name in manifest.files.get(table, ())]
+
+
+def table_files(url: str, spark: "SparkSession | None") -> dict[date, list[str]]:
+    """Every visible file of a table by its `date=` partition: one listing (one Spark job for a
+    remote URL, reading no content)."""
+    local = local_path(url)
+    found: dict[date, list[str]] = {}
+    if local is not None:
+        if not local.is_dir():
+            return found
+        for entry in os.scandir(local):
+            m = _DAY_DIR.fullmatch(entry.name)
+            if m and entry.is_dir():
+                found[date.fromisoformat(m[1])] = [e.name for e in os.scandir(entry.path)
+                                                   if e.is_file() and _visible(e.name)]
+        return found
+    assert spark is not None, "a remote table is listed by Spark"
+    try:
+        listed = spark.read.format("binaryFile").load(url)
+        if "date" not in listed.columns:
+            return found
+        rows = listed.select("date", "path").collect()
+    except Exception as exc:
+        if _not_found(exc):
+            return found
+        raise
+    for r in rows:
+        day = r["date"] if isinstance(r["date"], date) else date.fromisoformat(str(r["date"]))
+        found.setdefault(day, []).append(r["path"].rstrip("/").rsplit("/", 1)[-1])
+    return found

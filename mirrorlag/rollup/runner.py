@@ -13,10 +13,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from mirrorlag.rollup.errors import MissingHistoryError
-from mirrorlag.rollup.job import TUNED, DayResult, run_days
+from mirrorlag.rollup.job import TUNED, DayResult, listed_plan, run_days
+from mirrorlag.rollup.manifest import Action
 from mirrorlag.rollup.options import RollupOptions
+from mirrorlag.rollup.plan import Plan, needs_spark, plan_days
 from mirrorlag.rollup.report_model import out_of_sync_share
-from mirrorlag.rollup.paths import DayStatus, day_dir, day_input, table_path, trends_path
+from mirrorlag.rollup.paths import DayStatus, day_dir, table_path, trends_path
 from mirrorlag.rollup.remote import is_connect, masked
 from mirrorlag.rollup.remote import stop as connect_stop
 from mirrorlag.rollup.session import build_session
@@ -37,12 +39,32 @@ def _share(r: DayResult) -> str:
     return "–" if share is None else f"{100.0 * share:.2f} %"
 
 
+def _status(r: DayResult) -> str:
+    """What the run did with the day, in a word or two."""
+    if r.trends_only:
+        return "[cyan]trends recomputed[/]"
+    if r.action is Action.ROLL and r.status is DayStatus.PRESENT:
+        return "[green]written[/]" if r.final else "[yellow]written, provisional[/]"
+    if r.action is Action.UNCHANGED:
+        return "[dim]unchanged[/]"
+    if r.action is Action.KEEP:
+        return "[yellow]kept[/]"
+    return f"[red]{_WHY[r.status]}[/]"
+
+
 def _line(r: DayResult) -> str:
+    note = f"  [yellow]{r.why}[/]" if r.why and (r.action is Action.KEEP or r.status is DayStatus.PRESENT) else ""
+    if r.trends_only:
+        return f"[cyan]↻[/] {r.day}  trends recomputed: an earlier day was rolled up again  [dim]({r.seconds:.0f} s)[/]{note}"
+    if r.action is Action.UNCHANGED:
+        return f"[dim]·[/] {r.day}  unchanged since its rollup{'' if r.final else ' (provisional)'}"
+    if r.action is Action.KEEP:
+        return f"[yellow]![/] {r.day}  kept as rolled up:{note}"
     if r.status is not DayStatus.PRESENT:
         return f"[red]✗[/] {r.day}  no history ({_WHY[r.status]})"
     return (f"[green]✓[/] {r.day}  {r.flows} flows · {r.topics:,} topics · {r.partitions:,} partitions · "
             f"{r.samples:,} samples · out of sync {_share(r)} · {r.stall_episodes:,} stalls · "
-            f"{r.growing:,} growing  [dim]({r.seconds:.0f} s)[/]")
+            f"{r.growing:,} growing{'' if r.final else ' · provisional'}  [dim]({r.seconds:.0f} s)[/]{note}")
 
 
 def _summary(opts: RollupOptions, results: list[DayResult], seconds: float) -> Table:
@@ -53,12 +75,12 @@ def _summary(opts: RollupOptions, results: list[DayResult], seconds: float) -> T
                           ("unknown states", "right"), ("time", "right")):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for r in results:
-        if r.status is DayStatus.PRESENT:
-            table.add_row(str(r.day), "[green]written[/]", f"{r.partitions:,}", f"{r.samples:,}", _share(r),
+        if r.status is DayStatus.PRESENT and r.action is Action.ROLL and not r.trends_only:
+            table.add_row(str(r.day), _status(r), f"{r.partitions:,}", f"{r.samples:,}", _share(r),
                           f"{r.stall_episodes:,}", f"{r.growing:,}", f"{r.unknown_state_samples:,}", f"{r.seconds:.0f} s")
         else:
-            table.add_row(str(r.day), f"[red]{_WHY[r.status]}[/]", *[""] * 6, f"{r.seconds:.0f} s")
-    written = [r for r in results if r.status is DayStatus.PRESENT]
+            table.add_row(str(r.day), _status(r), *[""] * 6, f"{r.seconds:.0f} s")
+    written = [r for r in results if r.status is DayStatus.PRESENT and r.action is Action.ROLL and not r.trends_only]
     if written:
         table.caption = (f"tables: {table_path(opts.out, 'partition')}, {table_path(opts.out, 'topic')}, "
                          f"{table_path(opts.out, 'flow')}, {trends_path(opts.out)} (partitioned by date)"
@@ -89,11 +111,19 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
         if not console.is_terminal:
             console = Console(highlight=False, width=160)  # a log file has room: no wrapped table
     days = sorted(set(opts.days))
-    # Local history: a day without data is known before Spark starts (a typo fails at once).
-    known = {d: day_input(opts.history, d) for d in days}
-    unavailable = [(d, i.status) for d, i in known.items() if i is not None and i.status is not DayStatus.PRESENT]
-    if len(unavailable) == len(days):
-        raise MissingHistoryError(_missing_message(opts.history, unavailable, len(days)))
+    opts = dataclasses.replace(opts, days=days, now_ms=opts.now_ms if opts.now_ms is not None else int(time.time() * 1000))
+    plan: Plan | None = None
+    if not needs_spark(opts):
+        # Local history and output: what to do is known before Spark starts (a typo fails at
+        # once, and a night with nothing new or changed starts no Spark at all).
+        plan = plan_days(opts, opts.now_ms, None)
+        _no_history_at_all(opts, plan)
+        if not plan.work:
+            results = run_days(None, opts, plan=plan)  # type: ignore[arg-type]  # nothing for Spark to do
+            for r in results:
+                console.print(_line(r))
+            console.print(_summary(opts, results, 0.0))
+            return _exit(opts, results)
 
     t0 = time.perf_counter()
     where = f"Spark Connect at {masked(remote)}" if remote else f"Spark ({master or 'local[*]'})"
@@ -104,7 +134,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
-            task = progress.add_task("rolling up", total=len(days))
+            task = progress.add_task("rolling up", total=None)  # the later days whose trends follow are known as it goes
 
             def started(day: date) -> None:
                 progress.update(task, description=f"rolling up {day}")
@@ -113,14 +143,33 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
                 progress.console.print(_line(result))
                 progress.advance(task)
 
-            results = run_days(spark, dataclasses.replace(opts, days=days), on_start=started, on_done=done)
+            if plan is None:
+                plan = listed_plan(spark, opts)
+                _no_history_at_all(opts, plan)
+            results = run_days(spark, opts, on_start=started, on_done=done, plan=plan)
     finally:
         if is_connect(spark):
             connect_stop(spark)
         else:
             spark.stop()
     console.print(_summary(opts, results, time.perf_counter() - t0))
-    missing = [(r.day, r.status) for r in results if r.status is not DayStatus.PRESENT]
-    if missing:
-        raise MissingHistoryError(_missing_message(opts.history, missing, len(days)))
+    return _exit(opts, results)
+
+
+def _no_history_at_all(opts: RollupOptions, plan: Plan) -> None:
+    """Exit 3 before any work when none of the days has history nor an earlier rollup: the sidecar
+    wrote nothing (or history is off). A day asked for by name and missing is exit 3 after the
+    others are written (_exit); in the lookback, a day without history yet is not an error: a
+    later run rolls it up when it comes."""
+    unavailable = [(p.day, p.status) for p in plan.days
+                   if p.status is not DayStatus.PRESENT and p.previous is None]
+    if unavailable and len(unavailable) == len(plan.days):
+        raise MissingHistoryError(_missing_message(opts.history, unavailable, len(plan.days)))
+
+
+def _exit(opts: RollupOptions, results: list[DayResult]) -> int:
+    missing = [(r.day, r.status) for r in results
+               if r.status is not DayStatus.PRESENT and r.action in (Action.ROLL, Action.NONE)]
+    if missing and not opts.lookback:
+        raise MissingHistoryError(_missing_message(opts.history, missing, len(opts.days)))
     return 0

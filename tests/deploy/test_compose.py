@@ -117,7 +117,9 @@ def test_example_configs_load(files):
 def test_the_rollup_profile_is_a_standalone_cluster_the_rollup_ships_mirrorlag_to():
     """`--profile rollup`: a master, two 1-core workers and spark-submit, all of the rollup image;
     the executors get mirrorlag from the image's zip on --py-files, and every Spark container sees
-    the history (read-only) and the output at the driver's paths, from the same volumes."""
+    the history and the output at the driver's paths, from the same volumes: the executors read
+    the history only, the driver also leaves its receipts there (which the sidecar's expiry waits
+    for)."""
     spark = {name: s for name, s in services().items() if "rollup" in s.get("profiles", [])}
     assert set(spark) == {"spark-master", "spark-worker-1", "spark-worker-2", "rollup"}
     assert all(s.get("profiles") is None for name, s in services().items() if name not in spark)  # `up` alone: no Spark
@@ -142,9 +144,12 @@ def test_the_rollup_profile_is_a_standalone_cluster_the_rollup_ships_mirrorlag_t
     script = argv.index(ROLLUP_ENTRY)
     args = build_parser().parse_args(["rollup", *argv[script + 1:]])
     volumes = {v.split(":")[1]: v for v in spark["rollup"]["volumes"]}
-    assert volumes[args.history].endswith(":ro") and not volumes[args.out].endswith(":ro")
+    assert not volumes[args.history].endswith(":ro") and not volumes[args.out].endswith(":ro")
+    assert args.date is None and args.date_from is None  # the lookback: late and missed days caught up
     history_volume = next(v.split(":")[0] for v in services()["mirrorlag"]["volumes"] if v.endswith("/history"))
     assert volumes[args.history].split(":")[0] == history_volume  # the sidecar's
     for name in ("spark-worker-1", "spark-worker-2"):
-        assert sorted(spark[name]["volumes"]) == sorted(spark["rollup"]["volumes"])
+        worker = {v.split(":")[1]: v for v in spark[name]["volumes"]}
+        assert worker[args.history] == volumes[args.history] + ":ro" and worker[args.out] == volumes[args.out]
+        assert worker.keys() == volumes.keys()
     assert {v.split(":")[0] for v in volumes.values()} <= compose()["volumes"].keys()

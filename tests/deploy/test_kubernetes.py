@@ -21,6 +21,7 @@ import kubernetes_validate
 import pytest
 
 import mirrorlag
+from mirrorlag.config.loader import GLOBAL_KEYS
 from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, \
     rollup_image_zip, yaml_docs
 
@@ -227,19 +228,31 @@ def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     history = mounts[args.history]
-    assert history["readOnly"] is True
+    # Writable: the rollup leaves its receipt of each day in the history, which expiry waits for.
+    assert not history.get("readOnly") and not volumes[history["name"]]["persistentVolumeClaim"].get("readOnly")
     sidecar_claims = {v["persistentVolumeClaim"]["claimName"] for _, pod_spec in pod_specs()
                       for v in pod_spec["volumes"] if "persistentVolumeClaim" in v and pod_spec is not pod}
     assert volumes[history["name"]]["persistentVolumeClaim"]["claimName"] in sidecar_claims
     assert not mounts[args.out].get("readOnly")
     rule = cronjob["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"][0]
     assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [3]
+    # Late data (DESIGN §7): no --date, so every night looks back over the history's retention and
+    # rolls up what is new or changed; a failed Job is retried; a missed night is caught up.
+    assert args.date is None and args.date_from is None and not args.force
+    retention_ms = int(GLOBAL_KEYS["mirrorlag.history.retention.ms"][1])
+    assert args.lookback_days * 86_400_000 == retention_ms
+    assert args.settle_minutes >= 30  # after the last segment of the day (segment.ms 5 min) is uploaded
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    assert job["backoffLimit"] >= 1 and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    hour, minute = (int(x) for x in cronjob["spec"]["schedule"].split()[1::-1])
+    assert hour * 60 + minute >= args.settle_minutes  # yesterday is final when the night runs
 
 
 def test_rollup_cronjob_command_runs_with_spark_submit(tmp_path):
     """The CronJob's argv for real: this venv's spark-submit (PySpark's) in client mode, the image's
     installed __main__.py mapped onto this checkout's, the volumes onto empty directories. No
-    history for yesterday: the rollup must say so with exit 3 (which the CronJob does not retry)."""
+    history in the whole lookback: the rollup must say so with exit 3 (which the CronJob does not
+    retry), before starting Spark."""
     (cronjob,) = by_kind("CronJob").values()
     (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     package = Path(mirrorlag.__file__).parent
@@ -264,4 +277,4 @@ def test_rollup_cronjob_command_runs_with_spark_submit(tmp_path):
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "no history for" in proc.stdout + proc.stderr
+    assert "7 of 7 days have no history under" in proc.stdout + proc.stderr

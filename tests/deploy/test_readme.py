@@ -94,7 +94,7 @@ def test_the_root_readmes_key_tables_state_the_loaders_defaults():
     """Both READMEs' key tables name the loader's defaults (read from its tables now); a row of
     several keys (`a` / `b`) states one default each."""
     keys = {**GLOBAL_KEYS, **FLOW_KEYS}
-    words = {"unset": "", "unlimited": str(2**63 - 1), "7 days": "604800000", "1 h": "3600000"}
+    words = {"unset": "", "unlimited": str(2**63 - 1), "7 days": "604800000", "14 days": "1209600000", "1 h": "3600000"}
     checked = 0
     for readme in (ROOT_README, README):
         for key_cell, default_cell in default_tables(readme.read_text()):

@@ -1,4 +1,4 @@
-"""A backfill across a month boundary, and re-running a day: it replaces that day, nothing else."""
+"""A backfill across a month boundary, and re-running a day: it replaces that day and the later days' trends."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ def _write_day(history: Path, day: date, k: int, partitions: int = 2) -> None:
     write(history, day, rows)
 
 
-def _snapshot(out: Path, skip: str) -> dict[str, tuple[int, int, str]]:
-    """Every output file outside `skip` partitions: size, mtime and content hash."""
+def _snapshot(out: Path, skip: str, tables: list[str]) -> dict[str, tuple[int, int, str]]:
+    """Every file of `tables` outside `skip` partitions: size, mtime and content hash."""
     return {
         str(f.relative_to(out)): (f.stat().st_size, f.stat().st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
-        for f in sorted(out.rglob("*")) if f.is_file() and f"date={skip}" not in str(f)
+        for t in tables for f in sorted((out / t).glob("date=*/*")) if f.is_file() and f"date={skip}" not in str(f)
     }
 
 
@@ -70,27 +70,38 @@ def test_backfill_writes_every_day_in_order(spark, backfill):
 
 
 def _undated(rows) -> list[dict]:
-    return sorted(({k: v for k, v in r.items() if k != "date"} for r in rows), key=repr)
+    """Rows without their date, nor `final` (the job's, not compute_trends')."""
+    return sorted(({k: v for k, v in r.items() if k not in ("date", "final")} for r in rows), key=repr)
 
 
-def test_rerun_replaces_only_that_day(spark, backfill):
+def test_rerun_replaces_that_day_and_the_later_trends(spark, backfill):
+    """Re-running a day replaces it, leaves the other days' daily tables alone, and recomputes the
+    trends of the days after it (DESIGN §7: a day-over-day change against the day as it is now)."""
     history, out, _, _ = backfill
-    day = DAYS[0]
+    day, later = DAYS
     before = {t: _rows(spark, out, t, day) for t in TABLES}
-    others = _snapshot(out, skip=str(day))
-    run_days(spark, RollupOptions(str(history), str(out), [day], report=False))
+    later_trends = _rows(spark, out, "trends", later)
+    others = _snapshot(out, skip=str(day), tables=TABLES[:3])
+    results = run_days(spark, RollupOptions(str(history), str(out), [day], report=False))
+    assert [(r.day, r.trends_only) for r in results] == [(day, False), (later, True)]
     assert {t: _rows(spark, out, t, day) for t in TABLES} == before  # same answers
-    assert _snapshot(out, skip=str(day)) == others  # other days untouched, byte for byte
+    assert _rows(spark, out, "trends", later) == later_trends  # recomputed: the same, nothing changed
+    assert _snapshot(out, skip=str(day), tables=TABLES[:3]) == others  # other days untouched, byte for byte
     for table in TABLES:
-        assert len(list((out / table / f"date={day}").glob("*.parquet"))) == 1  # replaced, not appended
+        for d in DAYS:
+            assert len(list((out / table / f"date={d}").glob("*.parquet"))) == 1  # replaced, not appended
 
-    # New history for the day (a third partition): a re-run shows it, still one file.
+    # New history for the day (a third partition): a re-run shows it, still one file, and the
+    # next day's trend row is against the day as it is now.
     _write_day(history, day, 0, partitions=3)
     run_days(spark, RollupOptions(str(history), str(out), [day], report=False))
     [flow] = _rows(spark, out, "flow_daily", day)
-    assert flow["partitions"] == 3
-    assert _snapshot(out, skip=str(day)) == others
-    assert _undated(_rows(spark, out, "trends", day)) == _undated(r.asDict() for r in compute_trends(spark, str(out), day).collect())
+    assert flow["partitions"] == 3 and flow["record_lag_p95"] == 102
+    assert _snapshot(out, skip=str(day), tables=TABLES[:3]) == others
+    for d in DAYS:
+        assert _undated(_rows(spark, out, "trends", d)) == _undated(r.asDict() for r in compute_trends(spark, str(out), d).collect())
+    [row] = [r for r in _rows(spark, out, "trends", later) if r["level"] == "flow"]
+    assert row["record_lag_p95_dod"] == 201 - 102 and row["final"] is True
 
 
 def test_unreadable_segment_is_one_clear_error(spark, tmp_path):

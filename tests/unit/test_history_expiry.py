@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mirrorlag.history.expiry import Expirer
-from mirrorlag.history.layout import list_segments, marker_path
+from mirrorlag.history.expiry import Expirer, local_receipt, receipts_here_or_at
+from mirrorlag.history.layout import ROLLUP_RECEIPT, list_segments, marker_path
 from tests.helpers import eventually
 
 DAY = 86400.0
@@ -81,3 +81,72 @@ def test_thread_runs_and_stops(tmp_path: Path) -> None:
 
 def _assert(condition: bool) -> None:
     assert condition
+
+
+# --- waiting for the rollup (DESIGN §7: nothing expires before it is rolled up) ------------------
+
+
+def receipt(root: Path, date: str, *segments: Path, where: Path | None = None) -> None:
+    """The rollup's manifest of the day, as it leaves it in the history (manifest.py's format)."""
+    from mirrorlag.rollup.manifest import Manifest, Segment
+
+    import datetime as dt
+
+    text = Manifest(dt.date.fromisoformat(date), "run1", True,
+                    tuple(Segment(s.name, 10, 0) for s in segments)).to_json()
+    path = (where or root) / f"date={date}" / ROLLUP_RECEIPT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def waiting(root: Path, max_age_s: float | None = 14 * DAY, receipts=local_receipt, **kw) -> Expirer:
+    return Expirer(root, 7 * DAY, require_uploaded=False, max_age_s=max_age_s, receipts=receipts,
+                   clock=lambda: NOW, **kw)
+
+
+def test_waits_for_the_rollups_receipt_of_each_segment(tmp_path: Path) -> None:
+    read = segment(tmp_path, "2026-05-01", 1, 9 * DAY)
+    late = segment(tmp_path, "2026-05-01", 2, 8 * DAY)  # arrived after the day was rolled up
+    e = waiting(tmp_path)
+    assert e.run_once() == 0 and read.exists() and late.exists()  # never rolled up (or the rollup failed)
+    receipt(tmp_path, "2026-05-01", read)
+    assert e.run_once() == 1 and not read.exists() and late.exists()
+    receipt(tmp_path, "2026-05-01", read, late)  # the next night rolled the day up again
+    assert e.run_once() == 1 and list_segments(tmp_path) == []
+    assert not (tmp_path / "date=2026-05-01").exists()  # the receipt went with the day's last segment
+
+
+def test_past_the_hard_limit_goes_with_a_warning_naming_the_day(tmp_path: Path, caplog) -> None:
+    old = segment(tmp_path, "2026-05-01", 1, 15 * DAY)
+    kept = segment(tmp_path, "2026-05-10", 2, 13 * DAY)
+    forever = waiting(tmp_path, max_age_s=None)
+    assert forever.run_once() == 0
+    e = waiting(tmp_path)
+    with caplog.at_level("WARNING", logger="mirrorlag.history"):
+        assert e.run_once() == 1 and e.run_once() == 0
+    assert not old.exists() and kept.exists()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "date=2026-05-01" in warnings[0] and "no rollup has read" in warnings[0]
+
+
+def test_the_receipt_may_be_at_the_upload_uri(tmp_path: Path) -> None:
+    """With an upload the rollup reads the uploaded copies and leaves its receipt beside them."""
+    root, store = tmp_path / "local", tmp_path / "store"
+    seg = segment(root, "2026-05-01", 1, 9 * DAY, uploaded=True)
+    e = Expirer(root, 7 * DAY, require_uploaded=True, max_age_s=14 * DAY,
+                receipts=receipts_here_or_at(f"file://{store}", {}), clock=lambda: NOW)
+    assert e.run_once() == 0 and seg.exists()
+    receipt(root, "2026-05-01", seg, where=store)
+    assert e.run_once() == 1 and not seg.exists()
+
+
+def test_the_sidecar_waits_for_the_rollup_by_default(tmp_path: Path) -> None:
+    from mirrorlag.config.settings import HistorySettings
+    from mirrorlag.history import History
+
+    history = History(HistorySettings(dir=tmp_path), clock=lambda: NOW)
+    assert history.expirer is not None and history.expirer.max_age_s == 14 * DAY
+    seg = segment(tmp_path, "2026-05-01", 1, 9 * DAY)
+    assert history.expirer.run_once() == 0 and seg.exists()
+    receipt(tmp_path, "2026-05-01", seg)
+    assert history.expirer.run_once() == 1

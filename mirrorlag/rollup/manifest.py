@@ -1,0 +1,158 @@
+"""A rolled-up day's manifest: what it read, what it wrote, whether it is final (DESIGN §7,
+"Late data and finality"). Pure logic: the comparisons that decide what a run does with a day.
+
+    <out>/_manifests/date=YYYY-MM-DD.json     the day's commit marker, written last
+
+A day's tables are appended to their `date=` directories under new file names, the manifest then
+names them (the commit: one small file written whole), and the files of the version it replaced
+are deleted after. Readers that respect the manifest (the trends' listing, `committed_files`) see
+the previous version until the new manifest is in place, so a job killed between its four table
+writes leaves the previous committed state; the files it wrote are removed by the next run before
+anything reads the day's directory. Why files named by the manifest rather than directories
+switched by it: the tables stay plain Hive-style `date=` partitions that any Spark reads, with no
+second layout for readers to learn, and the switch is one write on every store (an object store
+has no atomic rename of a directory).
+
+The same manifest goes into the history's own day directory as the rollup's receipt
+(`history.layout.ROLLUP_RECEIPT`), where the sidecar's expiry looks for it: no key naming the
+rollup's output, no credentials for its store.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from enum import Enum
+from typing import Any, Mapping, Sequence
+
+from mirrorlag.rollup.errors import RollupError
+
+FORMAT = 1
+DIR = "_manifests"
+
+
+@dataclass(frozen=True, order=True)
+class Segment:
+    """One input file as listed: its name in the day's directory, its size and mtime."""
+    name: str
+    size: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    day: date
+    run: str  # the run that wrote it (its files carry no other mark)
+    final: bool
+    segments: tuple[Segment, ...]  # what the day's tables were made of
+    files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table dir -> its file names in date=DAY/
+    max_gap_seconds: float = 60.0  # a setting that changes every figure: a day made with another is stale
+    written_ms: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def newest_ms(self) -> int:
+        return max((s.mtime_ms for s in self.segments), default=0)
+
+    def to_json(self) -> str:
+        body: dict[str, Any] = asdict(self)
+        body["day"] = self.day.isoformat()
+        body["segments"] = [[s.name, s.size, s.mtime_ms] for s in self.segments]
+        body["files"] = {k: list(v) for k, v in self.files.items()}
+        return json.dumps({"format": FORMAT, **body}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> "Manifest":
+        try:
+            body = json.loads(text)
+            if body.get("format") != FORMAT:
+                raise ValueError(f"format {body.get('format')!r}, this mirrorlag reads {FORMAT}")
+            return cls(
+                day=date.fromisoformat(body["day"]), run=str(body["run"]), final=bool(body["final"]),
+                segments=tuple(Segment(str(n), int(s), int(m)) for n, s, m in body["segments"]),
+                files={str(k): tuple(str(f) for f in v) for k, v in body["files"].items()},
+                max_gap_seconds=float(body["max_gap_seconds"]), written_ms=int(body["written_ms"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RollupError(f"{where}: not a rollup manifest ({exc}); delete it to roll that day up again") from None
+
+
+def manifest_name(day: date) -> str:
+    return f"date={day.isoformat()}.json"
+
+
+def day_end_ms(day: date) -> int:
+    end = datetime(day.year, day.month, day.day, tzinfo=timezone.utc) + timedelta(days=1)
+    return int(end.timestamp() * 1000)
+
+
+def is_final(day: date, segments: Sequence[Segment], now_ms: int, settle_ms: int) -> bool:
+    """Over, and its newest input older than the upload lag allows: more is not expected."""
+    newest = max((s.mtime_ms for s in segments), default=0)
+    return now_ms >= day_end_ms(day) and now_ms - newest >= settle_ms
+
+
+class Action(Enum):
+    ROLL = "roll"  # never rolled up, inputs changed, or asked for
+    UNCHANGED = "unchanged"  # the manifest's inputs, already final (or still provisional)
+    KEEP = "kept"  # inputs lost since (expired?): the committed day read more; not replaced
+    REFUSE = "refused"  # the same, asked for explicitly without --force: an error
+    NONE = "none"  # no input, nothing committed
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    final: bool = False
+    why: str = ""
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} B"
+
+
+def lost_inputs(previous: Manifest, segments: Sequence[Segment]) -> list[Segment]:
+    """Segments the committed day read that are gone or smaller now."""
+    now = {s.name: s.size for s in segments}
+    return [s for s in previous.segments if now.get(s.name, -1) < s.size]
+
+
+def decide(day: date, previous: Manifest | None, segments: Sequence[Segment], *, now_ms: int, settle_ms: int,
+           max_gap_seconds: float, asked: bool, force: bool) -> Decision:
+    """What a run does with a day. `asked`: named by --date/--from (re-rolled even if unchanged);
+    otherwise the day is in the lookback and rolled only when it is new or changed."""
+    final = is_final(day, segments, now_ms, settle_ms)
+    if not segments:
+        return Decision(Action.KEEP if previous else Action.NONE, previous.final if previous else False,
+                        "no input now; the committed day is kept" if previous else "no history")
+    if previous is None:
+        return Decision(Action.ROLL, final, "never rolled up")
+    lost = lost_inputs(previous, segments)
+    if lost and not force:
+        why = (f"it was rolled up from {len(previous.segments)} segments ({_size(previous.bytes)}) and "
+               f"{len(lost)} of them are gone or smaller now ({len(segments)} segments, "
+               f"{_size(sum(s.size for s in segments))}: expired?); replacing it would lose data")
+        return Decision(Action.REFUSE if asked else Action.KEEP, previous.final, why)
+    if asked or force:
+        return Decision(Action.ROLL, final, "asked for")
+    if tuple(sorted(segments)) != tuple(sorted(previous.segments)):
+        return Decision(Action.ROLL, final, "inputs changed")
+    if previous.max_gap_seconds != max_gap_seconds:
+        return Decision(Action.ROLL, final, "--max-gap-seconds changed")
+    if not previous.final and final:
+        return Decision(Action.ROLL, final, "now final")
+    return Decision(Action.UNCHANGED, previous.final, "unchanged")
+
+
+TREND_DAYS = 28  # the longest trend window (trends.WINDOWS): a day's change reaches this far
+
+
+def trend_dependents(rolled: Sequence[date], committed: Sequence[date]) -> list[date]:
+    """Committed days, not rolled up again in this run, whose trends read a day that was."""
+    again = set(rolled)
+    return sorted(d for d in set(committed) - again
+                  if any(r < d <= r + timedelta(days=TREND_DAYS - 1) for r in again))
