@@ -186,14 +186,22 @@ class Checkpoint(NamedTuple):
     metadata: str
 
 
-def decode_checkpoint(key: bytes | None, value: bytes | None) -> Checkpoint:
-    if key is None or value is None:
-        raise BadRecord("null key or value")
+def decode_checkpoint_key(key: bytes | None) -> tuple[str, str, int]:
+    """(group, topic, partition): all a tombstone (a null value) carries."""
+    if key is None:
+        raise BadRecord("null key")
     group, pos = _read_string(key, 0)
     topic, pos = _read_string(key, pos)
     if len(key) < pos + 4:
         raise BadRecord("key lacks its partition")
     (partition,) = _INT32.unpack_from(key, pos)
+    return group, topic, partition
+
+
+def decode_checkpoint(key: bytes | None, value: bytes | None) -> Checkpoint:
+    if key is None or value is None:
+        raise BadRecord("null key or value")
+    group, topic, partition = decode_checkpoint_key(key)
     if len(value) < _CHECKPOINT_HEAD.size + 2:
         raise BadRecord(f"value of {len(value)} bytes, expected at least {_CHECKPOINT_HEAD.size + 2}")
     version, upstream, downstream = _CHECKPOINT_HEAD.unpack_from(value, 0)
