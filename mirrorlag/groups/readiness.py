@@ -19,7 +19,7 @@ class GroupState(Enum):
     SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (MM2 < 3.4.1 translated so)
     UNMAPPED = "UNMAPPED"  # a resume point no kept sync maps back to the source: the cost is unknown
     NOT_CHECKPOINTED = "NOT_CHECKPOINTED"  # committed on a mirrored partition, no checkpoint
-    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # its checkpoint is older than the limit
+    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # the group moved on and its checkpoint is older than the limit
     REREAD_HIGH = "REREAD_HIGH"  # would read more records again than the limit
     READY = "READY"
 
@@ -45,6 +45,7 @@ class PartitionEvidence:
     group_offset: int  # G: committed on the source
     lro: int | None  # the flow's last replicated offset of the partition (None: not known)
     checkpoint_downstream: int | None  # the newest checkpoint's downstream offset
+    checkpoint_upstream: int | None  # ... the group's source offset it translated
     checkpoint_ms: int | None  # ... and its record timestamp (when MM2 read the group)
     target_offset: int | None  # the group's committed offset on the target (MM2's group offset sync)
 
@@ -90,7 +91,9 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     reread = max(0, held - source)
     if skipped:
         state = GroupState.SKIPS
-    elif age is not None and age > limits.checkpoint_max_age_ms:
+    elif age is not None and age > limits.checkpoint_max_age_ms and e.checkpoint_upstream != g:
+        # MM2 writes a checkpoint only when it moves (MirrorCheckpointTask.checkpointIsMoreRecent):
+        # an idle group's checkpoint ages and stays true; one the group has moved on from is late.
         state = GroupState.CHECKPOINT_OLD
     elif reread > limits.reread_max_records:
         state = GroupState.REREAD_HIGH

@@ -17,8 +17,10 @@ def _slots(*syncs: tuple[int, int]) -> list[Sync]:
     return slots
 
 
-def _evidence(g, lro=None, checkpoint=None, at=NOW - 30_000, target=None):
+def _evidence(g, lro=None, checkpoint=None, at=NOW - 30_000, target=None, read_at=None):
+    """`read_at`: the group's source offset the checkpoint translated (default: a moment before g)."""
     return PartitionEvidence(group_offset=g, lro=lro, checkpoint_downstream=checkpoint,
+                             checkpoint_upstream=None if checkpoint is None else (g - 1 if read_at is None else read_at),
                              checkpoint_ms=None if checkpoint is None else at, target_offset=target)
 
 
@@ -48,10 +50,18 @@ def test_reread_counts_only_records_the_target_holds():
     assert r.not_yet_mirrored == 200
 
 
-def test_an_old_checkpoint_is_its_own_cause():
+def test_an_old_checkpoint_the_group_moved_on_from_is_its_own_cause():
     slots = _slots((0, 0), (900, 900))
     r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 600_000), slots, True, LIMITS, NOW)
     assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000
+
+
+def test_an_idle_groups_old_checkpoint_is_still_true():
+    # MM2 writes no checkpoint while the group stands still: age grows, the checkpoint holds
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 86_400_000, read_at=950),
+                            slots, True, LIMITS, NOW)
+    assert r.state is GroupState.READY and r.checkpoint_age_ms == 86_400_000
 
 
 def test_a_resume_point_beyond_the_group_skips_records():
