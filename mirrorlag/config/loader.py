@@ -20,6 +20,7 @@ import javaproperties
 
 from mirrorlag.config.client import Prop, cluster_client_config, error_at
 from mirrorlag.config.effective import non_defaults
+from mirrorlag.config.group_filter import compile_patterns
 from mirrorlag.config.near_miss import warn_near_misses
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
@@ -172,19 +173,11 @@ def _feeds(text: str) -> tuple[str, ...]:
     return names
 
 
-_NOTHING = re.compile(r"(?!)")  # an empty list selects no topic
-
-
 def _topic_patterns(text: str) -> re.Pattern[str]:
-    # ConfigDef LIST split on commas; MM2 joins the regexes with '|' and matches whole names.
-    regexes = [r.strip() for r in text.split(",") if r.strip()]
-    for regex in regexes:
-        try:
-            re.compile(regex)
-        except re.error as err:
-            message = f"invalid regular expression {regex!r}: {err}"
-            raise _Bad("comma-separated regular expressions", message) from None
-    return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else _NOTHING
+    try:
+        return compile_patterns(text)
+    except ValueError as err:
+        raise _Bad("comma-separated regular expressions", str(err)) from None
 
 
 def _optional_path(text: str) -> Path | None:
