@@ -59,8 +59,13 @@ class FlowEvidence:
     syncs_ready: bool
 
 
-def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: Callable[[str, int], list[Sync] | None],
-           lro: Callable[[str, int], int | None], limits: Limits, now_ms: int) -> list[GroupReadiness]:
+SlotsOf = Callable[[str, int], list[Sync] | None]  # (source topic, partition) -> kept syncs
+
+
+def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf, lro: Callable[[str, int], int | None],
+           limits: Limits, now_ms: int, history: SlotsOf | None = None) -> list[GroupReadiness]:
+    """`slots`: MM2's replica; `history`: the syncs resume points map back through (default: `slots`)."""
+    history = slots if history is None else history
     out = []
     for group in sorted(evidence.committed):
         on_target = evidence.target_offsets.get(group, {})
@@ -75,7 +80,8 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: Callable
                 checkpoint_upstream=None if checkpoint is None else checkpoint.upstream,
                 checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
                 target_offset=target_offset)
-            r = partition_readiness(e, slots(topic, partition), evidence.syncs_ready, limits, now_ms)
+            r = partition_readiness(e, slots(topic, partition), evidence.syncs_ready, limits, now_ms,
+                                    history(topic, partition))
             partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
         out.append(GroupReadiness(group, partitions, evidence.members_on_target.get(group, 0) > 0))
     return out

@@ -31,6 +31,10 @@ class NotCheckpointedBecause(Enum):
     SYNCS_LOADING = "the offset syncs are not read to their end yet (MM2 translates nothing before)"
     NO_SYNC = "no offset sync for the partition"
     OLDER_THAN_SYNCS = "the group's offset is older than every kept offset sync"
+    # MM2 drops older syncs while it reads the sync topic at start: after a restart it cannot
+    # translate an offset only those syncs covered
+    OLDER_THAN_SYNCS_AFTER_RESTART = ("only syncs MM2 drops when it restarts lie at or below the group's offset "
+                                      "(after a restart MM2 cannot translate it)")
     NOT_WRITTEN = "MM2 has not written it (checkpoint task behind or down, or the group new)"
 
 
@@ -62,19 +66,25 @@ class PartitionReadiness:
     because: NotCheckpointedBecause | None = None
 
 
-def _not_checkpointed(slots: list[Sync] | None, syncs_ready: bool, group_offset: int) -> NotCheckpointedBecause:
+def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, syncs_ready: bool,
+                      group_offset: int) -> NotCheckpointedBecause:
     if not syncs_ready:
         return NotCheckpointedBecause.SYNCS_LOADING
     if slots is None:
         return NotCheckpointedBecause.NO_SYNC
-    if translate(slots, group_offset).downstream is None:
+    if translate(history, group_offset).downstream is None:
         return NotCheckpointedBecause.OLDER_THAN_SYNCS
+    if translate(slots, group_offset).downstream is None:
+        return NotCheckpointedBecause.OLDER_THAN_SYNCS_AFTER_RESTART
     return NotCheckpointedBecause.NOT_WRITTEN
 
 
 def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
-                        limits: Limits, now_ms: int) -> PartitionReadiness:
+                        limits: Limits, now_ms: int, history: list[Sync] | None = None) -> PartitionReadiness:
+    """`slots`: the syncs MM2 holds (why no checkpoint); `history`: the syncs a resume point is
+    mapped back through (default: `slots`)."""
     g = e.group_offset
+    history = slots if history is None else history
     not_yet_mirrored = 0 if e.lro is None else max(0, g - (e.lro + 1))
     age = None if e.checkpoint_ms is None else max(0, now_ms - e.checkpoint_ms)
     # A group MM2 synced on the target resumes from its own committed offset there; otherwise a
@@ -82,8 +92,8 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     resume = e.target_offset if e.target_offset is not None else e.checkpoint_downstream
     if resume is None:
         return PartitionReadiness(GroupState.NOT_CHECKPOINTED, None, None, None, 0, not_yet_mirrored, age,
-                                  _not_checkpointed(slots, syncs_ready, g))
-    source = upstream_of(slots, resume)
+                                  _not_checkpointed(slots, history, syncs_ready, g))
+    source = upstream_of(history, resume)
     if source is None:
         return PartitionReadiness(GroupState.UNMAPPED, resume, None, None, 0, not_yet_mirrored, age)
     skipped = max(0, source - g)

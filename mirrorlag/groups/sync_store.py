@@ -121,6 +121,12 @@ class SyncStore:
         slots = self._slots.get(key)
         self._slots[key] = [sync] * SYNCS_PER_PARTITION if slots is None else updated(slots, sync, self._read_to_end)
 
+    @classmethod
+    def keeping_history(cls) -> "SyncStore":
+        """A store that never drops older syncs for being read at start: the densest history 64
+        exponentially spaced slots can hold (for mapping target offsets back, not MM2's answer)."""
+        return cls(_read_to_end=True)
+
     def read_to_end(self) -> None:
         """The sync topic was read to its end once: from now on older syncs are kept (MM2's start())."""
         self._read_to_end = True

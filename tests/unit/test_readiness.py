@@ -89,6 +89,19 @@ def test_not_checkpointed_names_the_likely_cause(slots, ready, g, because):
     assert r.state is GroupState.NOT_CHECKPOINTED and r.because is because and r.reread is None
 
 
+def test_a_group_only_syncs_mm2_drops_at_restart_cover():
+    mm2 = _slots((500, 500))  # what MM2 keeps after reading the topic at start
+    history = _slots((0, 0), (500, 500))
+    r = partition_readiness(_evidence(10, lro=999), mm2, True, LIMITS, NOW, history)
+    assert r.because is NotCheckpointedBecause.OLDER_THAN_SYNCS_AFTER_RESTART
+
+
+def test_a_checkpoint_maps_back_through_the_history_mm2_may_no_longer_hold():
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1), _slots((500, 500)), True, LIMITS, NOW,
+                            _slots((0, 0), (500, 500)))
+    assert (r.resume_source, r.reread) == (1, 949)
+
+
 def test_a_checkpoint_no_kept_sync_maps_back_is_unmapped_not_ready():
     r = partition_readiness(_evidence(950, lro=999, checkpoint=100), _slots((500, 500)), True, LIMITS, NOW)
     assert r.state is GroupState.UNMAPPED and r.reread is None

@@ -1,0 +1,121 @@
+"""Gathers one flow's evidence for failover readiness (DESIGN §9), on its own cadence and thread,
+never the LEO poll's: the accepted groups' committed offsets on the source, MM2's checkpoints on
+the target, the groups' own offsets and members on the target, and the syncs MM2 keeps for the
+partitions those groups committed on (a replica of its OffsetSyncStore, fed from the flow's
+offset-syncs topic).
+
+Two stores of syncs, for partitions some group committed on only:
+- `syncs`, MM2's replica: it drops every older sync while the topic is first read, as MM2 does
+  after a restart, so it says what MM2 can translate at worst (why a group has no checkpoint);
+- `history`, the same exponentially spaced 64 slots without that drop: the syncs a checkpoint's
+  downstream offset is mapped back to the source through. A checkpoint MM2 wrote with syncs it
+  held before our start still finds them here, as long as the compacted topic held them.
+A partition first seen after the topic was read is seeded with its newest sync (from the
+offset-syncs feed, which keeps one per partition). Mapping back goes through the newest kept sync
+at or below the offset, so the source offset is a lower bound and a re-read an upper one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mirrorlag.config.group_filter import GroupFilter
+from mirrorlag.config.settings import FlowSettings
+from mirrorlag.formats import BadRecord, decode_offset_sync
+from mirrorlag.groups.assess import FlowEvidence
+from mirrorlag.groups.checkpoints import CheckpointStore
+from mirrorlag.groups.group_offsets import GroupsRead, list_groups, members, read_offsets
+from mirrorlag.groups.sync_store import SyncStore
+from mirrorlag.kafka.topic_reader import TopicReader
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+Seed = Callable[[str, int], tuple[int, int] | None]  # (topic, partition) -> newest (U, D)
+
+
+@dataclass
+class FlowGroupsReader:
+    flow: FlowSettings
+    groups: GroupFilter
+    source_admin: AdminClient
+    target_admin: AdminClient
+    checkpoint_reader: TopicReader  # the target's <source>.checkpoints.internal, timed
+    sync_reader: TopicReader  # the flow's offset-syncs topic, from its beginning
+    seed: Seed = lambda topic, partition: None
+    read_target_offsets: bool = False  # sync.group.offsets.enabled: where groups resume on the target
+    max_in_flight: int = 8
+    timeout_s: float = 10.0
+    checkpoints: CheckpointStore = field(default_factory=CheckpointStore)
+    syncs: SyncStore = field(default_factory=SyncStore)
+    history: SyncStore = field(default_factory=SyncStore.keeping_history)
+    bad_syncs: int = 0
+    last_error: str | None = None  # why the last read could not list the source's groups
+    _watched: set[TopicPart] = field(default_factory=set)
+    # Seeded partitions: the seed's upstream offset, until the sync topic's reader passes it (the
+    # feed that seeds may be a few records ahead; an older sync then is no rewind)
+    _seeded: dict[TopicPart, int] = field(default_factory=dict)
+    _first: list[str] = field(default_factory=list)  # groups a read ran out of time before
+
+    def read(self) -> FlowEvidence | None:
+        """One read; None when the source's groups could not be listed (`last_error` says why)."""
+        try:
+            listed = [g for g in list_groups(self.source_admin, self.timeout_s) if self.groups.accepts(g)]
+        except KafkaException as exc:
+            self.last_error = f"cannot list the consumer groups of {self.flow.source}: {exc.args[0]}"
+            return None
+        self.last_error = None
+        order = [g for g in self._first if g in set(listed)] + [g for g in listed if g not in set(self._first)]
+        committed = read_offsets(self.source_admin, order, self.max_in_flight, self.timeout_s,
+                                 wanted=self.flow.should_replicate)
+        self._first = committed.unread
+        self._watch(committed)
+        self.sync_reader.drain(self._apply_sync)
+        if not self.syncs.ready and all(self.sync_reader.unread(t) is None for t in self.sync_reader.topics):
+            self.syncs.read_to_end()
+        self.checkpoint_reader.drain(self.checkpoints.apply)
+        groups = sorted(committed.offsets)
+        target = GroupsRead()
+        if self.read_target_offsets and groups:
+            target = read_offsets(self.target_admin, groups, self.max_in_flight, self.timeout_s)
+        return FlowEvidence(
+            committed=committed.offsets, checkpoints=dict(self.checkpoints.newest),
+            target_offsets=target.offsets, members_on_target=members(self.target_admin, groups, self.timeout_s),
+            syncs_ready=self.syncs.ready)
+
+    def _watch(self, committed: GroupsRead) -> None:
+        for offsets in committed.offsets.values():
+            for tp in offsets:
+                if tp not in self._watched:
+                    self._watched.add(tp)
+                    newest = self.seed(*tp)
+                    if newest is not None:
+                        self.syncs.apply(tp[0], tp[1], *newest)
+                        self.history.apply(tp[0], tp[1], *newest)
+                        self._seeded[tp] = newest[0]
+
+    def _apply_sync(self, _sync_topic: str, key: bytes | None, value: bytes | None) -> None:
+        try:
+            sync = decode_offset_sync(key, value)
+        except BadRecord:
+            self.bad_syncs += 1
+            return
+        tp = (sync.topic, sync.partition)
+        if tp not in self._watched:
+            return
+        seeded = self._seeded.get(tp)
+        if seeded is not None:
+            if sync.upstream_offset < seeded:
+                return
+            del self._seeded[tp]
+        self.syncs.apply(sync.topic, sync.partition, sync.upstream_offset, sync.downstream_offset)
+        self.history.apply(sync.topic, sync.partition, sync.upstream_offset, sync.downstream_offset)
+
+    def close(self) -> None:
+        self.checkpoint_reader.close()
+        self.sync_reader.close()
