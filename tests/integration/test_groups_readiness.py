@@ -11,9 +11,10 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config import load_settings
 from mirrorlag.config.group_filter import group_filter
-from mirrorlag.groups.assess import assess
 from mirrorlag.groups.flow_reader import FlowGroupsReader
+from mirrorlag.groups.monitor import GroupsMonitor
 from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecause
+from mirrorlag.groups.rows import FIELDS, group_rows
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from tests.integration.test_mirror import LAG_MAX, Setup, expected_syncs, readers, syncs_of  # noqa: F401 (fixture)
 
@@ -48,7 +49,6 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
     for partition, n in counts.items():
         setup.produce(partition, range(n))
     proc = setup.start(flush_ms=1000)
-    groups = None
     try:
         want_syncs = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
         readers(own_clusters.source, setup.sync_topic).until(lambda r: syncs_of(r, setup.topic) == want_syncs)
@@ -56,25 +56,23 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
         _commit(own_clusters.source, near, {(setup.topic, 0): 12, (setup.topic, 1): 7})  # caught up
         _commit(own_clusters.source, far, {(setup.topic, 0): 6})  # between kept syncs (0,0) and (8,8)
         settings = load_settings([str(setup.config)])
-        reader = _reader(settings, setup)
+        monitor = GroupsMonitor([_reader(settings, setup)], lro_of=lambda flow: lambda t, p: counts[p] - 1,
+                                limits=Limits(3, 120_000))
         try:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                evidence = reader.read()
-                assert evidence is not None, reader.last_error
-                if {(g, p) for g, _, p in evidence.checkpoints} >= {(near, 0), (near, 1), (far, 0)}:
+                (flow_groups,) = monitor.run_once().flows
+                assert flow_groups.error is None
+                done = {(g.group, p.partition) for g in flow_groups.groups for p in g.partitions if p.checkpoint}
+                if done >= {(near, 0), (near, 1), (far, 0)}:
                     break
                 time.sleep(0.5)
             _commit(own_clusters.source, new, {(setup.topic, 0): 12})
-            evidence = reader.read()
-            assert evidence is not None
-            now_ms = int(time.time() * 1000)
-            flow = settings.flows[0]
-            groups = {g.group: g for g in assess(
-                evidence, lambda t: flow.policy.remote_topic(flow.source, t), reader.syncs.slots,
-                lambda t, p: counts[p] - 1, Limits(3, 120_000), now_ms, reader.history.slots) if g.group in (near, far, new)}
+            (flow_groups,) = monitor.run_once().flows
+            groups = {g.group: g for g in flow_groups.groups if g.group in (near, far, new)}
+            rows = [r for r in group_rows(flow_groups.flow, flow_groups.groups) if r["group"] == far]
         finally:
-            reader.close()
+            monitor.close()
     finally:
         setup.stop(proc)
     # near: 12 on p0 resumes one past the newest sync (11,11): 12, nothing re-read; p1 likewise
@@ -91,3 +89,9 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
     (n0,) = groups[new].partitions
     assert n0.readiness.state is GroupState.NOT_CHECKPOINTED
     assert n0.readiness.because is NotCheckpointedBecause.NOT_WRITTEN
+    (row,) = rows
+    assert tuple(row) == FIELDS
+    assert {k: row[k] for k in ("group", "partition", "committed", "checkpoint_upstream", "checkpoint_downstream",
+                                "resume_source_offset", "reread_records", "skipped_records", "state")} == {
+        "group": far, "partition": 0, "committed": 6, "checkpoint_upstream": 6, "checkpoint_downstream": 1,
+        "resume_source_offset": 1, "reread_records": 5, "skipped_records": 0, "state": "REREAD_HIGH"}
