@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
 
 GROUPS_DEFAULT = ".*"
 GROUPS_EXCLUDE_DEFAULT = "console-consumer-.*, connect-.*, __.*"
@@ -32,15 +31,3 @@ class GroupFilter:
     def accepts(self, group: str) -> bool:
         """DefaultGroupFilter.shouldReplicateGroup: included and not excluded (excludes win)."""
         return self.include.fullmatch(group) is not None and self.exclude.fullmatch(group) is None
-
-
-def group_filter(prop: Callable[[str], str | None]) -> GroupFilter:
-    """The filter of a flow whose (flow-prefixed, else top-level) keys `prop` reads. As
-    ConfigUtils.translateDeprecatedConfigs: `groups.blacklist` counts only where `groups.exclude`
-    is unset."""
-    exclude = prop("groups.exclude")
-    if exclude is None:
-        exclude = prop("groups.blacklist")
-    include = prop("groups")
-    return GroupFilter(compile_patterns(GROUPS_DEFAULT if include is None else include),
-                       compile_patterns(GROUPS_EXCLUDE_DEFAULT if exclude is None else exclude))

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import javaproperties
 from confluent_kafka import (
@@ -43,7 +43,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorlag.config.group_filter import group_filter
 from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.errors import ConfigError, MirrorlagError
 from mirrorlag.formats import (
@@ -150,8 +149,11 @@ def mirror_options(
         a, b = flow.source, flow.target
         if not _bool(flow_value(a, b, "emit.offset-syncs.enabled"), "emit.offset-syncs.enabled", True):
             disabled_syncs.add(flow.id)
-        elif _bool(flow_value(a, b, "emit.checkpoints.enabled"), "emit.checkpoints.enabled", True):
-            checkpoints[flow.id] = _checkpoint_options(functools.partial(flow_value, a, b))
+        if flow.emit_checkpoints:
+            key = "sync.group.offsets.interval.seconds"
+            sync_interval = _int(flow_value(a, b, key), key, 60, minimum=1)
+            checkpoints[flow.id] = CheckpointOptions(flow.group_filter, flow.emit_checkpoints_interval_s,
+                                                     flow.sync_group_offsets, float(sync_interval))
         # The A->B heartbeat connector writes into B; the implied B->A heartbeat-only pair into A.
         for source, target in ((a, b), (b, a)):
             key = "emit.heartbeats.enabled"
@@ -174,17 +176,6 @@ def mirror_options(
         offset_syncs_disabled=frozenset(disabled_syncs),
         checkpoints=checkpoints,
     )
-
-
-def _checkpoint_options(value: Callable[[str], str | None]) -> CheckpointOptions:
-    try:
-        groups = group_filter(value)
-    except ValueError as err:
-        raise ConfigError(str(err), key="groups") from None
-    emit = _int(value("emit.checkpoints.interval.seconds"), "emit.checkpoints.interval.seconds", 60, minimum=1)
-    sync = _int(value("sync.group.offsets.interval.seconds"), "sync.group.offsets.interval.seconds", 60, minimum=1)
-    enabled = _bool(value("sync.group.offsets.enabled"), "sync.group.offsets.enabled", False)
-    return CheckpointOptions(groups, float(emit), enabled, float(sync))
 
 
 def _int(text: str | None, key: str, default: int, minimum: int | None = None) -> int:

@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config import load_settings
-from mirrorlag.config.group_filter import group_filter
+from mirrorlag.config.group_filter import GROUPS_EXCLUDE_DEFAULT, GroupFilter, compile_patterns
 from mirrorlag.groups.flow_reader import FlowGroupsReader
 from mirrorlag.groups.monitor import GroupsMonitor
 from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecause
@@ -30,7 +30,7 @@ def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> 
 def _reader(settings, setup: Setup) -> FlowGroupsReader:
     (flow,) = settings.flows
     return FlowGroupsReader(
-        flow=flow, groups=group_filter(lambda key: None),
+        flow=flow, groups=GroupFilter(flow.groups_include, compile_patterns(GROUPS_EXCLUDE_DEFAULT)),
         source_admin=AdminClient({"bootstrap.servers": setup.clusters.source}),
         target_admin=AdminClient({"bootstrap.servers": setup.clusters.target}),
         checkpoint_reader=TopicReader("checkpoints", flow.target, assign_only_consumer(settings.clusters[flow.target]),
@@ -40,8 +40,8 @@ def _reader(settings, setup: Setup) -> FlowGroupsReader:
 
 
 def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, readers):
-    # The mirror never checkpoints `new-*` groups (the reader below accepts them): a group MM2
-    # has not checkpointed, without racing its 1 s cadence.
+    # The mirror never checkpoints `new-*` groups; the reader keeps MM2's default exclusions, so
+    # it reads them: a group MM2 has not checkpointed, without racing its 1 s cadence.
     setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
                                                 "groups.exclude = new-.*\n")
     own_clusters.create_topic(setup.topic, 2)

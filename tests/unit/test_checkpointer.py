@@ -2,7 +2,8 @@
 
 import pytest
 
-from mirrorlag.config.group_filter import GroupFilter, compile_patterns, group_filter
+from mirrorlag.config import load_settings
+from mirrorlag.config.group_filter import compile_patterns
 from mirrorlag.groups.checkpoints import Checkpointed
 from mirrorlag.groups.sync_store import SyncStore
 from mirrorlag.mirror.checkpointer import new_checkpoints, offsets_to_sync
@@ -50,14 +51,22 @@ def test_group_offsets_sync_only_forward_and_all_of_a_new_group():
     assert offsets_to_sync(converted, {("A.t", 0): 60, ("A.t", 1): 10}) == {("A.t", 1): 70}
 
 
-def test_group_filter_defaults_and_legacy_blacklist():
-    values = {}
-    f = group_filter(values.get)
+def test_group_filter_defaults_and_legacy_blacklist(tmp_path):
+    def flow(extra: str):
+        path = tmp_path / "mm2.properties"
+        path.write_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+                        "A->B.enabled = true\n" + extra)
+        (f,) = load_settings([path]).flows
+        return f
+
+    f = flow("").group_filter
     assert f.accepts("billing") and not f.accepts("console-consumer-42") and not f.accepts("__consumer_offsets")
-    f = group_filter({"groups": "app-.*", "groups.blacklist": "app-test"}.get)
+    f = flow("groups = app-.*\nA->B.groups.blacklist = app-test\n").group_filter
     assert f.accepts("app-prod") and not f.accepts("app-test") and not f.accepts("billing")
-    f = group_filter({"groups.exclude": "", "groups.blacklist": "x"}.get)  # exclude set: blacklist ignored
+    f = flow("groups.exclude = \ngroups.blacklist = x\n").group_filter  # exclude set: blacklist ignored
     assert f.accepts("x") and f.accepts("console-consumer-1")
     with pytest.raises(ValueError, match="invalid regular expression '\\('"):
         compile_patterns("ok, (")
-    assert isinstance(f, GroupFilter)
+    assert not flow("emit.checkpoints.interval.seconds = -1\n").emit_checkpoints
+    assert not flow("A->B.emit.offset-syncs.enabled = false\n").emit_checkpoints
+    assert flow("A->B.sync.group.offsets.enabled = true\n").sync_group_offsets
