@@ -25,13 +25,15 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config.group_filter import GroupFilter
-from mirrorlag.config.settings import FlowSettings
+from mirrorlag.config.settings import FlowSettings, Settings
+from mirrorlag.feeds.offset_syncs import sync_topic_location
 from mirrorlag.formats import BadRecord, decode_offset_sync
 from mirrorlag.groups.assess import FlowEvidence
 from mirrorlag.groups.checkpoints import CheckpointStore
 from mirrorlag.groups.group_offsets import GroupsRead, list_groups, members, read_offsets
 from mirrorlag.groups.sync_store import SyncStore
-from mirrorlag.kafka.topic_reader import TopicReader
+from mirrorlag.kafka.source import make_admin
+from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 
 log = logging.getLogger(__name__)
 
@@ -119,3 +121,24 @@ class FlowGroupsReader:
     def close(self) -> None:
         self.checkpoint_reader.close()
         self.sync_reader.close()
+
+
+def flow_readers(settings: Settings, timeout_s: float, seed_of: Callable[[FlowSettings], Seed] | None = None) -> list[FlowGroupsReader]:
+    """A reader for each flow MM2 checkpoints (emit.checkpoints.enabled, with offset syncs)."""
+    readers = []
+    for flow in settings.flows:
+        if not flow.emit_checkpoints:
+            continue
+        source, target = settings.clusters[flow.source], settings.clusters[flow.target]
+        sync_alias, sync_topic = sync_topic_location(flow)
+        readers.append(FlowGroupsReader(
+            flow=flow, groups=flow.group_filter,
+            source_admin=make_admin(source, timeout_s), target_admin=make_admin(target, timeout_s),
+            checkpoint_reader=TopicReader("checkpoints", flow.target, assign_only_consumer(target),
+                                          [flow.policy.checkpoints_topic(flow.source)], timeout_s, timed=True),
+            sync_reader=TopicReader("offset-syncs", sync_alias, assign_only_consumer(settings.clusters[sync_alias]),
+                                    [sync_topic], timeout_s),
+            seed=(lambda topic, partition: None) if seed_of is None else seed_of(flow),
+            read_target_offsets=flow.sync_group_offsets,
+            max_in_flight=settings.failover.groups_max_in_flight, timeout_s=timeout_s))
+    return readers

@@ -3,6 +3,9 @@ does: the figures equal MM2's own translation rule applied by hand to the syncs 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -95,3 +98,38 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
                                 "resume_source_offset", "reread_records", "skipped_records", "state")} == {
         "group": far, "partition": 0, "committed": 6, "checkpoint_upstream": 6, "checkpoint_downstream": 1,
         "resume_source_offset": 1, "reread_records": 5, "skipped_records": 0, "state": "REREAD_HIGH"}
+
+
+def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
+                                                "mirrorlag.failover.reread.max.records = 3\n")
+    own_clusters.create_topic(setup.topic, 1)
+    setup.produce(0, range(12))
+    proc = setup.start(flush_ms=1000)
+    try:
+        readers(own_clusters.source, setup.sync_topic).until(
+            lambda r: syncs_of(r, setup.topic) == {0: expected_syncs(12, LAG_MAX)})
+        near, far = f"near-{setup.src}", f"far-{setup.src}"
+        _commit(own_clusters.source, near, {(setup.topic, 0): 12})
+        _commit(own_clusters.source, far, {(setup.topic, 0): 6})
+        checkpoints = readers(own_clusters.target, f"{setup.src}.checkpoints.internal")
+        checkpoints.until(lambda r: len(r) >= 2, what="checkpoints of both groups")
+
+        def check(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),
+                                   *extra, "--timeout", "20"], capture_output=True, text=True, timeout=60)
+
+        result = check("--json")
+        assert result.returncode == 1, result.stderr
+        rows = {r["group"]: r for r in json.loads(result.stdout) if r["group"] in (near, far)}
+        assert (rows[far]["reread_records"], rows[far]["state"]) == (5, "REREAD_HIGH")
+        assert (rows[near]["reread_records"], rows[near]["state"]) == (0, "READY")
+        table = check()
+        assert table.returncode == 1 and "REREAD_HIGH" in table.stdout and far in table.stdout
+        relaxed = tmp_path / "relaxed.properties"
+        relaxed.write_text("mirrorlag.failover.reread.max.records = 5\n")
+        ok = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),
+                             "--config", str(relaxed), "--timeout", "20"], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+    finally:
+        setup.stop(proc)
