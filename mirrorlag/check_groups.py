@@ -65,8 +65,12 @@ def _print_table(rows: list[dict], snapshot: GroupsSnapshot) -> None:
     if not snapshot.flows:
         console.print("no flow checkpoints consumer groups (emit.checkpoints.enabled)")
         return
+    for f in snapshot.flows:
+        shown = len(f.groups)
+        console.print(f"{f.flow}: {shown} group{'s' if shown != 1 else ''} with offsets on mirrored topics, of "
+                      f"{f.listed} the source listed (only groups the principal may Describe are listed)"
+                      + ("" if f.checkpoints_read else "; MM2's checkpoints topic not read (missing, or not permitted)"))
     if not rows:
-        console.print("no consumer group MM2 checkpoints has committed offsets on the mirrored topics")
         return
     table = Table(box=box.SIMPLE_HEAD)
     columns = ("flow", "group", "topic", "partition", "committed", "checkpoint_downstream", "resume_source_offset",

@@ -57,6 +57,8 @@ class FlowEvidence:
     target_offsets: Mapping[str, Mapping[TopicPart, int]]
     members_on_target: Mapping[str, int]
     syncs_ready: bool
+    checkpoints_read: bool = True  # the checkpoints topic was read to its end
+    listed: int = 0  # groups the source listed (ListConsumerGroups shows only those the principal may Describe)
 
 
 SlotsOf = Callable[[str, int], list[Sync] | None]  # (source topic, partition) -> kept syncs
@@ -81,7 +83,7 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf,
                 checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
                 target_offset=target_offset)
             r = partition_readiness(e, slots(topic, partition), evidence.syncs_ready, limits, now_ms,
-                                    history(topic, partition))
+                                    history(topic, partition), evidence.checkpoints_read)
             partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
         out.append(GroupReadiness(group, partitions, evidence.members_on_target.get(group, 0) > 0))
     return out

@@ -67,11 +67,12 @@ class FlowGroupsReader:
     def read(self) -> FlowEvidence | None:
         """One read; None when the source's groups could not be listed (`last_error` says why)."""
         try:
-            listed = [g for g in list_groups(self.source_admin, self.timeout_s) if self.groups.accepts(g)]
+            every = list_groups(self.source_admin, self.timeout_s)
         except KafkaException as exc:
             self.last_error = f"cannot list the consumer groups of {self.flow.source}: {exc.args[0]}"
             return None
         self.last_error = None
+        listed = [g for g in every if self.groups.accepts(g)]
         order = [g for g in self._first if g in set(listed)] + [g for g in listed if g not in set(self._first)]
         committed = read_offsets(self.source_admin, order, self.max_in_flight, self.timeout_s,
                                  wanted=self.flow.should_replicate)
@@ -88,7 +89,9 @@ class FlowGroupsReader:
         return FlowEvidence(
             committed=committed.offsets, checkpoints=dict(self.checkpoints.newest),
             target_offsets=target.offsets, members_on_target=members(self.target_admin, groups, self.timeout_s),
-            syncs_ready=self.syncs.ready)
+            syncs_ready=self.syncs.ready,
+            checkpoints_read=all(self.checkpoint_reader.unread(t) is None for t in self.checkpoint_reader.topics),
+            listed=len(every))
 
     def _watch(self, committed: GroupsRead) -> None:
         for offsets in committed.offsets.values():

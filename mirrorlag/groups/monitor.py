@@ -26,6 +26,8 @@ class FlowGroups:
     groups: tuple[GroupReadiness, ...]
     read_at_ms: int | None  # when this flow was last read (None: never)
     error: str | None = None  # why the last run could not read it (its groups are the run before's)
+    listed: int = 0  # groups the source listed: only those the principal may Describe
+    checkpoints_read: bool = True  # MM2's checkpoints topic was read to its end
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,13 @@ class GroupsMonitor:
                 kept = before.get(flow.id)
                 log.warning("flow %s: failover readiness not read: %s", flow.id, reader.last_error)
                 flows.append(FlowGroups(flow.id, kept.groups if kept else (), kept.read_at_ms if kept else None,
-                                        reader.last_error))
+                                        reader.last_error, kept.listed if kept else 0,
+                                        kept.checkpoints_read if kept else False))
                 continue
             now_ms = self.clock_ms()
             groups = assess(evidence, lambda t, f=flow: f.policy.remote_topic(f.source, t), reader.syncs.slots,
                             self.lro_of(flow.id), self.limits, now_ms, reader.history.slots)
-            flows.append(FlowGroups(flow.id, tuple(groups), now_ms))
+            flows.append(FlowGroups(flow.id, tuple(groups), now_ms, None, evidence.listed, evidence.checkpoints_read))
         self.snapshot = GroupsSnapshot(tuple(flows))  # one reference swap: readers see old or new
         return self.snapshot
 

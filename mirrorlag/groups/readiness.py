@@ -28,6 +28,7 @@ _RANK = {s: i for i, s in enumerate(GroupState)}
 
 
 class NotCheckpointedBecause(Enum):
+    CHECKPOINTS_UNREAD = "MM2's checkpoints topic on the target has not been read (missing, or not permitted)"
     SYNCS_LOADING = "the offset syncs are not read to their end yet (MM2 translates nothing before)"
     NO_SYNC = "no offset sync for the partition"
     OLDER_THAN_SYNCS = "the group's offset is older than every kept offset sync"
@@ -67,7 +68,9 @@ class PartitionReadiness:
 
 
 def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, syncs_ready: bool,
-                      group_offset: int) -> NotCheckpointedBecause:
+                      group_offset: int, checkpoints_read: bool) -> NotCheckpointedBecause:
+    if not checkpoints_read:
+        return NotCheckpointedBecause.CHECKPOINTS_UNREAD
     if not syncs_ready:
         return NotCheckpointedBecause.SYNCS_LOADING
     if slots is None:
@@ -80,9 +83,11 @@ def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, sync
 
 
 def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
-                        limits: Limits, now_ms: int, history: list[Sync] | None = None) -> PartitionReadiness:
+                        limits: Limits, now_ms: int, history: list[Sync] | None = None,
+                        checkpoints_read: bool = True) -> PartitionReadiness:
     """`slots`: the syncs MM2 holds (why no checkpoint); `history`: the syncs a resume point is
-    mapped back through (default: `slots`)."""
+    mapped back through (default: `slots`); `checkpoints_read`: the checkpoints topic was read
+    to its end (else a missing checkpoint may only not have been reached)."""
     g = e.group_offset
     history = slots if history is None else history
     not_yet_mirrored = 0 if e.lro is None else max(0, g - (e.lro + 1))
@@ -92,7 +97,7 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     resume = e.target_offset if e.target_offset is not None else e.checkpoint_downstream
     if resume is None:
         return PartitionReadiness(GroupState.NOT_CHECKPOINTED, None, None, None, 0, not_yet_mirrored, age,
-                                  _not_checkpointed(slots, history, syncs_ready, g))
+                                  _not_checkpointed(slots, history, syncs_ready, g, checkpoints_read))
     source = upstream_of(history, resume)
     if source is None:
         return PartitionReadiness(GroupState.UNMAPPED, resume, None, None, 0, not_yet_mirrored, age)

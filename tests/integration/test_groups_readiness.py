@@ -126,6 +126,7 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         assert (rows[near]["reread_records"], rows[near]["state"]) == (0, "READY")
         table = check()
         assert table.returncode == 1 and "REREAD_HIGH" in table.stdout and far in table.stdout
+        assert "the source listed" in table.stdout
         relaxed = tmp_path / "relaxed.properties"
         relaxed.write_text("mirrorlag.failover.reread.max.records = 5\n")
         ok = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),

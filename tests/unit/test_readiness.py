@@ -111,3 +111,9 @@ def test_a_group_state_is_its_worst_partition():
     assert worst([GroupState.READY, GroupState.REREAD_HIGH, GroupState.NOT_CHECKPOINTED]) is GroupState.NOT_CHECKPOINTED
     assert worst([GroupState.CHECKPOINT_OLD, GroupState.SKIPS]) is GroupState.SKIPS
     assert worst([]) is GroupState.READY
+
+
+def test_without_the_checkpoints_topic_the_cause_says_so():
+    r = partition_readiness(_evidence(600, lro=999), _slots((0, 0), (500, 500)), True, LIMITS, NOW,
+                            checkpoints_read=False)
+    assert r.because is NotCheckpointedBecause.CHECKPOINTS_UNREAD
