@@ -556,6 +556,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.history.upload.s3.session.token",
         "mirrorlag.history.upload.s3.path.style.access",
         "mirrorlag.history.writer.id",
+        "mirrorlag.history.retention.max.ms",
 
         "mirrorlag.failover.enabled",
         "mirrorlag.failover.interval.ms",
