@@ -80,12 +80,13 @@ class StandInSource:
         self.metadata_errors = 0  # as SourceCluster's
         self.recreated: frozenset[str] = frozenset()
         self.unresolved: frozenset[str] = frozenset()
+        self.ids_read: frozenset[str] = frozenset()  # topic IDs: none here (no topic is recreated)
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every partition, as the simulated mirror walks them."""
         return [(t, p) for t in self.topics for p in range(TOPIC_PARTITIONS)]
 
-    def discover(self):
+    def discover(self, ids_of=None):
         # A new topology at every call, as SourceCluster.discover builds it from fresh metadata
         # (the poller must not keep a copy per poll).
         return {flow.id: tuple((t, range(TOPIC_PARTITIONS)) for t in self.topics) for flow in self.flows}
