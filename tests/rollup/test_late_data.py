@@ -183,8 +183,9 @@ def test_a_run_killed_between_its_writes_leaves_the_previous_day(tmp_path):
 
 def test_expiry_racing_a_failed_rollup_keeps_the_segments(tmp_path):
     history, out = tmp_path / "history", tmp_path / "out"
-    good = hours(history, D1, 0, 24, 100, "part-a.parquet")
-    bad = history / f"date={D1}" / "part-b.parquet"
+    # Named as the sidecar names them: expiry looks at nothing else.
+    good = hours(history, D1, 0, 24, 100, "part-0000000000001-abcdef01.parquet")
+    bad = history / f"date={D1}" / "part-0000000000002-abcdef02.parquet"
     bad.write_bytes(b"not parquet at all")
     failed = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1),
                        spark_logs=True)
