@@ -213,7 +213,10 @@ def multi_day_history(root: Path) -> Path:
 
 
 def rollup_args(history: Path, out: Path, days: Sequence[date]) -> list[str]:
-    return ["--history", str(history), "--out", str(out), "--from", days[0].isoformat(), "--to", days[-1].isoformat()]
+    # --settle-minutes 0: the history was written whole a moment ago, so its days are final, as in
+    # the local reference (the CLI's default would make them provisional for an hour).
+    return ["--history", str(history), "--out", str(out), "--from", days[0].isoformat(), "--to", days[-1].isoformat(),
+            "--settle-minutes", "0"]
 
 
 def _rows(out: Path, table: str) -> list[dict[str, Any]]:
