@@ -72,7 +72,11 @@ def executor_python(root: Path) -> Path:
     ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p).resolve().is_relative_to(Path(sys.prefix).resolve()))
     (Path(site) / "rollup-deps.pth").write_text(ours + "\n")
     wrapper = venv / "bin" / "python-logged"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {started_by(wrapper)}\nexec {python} "$@"\n')
+    # Each start logs its arguments and the malloc settings it was given (session.DEFAULTS'
+    # spark.executorEnv.MALLOC_*, which must reach the workers).
+    wrapper.write_text(f'#!/bin/sh\necho "$* MALLOC_MMAP_MAX_=$MALLOC_MMAP_MAX_ '
+                       f'MALLOC_TRIM_THRESHOLD_=$MALLOC_TRIM_THRESHOLD_" >> {started_by(wrapper)}\n'
+                       f'exec {python} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 

@@ -43,7 +43,9 @@ def submit(cluster: Cluster, zip_path: Path, args: list[str], cwd: Path) -> subp
     return subprocess.run(argv, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=600)
 
 
-def _rollup_equals_local(cluster: Cluster, spark, tmp_path_factory, tmp_path: Path, days: list[date]) -> None:
+def _rollup_equals_local(cluster: Cluster, spark, tmp_path_factory, tmp_path: Path, days: list[date],
+                         *extra: str) -> str:
+    """The submission's output equals the local session's; returns what the workers' Python logged."""
     history, expected = local_reference(spark, tmp_path_factory, days)
     assert "No module named 'mirrorlag'" in cannot_import_mirrorlag(cluster.python, tmp_path)
     ship = subprocess.run([sys.executable, "-m", "mirrorlag.rollup.ship", str(tmp_path / "dist" / "mirrorlag.zip")],
@@ -51,20 +53,29 @@ def _rollup_equals_local(cluster: Cluster, spark, tmp_path_factory, tmp_path: Pa
     assert ship.returncode == 0, ship.stderr
 
     out = tmp_path / "out-cluster"
-    proc = submit(cluster, tmp_path / "dist" / "mirrorlag.zip", rollup_args(history, out, days), tmp_path)
+    proc = submit(cluster, tmp_path / "dist" / "mirrorlag.zip", [*rollup_args(history, out, days), *extra], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert all(f"✓ {d}" in proc.stdout for d in days), proc.stdout
+    assert all(f"✓ {d}" in proc.stdout for d in days), proc.stdout  # progress lines
+    assert f"{len(days)} day" in proc.stdout, proc.stdout  # and the summary
     assert "Traceback" not in proc.stderr
     # Its tasks ran in both workers' executors.
     for worker in cluster.workers:
         assert re.search(r"Asked to launch executor app-\S+ for mirrorlag-rollup", worker.log.read_text()), worker.tail()
     assert_same_output(expected, out, days)
-    assert "-m pyspark.daemon" in started_by(cluster.python).read_text()  # the workers' Python was it
+    started = started_by(cluster.python).read_text()
+    assert "-m pyspark.daemon" in started  # the workers' Python was it
+    return started
 
 
 def test_a_day_on_the_cluster_equals_local(cluster, spark, tmp_path_factory, tmp_path):
-    """The day with a gap and a stall, mirrorlag on --py-files (the executors have no other)."""
-    _rollup_equals_local(cluster, spark, tmp_path_factory, tmp_path, [GAP_DAY])
+    """The day with a gap and a stall, mirrorlag on --py-files (the executors have no other), by
+    the spark-submit of the pyspark wheel with the entry file and the subcommand's arguments.
+    session.DEFAULTS reach the workers' Python (glibc's malloc settings that keep a worker's freed
+    pages for its next task), and a user's --conf still wins over them."""
+    started = _rollup_equals_local(cluster, spark, tmp_path_factory, tmp_path, [GAP_DAY],
+                                   "--conf", "spark.executorEnv.MALLOC_TRIM_THRESHOLD_=12345")
+    daemons = {line for line in started.splitlines() if "-m pyspark.daemon" in line}
+    assert daemons == {"-m pyspark.daemon pyspark.worker MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=12345"}, started
 
 
 @pytest.mark.soak

@@ -76,8 +76,11 @@ def test_days():
     assert dict(args.conf) == {"spark.a": "1=2", "b": "c"}
 
 
+@pytest.mark.slow
 def test_spark_submit(tmp_path):
-    """The module runs under the spark-submit shipped in the pyspark wheel, with the same arguments."""
+    """The module runs under the spark-submit shipped in the pyspark wheel, with the same arguments.
+    Slow (a JVM of its own): the default suite's tests/integration/test_rollup_cluster submits the
+    same entry file with the same arguments through that spark-submit and checks its output."""
     spark_submit = Path(sys.executable).parent / "spark-submit"
     if not spark_submit.exists():
         pytest.skip(f"no spark-submit next to {sys.executable}")
@@ -100,10 +103,12 @@ def test_spark_submit(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_pass_workers_keep_their_heap():
     """session.DEFAULTS reach the Python workers (their own process, since the suite's session
     would be joined): glibc's malloc settings that keep a worker's freed pages for its next task,
-    and a user's --conf still wins."""
+    and a user's --conf still wins. Slow (a JVM of its own): the default suite's
+    tests/integration/test_rollup_cluster checks both on the cluster's workers."""
     code = (
         "import os; from mirrorlag.rollup.session import build_session\n"
         "spark = build_session('local[1]', {'spark.executorEnv.MALLOC_TRIM_THRESHOLD_': '12345', 'spark.ui.enabled': 'false'})\n"
