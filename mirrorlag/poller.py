@@ -123,6 +123,15 @@ class _TopicKeys(Mapping[str, Sequence[PartitionKey | None]]):
         return len(self._topics)
 
 
+def _offsets_array(values: Collection[int | None], n: int) -> np.ndarray:
+    """Offsets as int64, -1 where none answered: in C when all did (the usual case, ~2 ms at
+    100k), an item at a time only when one did not."""
+    try:
+        return np.fromiter(values, np.int64, n)
+    except TypeError:  # a None
+        return np.fromiter((-1 if v is None else v for v in values), np.int64, n)
+
+
 def _merged(first: Mapping[PartitionKey, int], second: Mapping[PartitionKey, int]) -> Mapping[PartitionKey, int]:
     """Two feeds of one kind (disjoint flows): one mapping, or one array where both are rows."""
     if isinstance(first, PollRows) and isinstance(second, PollRows) and first.rows is second.rows:
@@ -371,7 +380,7 @@ class Poller:
         if not len(lros):
             return {}
         has_r, off, changed, _, _, _ = lros.aligned(keys)
-        leo = np.fromiter((-1 if v is None else v for v in leos.values()), np.int64, len(keys))
+        leo = _offsets_array(leos.values(), len(keys))
         behind = has_r & (off + 1 < leo)
         had_keys, had = self._had_lro
         same = had_keys is not None and (had_keys is keys or list(had_keys) == list(keys))  # identity first, in C
@@ -472,12 +481,8 @@ class Poller:
         """The topics with a partition whose end offset did not answer, and those with one below
         what the previous poll read (`offsets` is in `view.partitions`' order). This poll's are
         kept for the next one's comparison (-1 where none answered)."""
-        values = offsets.values()
         n = len(view.partitions)
-        try:
-            now = np.fromiter(values, np.int64, n)  # all answered, the usual case: ~2 ms at 100k
-        except TypeError:  # a None
-            now = np.fromiter((-1 if v is None else v for v in values), np.int64, n)
+        now = _offsets_array(offsets.values(), n)
         before_keys, before = self._leo_rows.get(alias, (view.partitions, np.full(n, -1, np.int64)))
         if before_keys is not view.partitions:  # a new view (metadata changed): match by partition
             by_key = dict(zip(before_keys, before.tolist()))
@@ -563,12 +568,11 @@ class Poller:
         self._log_starts_due = 0.0  # a new log's start: read at the next poll
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
-        """Log a source cluster's availability once per change, not once per poll."""
+        """Record whether a source cluster was read, and why not. The outage's one line (at its
+        start, with the clients' cause) and its recovery's are mirrorlag.cluster_watch's, which
+        reads `read_errors`; here a change is only a debug line."""
         self.read_errors[alias] = None if ok else reason
         if self._available.get(alias) == ok:
             return
         self._available[alias] = ok
-        if ok:
-            log.info("source cluster %s: reachable", alias)
-        else:
-            log.warning("source cluster %s: unavailable (%s)", alias, reason)
+        log.debug("source cluster %s: %s", alias, "read" if ok else f"not read ({reason})")
