@@ -270,6 +270,17 @@ FLAG_FIELDS = ("freshness_lower_bound", "time_lag_lower_bound")  # bool, False w
 assert set(PartitionRow._fields) == {"key", "state", "lro_feed", *FLAG_FIELDS, *INT_FIELDS, *FLOAT_FIELDS}
 
 
+def _lean(a: np.ndarray) -> np.ndarray:
+    """`a`, or its one value broadcast to its length where every element holds it, bit for bit
+    (NaN as NaN, -0.0 apart from 0.0): a read-only view that keeps 8 bytes alive, not `a`."""
+    if a.ndim != 1 or a.size < 2 or a.strides != (a.itemsize,) or a.itemsize not in (1, 2, 4, 8):
+        return a
+    bits = a.view(f"u{a.itemsize}")
+    if not (bits == bits[0]).all():
+        return a
+    return np.broadcast_to(a[:1].copy(), a.shape)
+
+
 class RowColumns:
     """A snapshot's rows as typed columns, one array per field, the rows in `keys` order.
 
@@ -388,6 +399,17 @@ class RowColumns:
             np.concatenate([self.time_lag_lower_bound, other.time_lag_lower_bound]))
         out.feed_code = np.concatenate([self.feed_code, out._recoded(other)])
         return out
+
+    def lean(self) -> "RowColumns":
+        """The same rows, each column whose rows all hold one value (all NaN for a float) kept
+        as that value broadcast to the rows' number: a read-only view of 8 bytes, not an array
+        a row. A healthy estate's snapshot has many (no records lost, no catch-up estimate, no
+        retention in sight, the flags unset, every state IN_SYNC), and the sidecar holds its
+        latest snapshot between polls: ~40 of its ~155 bytes a partition."""
+        return RowColumns(self.keys, _lean(self.state), {f: _lean(v) for f, v in self.ints.items()},
+                          {f: _lean(v) for f, v in self.valid.items()}, {f: _lean(v) for f, v in self.floats.items()},
+                          _lean(self.feed_code), self.feed_names, _lean(self.freshness_lower_bound),
+                          _lean(self.time_lag_lower_bound))
 
     def __getitem__(self, part: slice) -> "RowColumns":
         """The rows of a slice (views of these arrays, not copies)."""

@@ -214,7 +214,7 @@ class LagEngine:
             feed, feed_names, at_r(lower, bool), at_r(t_lower, bool))
         if gone:
             cols = cols + RowColumns.from_rows(gone)
-        return Snapshot.of(now, cols)
+        return Snapshot.of(now, cols.lean())  # held between polls: constant columns as one value
 
     def _row_of(self, key: PartitionKey) -> int | None:
         i = bisect_left(self._keys, key)  # the keys are sorted

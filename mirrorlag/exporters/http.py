@@ -47,6 +47,10 @@ _RAW_WBITS = -15  # raw deflate, no header or trailer
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags, no mtime, OS unknown
 _FINAL_BLOCK = isal_zlib.compressobj(1, isal_zlib.DEFLATED, _RAW_WBITS).flush()  # an empty last block
 _INFLATE_STEP = 64 * 1024  # compressed bytes inflated per write: a few MB of text at most alive per write
+# A body sent plain past this much text has the heap's free pages handed back after it (its
+# inflated pieces would otherwise stay resident until the next poll: ~120 bytes a partition
+# after a plain GET /status at 100k).
+RELEASE_AFTER_TEXT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,9 @@ class Exposition:
     # Renders `status` on the first GET /status after a poll, a piece at a time: the document of
     # a large estate is costly to make and most polls nobody asks (Prometheus reads /metrics).
     render_status: Callable[[], Iterable[bytes]] | None = field(default=None, repr=False)
-    # Called after that render: its transient text (tens of MB at 100k partitions) would
-    # otherwise stay resident until the next poll hands the heap's free pages back.
+    # Called after that render, and after a large body sent plain (inflated): its transient text
+    # (tens of MB at 100k partitions) would otherwise stay resident until the next poll hands the
+    # heap's free pages back.
     after_status: Callable[[], object] | None = field(default=None, repr=False)
     _status_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -365,25 +370,30 @@ class ExpositionServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     if exp.openmetrics is not None and _wants_openmetrics(self.headers.get("Accept", "")):
-                        self._send_gzip_body(OPENMETRICS_CONTENT_TYPE, exp.openmetrics, send_body)
+                        self._send_gzip_body(OPENMETRICS_CONTENT_TYPE, exp.openmetrics, send_body, exp.after_status)
                     else:
-                        self._send_gzip_body(CONTENT_TYPE_LATEST, exp.metrics, send_body)
+                        self._send_gzip_body(CONTENT_TYPE_LATEST, exp.metrics, send_body, exp.after_status)
                 elif path == "/healthz":
                     self._send(200, "text/plain", b"ok\n", send_body)
                 elif path == "/readyz":
                     self._send(200 if exp.ready else 503, "text/plain; charset=utf-8", readyz_body(exp), send_body)
                 elif path == "/status":
-                    self._send_gzip_body("application/json", exp.status_body(), send_body)
+                    self._send_gzip_body("application/json", exp.status_body(), send_body, exp.after_status)
                 elif path == "/":
                     self._send(200, "text/html; charset=utf-8", LANDING_PAGE, send_body)
                 else:
                     self._send(404, "text/plain", b"not found\n", send_body)
 
-            def _send_gzip_body(self, ctype: str, body: GzipBody, send_body: bool) -> None:
+            def _send_gzip_body(self, ctype: str, body: GzipBody, send_body: bool,
+                                release: Callable[[], object] | None = None) -> None:
                 if "gzip" in self.headers.get("Accept-Encoding", ""):
                     self._send(200, ctype, body.gzipped, send_body, encoding="gzip")
-                else:
+                    return
+                try:
                     self._send_pieces(200, ctype, body.size, body.text(), send_body)
+                finally:
+                    if release is not None and send_body and body.size >= RELEASE_AFTER_TEXT_BYTES:
+                        release()  # the inflated pieces' pages, not kept until the next poll
 
             def _send(self, code: int, ctype: str, body: bytes, send_body: bool, encoding: str = "") -> None:
                 self._send_pieces(code, ctype, len(body), (body,), send_body, encoding)

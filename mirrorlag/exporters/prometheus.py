@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -117,6 +118,51 @@ def _number(value: float | int) -> str:
     return repr(value)
 
 
+class KeyIndex:
+    """What the renders need of a key list, made once per list (the engine hands over the same
+    list poll after poll): the flows' topics, sorted, each row's topic as a code into them and its
+    partition number (4 bytes each a row), and each topic's label text. A row's label text is its
+    topic's text and its partition number, joined when a render writes it: a label string per
+    row kept between polls would cost ~65 bytes a partition (DESIGN §3: the sidecar's served
+    memory), joining them costs a few ms a family."""
+
+    def __init__(self) -> None:
+        self._keys: Sequence[PartitionKey] | None = None
+        self.topics: list[tuple[str, str, str]] = []  # (source, target, topic), sorted
+        self.topic_code = np.zeros(0, np.int32)  # each row's index into `topics`
+        self.partition = np.zeros(0, np.int32)
+        self.topic_labels: list[str] = []  # source="..",target="..",topic=".." of each topic
+        self.prefixes: pa.StringArray = pa.array([], pa.string())  # each topic's labels, then ',partition="'
+        self.flows: list[tuple[str, str]] = []  # (source, target), sorted
+        self.flow_of_topic = np.zeros(0, np.int32)  # each topic's index into `flows`
+
+    def of(self, keys: Sequence[PartitionKey]) -> "KeyIndex":
+        """This index, made again for `keys` if they are not the list it was made for."""
+        if keys is not self._keys and (self._keys is None or keys != self._keys):
+            self.topics, code = _group_codes(keys, _TOPIC_OF_KEY)
+            self.topic_code = code.astype(np.int32)
+            self.partition = np.fromiter(map(itemgetter(3), keys), np.int32, len(keys))
+            self.topic_labels = [f'source="{_label_value(source)}",target="{_label_value(target)}",'
+                                 f'topic="{_label_value(topic)}"' for source, target, topic in self.topics]
+            self.prefixes = pa.array([label + ',partition="' for label in self.topic_labels], pa.string())
+            self.flows = sorted(dict.fromkeys(map(_FLOW_OF_KEY, self.topics)))
+            flow_index = {flow: i for i, flow in enumerate(self.flows)}
+            self.flow_of_topic = np.array([flow_index[_FLOW_OF_KEY(t)] for t in self.topics], np.int32)
+            self._keys = keys
+        return self
+
+    def flow_code(self) -> np.ndarray:
+        """Each row's index into `flows` (int64, as the renders index with it)."""
+        return self.flow_of_topic.astype(np.int64)[self.topic_code]
+
+    def label_parts(self, mask: np.ndarray | None) -> tuple[pa.StringArray, pa.StringArray]:
+        """The label texts of the rows of `mask` (None: every row) as two arrays a line joins
+        end to end, then a closing quote: each row's topic prefix, and its partition number."""
+        code, partition = (self.topic_code, self.partition) if mask is None else \
+            (self.topic_code[mask], self.partition[mask])
+        return self.prefixes.take(pa.array(code)), pc.cast(pa.array(partition), pa.string())
+
+
 class PartitionBlock:
     """Writes the per-partition families as exposition text, a family at a time, column-wise.
 
@@ -127,28 +173,14 @@ class PartitionBlock:
     each group worst time lag first, as many as fit, and `withheld` says how many had none.
     Without it (mirrorlag.metrics.detail = full or lag), every partition gets every family."""
 
-    def __init__(self, detail: bool = True, series_max: int | None = None) -> None:
+    def __init__(self, detail: bool = True, series_max: int | None = None, index: KeyIndex | None = None) -> None:
         self.families = [f for f in FAMILIES if detail or not f.detail]
         self.series_max = series_max
         self.withheld = 0  # partitions the cap left without series at the last render
-        self._keys: Sequence[PartitionKey] = []
-        self._labels: pa.StringArray = pa.array([], pa.string())
+        self.index = index if index is not None else KeyIndex()  # shared with the renderer's other parts
         # Families are written on two threads: Arrow's kernels let the GIL go, so the next
         # family's text is made while the consumer compresses this one (zlib lets it go too).
         self._pool = ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="mirrorlag-render")
-
-    def _label_texts(self, keys: Sequence[PartitionKey]) -> pa.StringArray:
-        """Each row's label text (source="..",target="..",topic="..",partition=".."), rebuilt only
-        when the rows' keys change (comparing the key lists is cheap: the engine hands over the same
-        key objects poll after poll)."""
-        if keys != self._keys:
-            source, target, topic = (_escaped(pa.array(list(map(itemgetter(i), keys)), pa.string()))
-                                     for i in range(3))
-            partition = pc.cast(pa.array(list(map(itemgetter(3), keys)), pa.int64()), pa.string())
-            self._labels = pc.binary_join_element_wise(
-                'source="', source, '",target="', target, '",topic="', topic, '",partition="', partition, '"', "")
-            self._keys = keys
-        return self._labels
 
     def families_encoded(self, cols: RowColumns, encode: Callable[[Pieces], T]) -> Iterator[T]:
         """`encode` of each family's pieces (its head, its lines as one Arrow buffer, its last
@@ -157,35 +189,38 @@ class PartitionBlock:
         `encode` runs on the thread that wrote the family: the sidecar compresses there
         (Deflated.of), so two families are written and compressed at once instead of one thread
         compressing them all, and the whole text is never held."""
-        labels = self._label_texts(cols.keys)
+        index = self.index.of(cols.keys)
         states = cols.state
         live = states != _GONE  # GONE rows show in the state family only
         shown, detailed = self._rows(cols, live)
-        filtered: dict[int, tuple[np.ndarray | None, pa.StringArray]] = {}
+        filtered: dict[int, tuple[np.ndarray | None, tuple[pa.StringArray, pa.StringArray]]] = {}
+        made = threading.Lock()  # two writers may ask for the same mask's labels at once
 
-        def rows_of(mask: np.ndarray) -> tuple[np.ndarray | None, pa.StringArray]:
-            """The rows of `mask` (None: all of them) and their label texts, made once per mask."""
-            if id(mask) not in filtered:
-                everyone = bool(mask.all())
-                filtered[id(mask)] = (None, labels) if everyone else (mask, labels.filter(pa.array(mask)))
-            return filtered[id(mask)]
+        def rows_of(mask: np.ndarray) -> tuple[np.ndarray | None, tuple[pa.StringArray, pa.StringArray]]:
+            """The rows of `mask` (None: all of them) and their label texts, made once per mask
+            and render (they go with the render: nothing a row is kept between polls)."""
+            with made:
+                if id(mask) not in filtered:
+                    rows = None if bool(mask.all()) else mask
+                    filtered[id(mask)] = (rows, index.label_parts(rows))
+                return filtered[id(mask)]
 
         def family_chunk(family: Family) -> Pieces:
-            mask, family_labels = rows_of(shown if family.kip971 else detailed)
+            mask, (prefix, partition) = rows_of(shown if family.kip971 else detailed)
             values, valid = family.values(cols)
             if mask is not None:
                 values, valid = values[mask], valid[mask]
             head = f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n"
             if not valid.any():  # no series (often so: catch-up estimates, records lost, ...)
                 return (head.encode(),)
-            return _chunk(head, f"{family.name}{{", family_labels, "} ", _number_texts(values, valid), "\n")
+            return _chunk(head, f"{family.name}{{", prefix, partition, '"} ', _number_texts(values, valid), "\n")
 
         def state_chunk() -> Pieces:
-            mask, state_labels = rows_of(shown | ~live)  # a GONE row shows once, whatever the cap
+            mask, (prefix, partition) = rows_of(shown | ~live)  # a GONE row shows once, whatever the cap
             return _chunk("# HELP mirrorlag_partition_state 1 for the partition's current state "
                           "(UNKNOWN, IN_SYNC, LAGGING, STALLED, REWIND, AT_RISK, RESET, GONE).\n"
                           "# TYPE mirrorlag_partition_state gauge\n", "mirrorlag_partition_state{",
-                          state_labels, ',state="', _STATE_TEXTS.take(pa.array(states if mask is None else states[mask])),
+                          prefix, partition, '",state="', _STATE_TEXTS.take(pa.array(states if mask is None else states[mask])),
                           '"} 1\n')
 
         jobs = [partial(family_chunk, family) for family in self.families] + [state_chunk]
@@ -238,13 +273,6 @@ def _in_order(pool: ThreadPoolExecutor, jobs: list[Callable[[], T]], ahead: int)
         if job is not None:
             pending.append(pool.submit(job))
         yield chunk
-
-
-def _escaped(texts: pa.StringArray) -> pa.StringArray:
-    """Label values as the exposition format writes them: backslash, newline and double quote escaped."""
-    for char, escape in (("\\", r"\\"), ("\n", r"\n"), ('"', r"\"")):
-        texts = pc.replace_substring(texts, char, escape)
-    return texts
 
 
 def _number_texts(values: np.ndarray, valid: np.ndarray) -> pa.StringArray:
@@ -347,13 +375,12 @@ class TopicAggregates:
     whatever the per-partition cap leaves out. A few lines per topic, made with numpy over a
     topic code per row (recomputed only when the rows' keys change)."""
 
-    def __init__(self) -> None:
-        self._keys: Sequence[PartitionKey] | None = None
-        self._labels: list[str] = []
-        self._code = np.zeros(0, np.int64)
+    def __init__(self, index: KeyIndex | None = None) -> None:
+        self.index = index if index is not None else KeyIndex()  # shared with the renderer's other parts
 
     def text(self, cols: RowColumns) -> bytes:
-        labels, code = self._codes(cols.keys)
+        index = self.index.of(cols.keys)
+        labels, code = index.topic_labels, index.topic_code
         live = cols.state != _GONE
         n, n_states = len(labels), len(STATES)
         out = ["# HELP mirrorlag_topic_partitions Partitions of each flow's source topic by state.\n"
@@ -377,14 +404,6 @@ class TopicAggregates:
                 out.append(f"{name}{{{labels[i]}}} {_number(value)}\n")
         return "".join(out).encode()
 
-    def _codes(self, keys: Sequence[PartitionKey]) -> tuple[list[str], np.ndarray]:
-        if keys is not self._keys and keys != self._keys:
-            topics, self._code = _group_codes(keys, _TOPIC_OF_KEY)
-            self._labels = [f'source="{_label_value(source)}",target="{_label_value(target)}",topic="{_label_value(topic)}"'
-                            for source, target, topic in topics]
-            self._keys = keys
-        return self._labels, self._code
-
 
 def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
     """Seconds between the newest replicated heartbeat (the emitter's clock) and the last poll."""
@@ -396,15 +415,13 @@ def heartbeat_ages(stats: PollStats) -> dict[FlowId, float]:
 class FlowCollector(Collector):
     """Per-flow aggregates and the sidecar's own health: small, so prometheus_client renders them."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: KeyIndex | None = None) -> None:
         self.snapshot: Snapshot | None = None
         self.stats = PollStats()
         self.history: HistoryStats | None = None
         self.withheld = 0  # partitions the per-partition series cap left out of the last render
         self.capped = False
-        self._keys: Sequence[PartitionKey] = []
-        self._flows: list[tuple[str, str]] = []
-        self._code = np.zeros(0, np.int64)
+        self.index = index if index is not None else KeyIndex()  # shared with the renderer's other parts
 
     def collect(self) -> Iterator[Metric]:
         yield from self._flow_metrics()
@@ -466,10 +483,8 @@ class FlowCollector(Collector):
 
     def _flow_codes(self, keys: Sequence[PartitionKey]) -> tuple[list[tuple[str, str]], np.ndarray]:
         """The flows, sorted, and each row's index into them."""
-        if keys is not self._keys and keys != self._keys:
-            self._flows, self._code = _group_codes(keys, _FLOW_OF_KEY)
-            self._keys = keys
-        return self._flows, self._code
+        index = self.index.of(keys)
+        return index.flows, index.flow_code()
 
     def _self_metrics(self) -> Iterator[Metric]:
         s = self.stats
@@ -576,10 +591,11 @@ class MetricsRenderer:
         """`policies`: each flow's (source, target) replication policy, for mirrorlag_topic_info
         (`policies_of(settings.flows)`); a flow without one has no info series. `series_max`:
         the per-partition series cap (PartitionBlock), None for every partition's series."""
-        self.partitions = PartitionBlock(detail, series_max)
+        index = KeyIndex()  # one per renderer: its parts read the same key list
+        self.partitions = PartitionBlock(detail, series_max, index)
         self.topics = TopicInfo(policies or {})
-        self.topic_figures = TopicAggregates()
-        self.collector = FlowCollector()
+        self.topic_figures = TopicAggregates(index)
+        self.collector = FlowCollector(index)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
 

@@ -15,7 +15,7 @@ import pytest
 import pyarrow as pa
 
 from mirrorlag import __version__
-from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
+from mirrorlag.exporters.http import RELEASE_AFTER_TEXT_BYTES, Deflated, Exposition, ExpositionServer, GzipBody
 
 BODY = b"# HELP x y\n# TYPE x gauge\n" + b"x 1\n" * 1000
 
@@ -156,6 +156,25 @@ def test_status_is_held_compressed_and_served_gzip_or_plain(server):
     assert (status, headers["Content-Length"], body) == (200, str(len(doc)), doc)
     assert "Content-Encoding" not in headers
     assert renders == [server.current.status]  # the heap trimmed once, after the one render
+
+
+def test_a_large_body_sent_plain_hands_the_heap_back_after_it_and_gzip_does_not(server):
+    doc = b'{"ready":true,"partitions":[' + b",".join(b'{"p":%d}' % i for i in range(600_000)) + b"]}"
+    assert len(doc) >= RELEASE_AFTER_TEXT_BYTES
+    releases = []
+    server.current = Exposition(render_status=lambda: iter([doc[:1000], doc[1000:]]),
+                                after_status=lambda: releases.append("released"))
+    status, _, body = request(server, "GET", "/status", {"Accept-Encoding": "gzip"})
+    assert (status, gzip.decompress(body)) == (200, doc) and releases == ["released"]  # after the render only
+    status, _, body = request(server, "GET", "/status")
+    assert (status, body) == (200, doc)
+    deadline = time.monotonic() + 5  # the server gives back after the last byte left, as the client reads it
+    while len(releases) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert releases == ["released"] * 2  # and after the inflated text
+    assert request(server, "HEAD", "/status")[0] == 200
+    time.sleep(0.2)
+    assert len(releases) == 2  # nothing inflated, nothing to give back
 
 
 @pytest.mark.parametrize(("accept", "openmetrics"), [

@@ -62,3 +62,18 @@ def test_a_float_or_an_int_past_int64_in_an_int_field_is_rounded_or_clipped() ->
                        byte_lag_estimate=2 ** 70)
     back = RowColumns.from_rows([row, row._replace(byte_lag_estimate=12.6)]).rows()
     assert (back[0].record_lag, back[0].byte_lag_estimate, back[1].byte_lag_estimate) == (4, 2 ** 63 - 1, 13)
+
+
+def test_lean_columns_keep_every_value_and_hold_a_constant_once():
+    keys = [PartitionKey("A", "B", "t", p) for p in range(4)]
+    given = [PartitionRow(key, State.IN_SYNC, 10 + key.partition, 9, "x", 1.5, 0, None, None, None,
+                          0.0 if key.partition else -0.0, records_lost=0) for key in keys]
+    cols = RowColumns.from_rows(given)
+    lean = cols.lean()
+    assert lean.rows() == cols.rows() == given
+    assert lean.ints["records_lost"].strides == (0,) and not lean.ints["records_lost"].flags.writeable
+    assert lean.floats["record_lag_min"].strides == (0,)  # all NaN: unknown everywhere
+    assert lean.ints["leo"].strides == (8,)
+    # -0.0 is not 0.0 bit for bit: the column stays whole, and each row keeps its sign.
+    assert [math.copysign(1, v) for v in lean.floats["time_lag_s"]] == [-1, 1, 1, 1]
+    assert (lean[1:3] + lean).rows() == given[1:3] + given
