@@ -28,12 +28,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from mirrorlag.check_groups import answer as answer_groups
+from mirrorlag.check_groups import read_groups
 from mirrorlag.check_reach import ReachProbes
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
 from mirrorlag.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.exporters.status import row_to_dict
+from mirrorlag.groups.monitor import GroupsSnapshot
 from mirrorlag.feeds.external import build_feeds
 from mirrorlag.model import PartitionKey, PartitionRow, State
 from mirrorlag.poller import Poller
@@ -65,14 +68,17 @@ class _Work:
 
     phase: str = "creating the clients"
     rows: list[PartitionRow] | None = None  # the verdict so far: set after the first poll, then after each
+    groups: GroupsSnapshot | None = None  # check --groups: the groups' readiness, once read
     error: BaseException | None = None
     answered: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)  # an answer, or a source found down
 
 
-def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, started: float | None = None) -> int:
+def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, started: float | None = None,
+              groups: bool = False) -> int:
     """The check's exit status; `started` (time.monotonic()) is when the command began, so that
-    the timeout counts its imports too."""
+    the timeout counts its imports too. `groups`: the consumer groups' failover readiness instead
+    of the partitions' states (check_groups)."""
     if timeout_s <= 0:
         raise MirrorlagError(f"--timeout must be positive, got {timeout_s}")
     deadline = Deadline.after(timeout_s, started)
@@ -81,7 +87,7 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, star
     settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
     work = _Work()
     reach = ReachProbes(settings, deadline, work.wake)
-    worker = threading.Thread(target=_work, args=(settings, deadline, work), name="check", daemon=True)
+    worker = threading.Thread(target=_work, args=(settings, deadline, work, groups), name="check", daemon=True)
     worker.start()
     work.wake.wait(deadline.remaining())
     reach.stop()
@@ -94,12 +100,18 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, star
     return status
 
 
-def _work(settings: Settings, deadline: Deadline, work: _Work) -> None:
+def _work(settings: Settings, deadline: Deadline, work: _Work, groups: bool = False) -> None:
     poller = None
     try:
         poller = Poller(settings, lag_engine(settings), build_feeds(settings))
         work.phase = "reading the clusters"
-        work.rows = _observe(poller, deadline.seconds, deadline, work)
+        if groups:
+            rows = _poll(poller)  # the LROs a group's re-read is counted against
+            work.phase = "reading the consumer groups"
+            work.groups = read_groups(settings, rows, max(0.01, deadline.remaining() - RESERVE_S))
+            work.rows = rows
+        else:
+            work.rows = _observe(poller, deadline.seconds, deadline, work)
     except BaseException as exc:  # handed to the main thread
         work.error = exc
     finally:
@@ -116,6 +128,8 @@ def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, as_json: bool) 
     rows = work.rows
     if rows is None:  # not even a first poll answered
         return _unknown(f"timed out after {deadline.seconds:g} s {work.phase}", reach, deadline, as_json)
+    if work.groups is not None:
+        return answer_groups(work.groups, as_json)
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -24,8 +24,9 @@ log = logging.getLogger("mirrorlag")
 
 CHECK_EPILOG = """\
 exit status:
-  0  OK: every partition IN_SYNC
+  0  OK: every partition IN_SYNC (--groups: every consumer group READY)
   1  WARNING: any partition LAGGING, STALLED, AT_RISK, RESET or UNKNOWN
+     (--groups: any group not READY)
   2  error: a bad configuration or usage (one line on stderr)
   3  UNKNOWN: a cluster could not be read, or no answer within --timeout; the
      output names each cluster that did not answer, and why
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_config(check)
     check.add_argument("--json", action="store_true", help="print a JSON array of partitions "
                        "(exit 3: an object with the reason and the clusters)")
+    check.add_argument("--groups", action="store_true",
+                       help="failover readiness of the consumer groups MM2 checkpoints instead: exit 0 when "
+                            "every group is READY, 1 otherwise (--json: one object per group partition)")
     check.add_argument("--timeout", type=float, default=30.0, metavar="S",
                        help="seconds the whole check may take, answer included (default 30); "
                             "also its window, capped at replication.lag.time.max.ms")
@@ -111,7 +115,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         from mirrorlag.check import run_check
 
-        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started)
+        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
+                         groups=args.groups)
     if args.command == "demo":
         from mirrorlag.demo.runner import run_demo
 

@@ -1,5 +1,5 @@
 """MM2's wire formats, byte for byte (apache/kafka connect/mirror: OffsetSync.java, Heartbeat.java,
-and Connect's JSON source offsets). Pure: bytes in, values out; anything malformed is a BadRecord.
+mirror-client's Checkpoint.java, and Connect's JSON source offsets). Pure: bytes in, values out; anything malformed is a BadRecord.
 
 Kafka Structs (protocol.types.Schema) carry no version prefix unless the schema says so: a STRING
 is an int16 big-endian byte length plus UTF-8, INT32/INT64 are big-endian. Like Schema.read,
@@ -168,3 +168,53 @@ def encode_connect_offset(key: ConnectOffsetKey, offset: int | None) -> tuple[by
     partition = {"cluster": key.cluster, "partition": key.partition, "topic": key.topic}
     raw_key = json.dumps([key.connector, partition], separators=(",", ":")).encode()
     return raw_key, None if offset is None else json.dumps({"offset": offset}, separators=(",", ":")).encode()
+
+
+# --- Checkpoint (MirrorCheckpointConnector, mirror-client's Checkpoint.java) ---------------
+# key:   STRING group, STRING topic (the remote topic), INT32 partition
+# value: INT16 version (0), then V0: INT64 upstreamOffset, INT64 offset (downstream), STRING metadata
+
+_CHECKPOINT_HEAD = struct.Struct(">hqq")
+
+
+class Checkpoint(NamedTuple):
+    group: str
+    topic: str  # the remote topic on the target, as MM2 names it
+    partition: int
+    upstream_offset: int  # the group's committed source offset when MM2 read it
+    downstream_offset: int  # where the group resumes on the target
+    metadata: str
+
+
+def decode_checkpoint_key(key: bytes | None) -> tuple[str, str, int]:
+    """(group, topic, partition): all a tombstone (a null value) carries."""
+    if key is None:
+        raise BadRecord("null key")
+    group, pos = _read_string(key, 0)
+    topic, pos = _read_string(key, pos)
+    if len(key) < pos + 4:
+        raise BadRecord("key lacks its partition")
+    (partition,) = _INT32.unpack_from(key, pos)
+    return group, topic, partition
+
+
+def decode_checkpoint(key: bytes | None, value: bytes | None) -> Checkpoint:
+    if key is None or value is None:
+        raise BadRecord("null key or value")
+    group, topic, partition = decode_checkpoint_key(key)
+    if len(value) < _CHECKPOINT_HEAD.size + 2:
+        raise BadRecord(f"value of {len(value)} bytes, expected at least {_CHECKPOINT_HEAD.size + 2}")
+    version, upstream, downstream = _CHECKPOINT_HEAD.unpack_from(value, 0)
+    if version != 0:
+        raise BadRecord(f"unknown checkpoint version {version}")
+    metadata, _ = _read_string(value, _CHECKPOINT_HEAD.size)
+    if partition < 0 or upstream < 0 or downstream < 0:
+        raise BadRecord("negative partition or offset")
+    return Checkpoint(group, topic, partition, upstream, downstream, metadata)
+
+
+def encode_checkpoint(checkpoint: Checkpoint) -> tuple[bytes, bytes]:
+    """The bytes MM2's Checkpoint.recordKey()/recordValue() produce."""
+    key = _string(checkpoint.group) + _string(checkpoint.topic) + _INT32.pack(checkpoint.partition)
+    value = _CHECKPOINT_HEAD.pack(0, checkpoint.upstream_offset, checkpoint.downstream_offset)
+    return key, value + _string(checkpoint.metadata)

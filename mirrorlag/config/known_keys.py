@@ -22,10 +22,11 @@ from mirrorlag.config.client import CLIENT_KEYS
 TOP_KEYS_READ: dict[str, str | None] = {
     "clusters": None,
     "topics.blacklist": None,  # the legacy name of topics.exclude, also per flow
+    "groups.blacklist": None,  # the legacy name of groups.exclude, also per flow
     "offset.storage.topic": None,
     **{key: None for key in CLIENT_KEYS},
 }
-FLOW_KEYS_READ: dict[str, str | None] = {"enabled": "false", "topics.blacklist": None}  # A->B.
+FLOW_KEYS_READ: dict[str, str | None] = {"enabled": "false", "topics.blacklist": None, "groups.blacklist": None}  # A->B.
 # Connect worker keys of the target's herder, read under `<target>.` only, as MM2's worker does.
 WORKER_KEYS_READ: dict[str, str | None] = {
     "offset.flush.interval.ms": "60000",

@@ -20,6 +20,7 @@ import javaproperties
 
 from mirrorlag.config.client import Prop, cluster_client_config, error_at
 from mirrorlag.config.effective import non_defaults
+from mirrorlag.config.group_filter import GROUPS_DEFAULT, GROUPS_EXCLUDE_DEFAULT, compile_patterns
 from mirrorlag.config.near_miss import warn_near_misses
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
@@ -27,6 +28,7 @@ from mirrorlag.config.settings import (
     LRO_FEEDS,
     ClusterSettings,
     EngineParams,
+    FailoverSettings,
     FlowSettings,
     HistorySettings,
     S3UploadSettings,
@@ -172,19 +174,11 @@ def _feeds(text: str) -> tuple[str, ...]:
     return names
 
 
-_NOTHING = re.compile(r"(?!)")  # an empty list selects no topic
-
-
 def _topic_patterns(text: str) -> re.Pattern[str]:
-    # ConfigDef LIST split on commas; MM2 joins the regexes with '|' and matches whole names.
-    regexes = [r.strip() for r in text.split(",") if r.strip()]
-    for regex in regexes:
-        try:
-            re.compile(regex)
-        except re.error as err:
-            message = f"invalid regular expression {regex!r}: {err}"
-            raise _Bad("comma-separated regular expressions", message) from None
-    return re.compile("|".join(f"(?:{r})" for r in regexes)) if regexes else _NOTHING
+    try:
+        return compile_patterns(text)
+    except ValueError as err:
+        raise _Bad("comma-separated regular expressions", str(err)) from None
 
 
 def _optional_path(text: str) -> Path | None:
@@ -290,6 +284,12 @@ FLOW_KEYS: dict[str, Row] = {
     "offset.lag.max": (_integer(0, maximum=_LONG_MAX), "100"),
     "offset-syncs.topic.location": (_choice("source", "target"), "source"),
     "emit.offset-syncs.enabled": (_boolean, "true"),  # MM2 >= 3.9 (KIP-1031)
+    # The checkpoint connector (MirrorCheckpointConfig): which groups it checkpoints, how often.
+    "groups": (_topic_patterns, GROUPS_DEFAULT),
+    "groups.exclude": (_topic_patterns, GROUPS_EXCLUDE_DEFAULT),  # legacy: groups.blacklist
+    "emit.checkpoints.enabled": (_boolean, "true"),
+    "emit.checkpoints.interval.seconds": (_integer(-_LONG_MAX, maximum=_LONG_MAX), "60"),  # < 0: none
+    "sync.group.offsets.enabled": (_boolean, "false"),
     "replication.lag.time.max.ms": (_seconds(1), "30000"),
     "metrics.sample.window.ms": (_seconds(1), "30000"),
     "metrics.num.samples": (_integer(1), "2"),
@@ -319,6 +319,14 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.metadata.max.age.ms": (_seconds(0), "60000"),
     "mirrorlag.metrics.detail": (_choice("auto", "full", "lag"), "auto"),
     "mirrorlag.metrics.partition.series.max": (_integer(0), "10000"),
+    # Failover readiness per consumer group (DESIGN §9). interval 0: the shortest of the flows'
+    # emit.checkpoints.interval.seconds (a checkpoint is never fresher than that).
+    "mirrorlag.failover.enabled": (_boolean, "true"),
+    "mirrorlag.failover.interval.ms": (_seconds(0), "0"),
+    "mirrorlag.failover.reread.max.records": (_integer(0, maximum=_LONG_MAX), "100000"),
+    "mirrorlag.failover.checkpoint.max.age.ms": (_seconds(1), "180000"),
+    "mirrorlag.failover.groups.max.in.flight": (_integer(1), "8"),
+    "mirrorlag.failover.partition.series.max": (_integer(0), "1000"),
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
     "mirrorlag.history.dir": (_optional_path, ""),
     "mirrorlag.history.segment.ms": (_seconds(1), "300000"),
@@ -396,6 +404,15 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
         metrics_detail=own["mirrorlag.metrics.detail"],
         metrics_partition_series_max=own["mirrorlag.metrics.partition.series.max"],
         history=_history(props, own),
+        failover=FailoverSettings(
+            enabled=own["mirrorlag.failover.enabled"],
+            interval_s=own["mirrorlag.failover.interval.ms"] or min(
+                (f.emit_checkpoints_interval_s for f in flows if f.emit_checkpoints), default=60.0),
+            reread_max_records=own["mirrorlag.failover.reread.max.records"],
+            checkpoint_max_age_s=own["mirrorlag.failover.checkpoint.max.age.ms"],
+            groups_max_in_flight=own["mirrorlag.failover.groups.max.in.flight"],
+            partition_series_max=own["mirrorlag.failover.partition.series.max"],
+        ),
         non_defaults=non_defaults(props, files, aliases, [f"{f.source}->{f.target}" for f in flows],
                                   _default_tests(GLOBAL_KEYS), _default_tests(FLOW_KEYS)),
     )
@@ -519,6 +536,8 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
     # ConfigUtils.translateDeprecatedConfigs: topics.blacklist only counts if topics.exclude is
     # unset at both levels (the flow's view merges them before translating).
     exclude = prop("topics.exclude") or prop("topics.blacklist")
+    groups_exclude = prop("groups.exclude") or prop("groups.blacklist")  # the same translation
+    checkpoint_interval = get("emit.checkpoints.interval.seconds")
     policy = ReplicationPolicy(
         separator=get("replication.policy.separator"),
         internal_separator_enabled=get("replication.policy.internal.topic.separator.enabled"),
@@ -562,6 +581,12 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
         isolation_level_from=isolation_from,
         emit_offset_syncs=get("emit.offset-syncs.enabled"),
         source_consumer_reset=_reset(_source_consumer_prop(props, source, target, "auto.offset.reset")),
+        groups_include=get("groups"),
+        groups_exclude=_value(groups_exclude, FLOW_KEYS["groups.exclude"]),
+        # MM2 checkpoints nothing without offset syncs to translate through, or with a negative interval.
+        emit_checkpoints=get("emit.checkpoints.enabled") and get("emit.offset-syncs.enabled") and checkpoint_interval >= 0,
+        emit_checkpoints_interval_s=float(max(checkpoint_interval, 1)),
+        sync_group_offsets=get("sync.group.offsets.enabled"),
     )
 
 

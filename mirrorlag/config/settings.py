@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from mirrorlag.config.group_filter import GROUPS_DEFAULT, GROUPS_EXCLUDE_DEFAULT, GroupFilter, compile_patterns
 from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.model import FlowId
 
@@ -85,6 +86,14 @@ class FlowSettings:
     # earliest): where it starts a partition it never copied. "earliest": every record from the
     # log start is owed; otherwise the records before its first copy are not.
     source_consumer_reset: str = "earliest"
+    # The checkpoint connector's groups (`groups`, `groups.exclude` / legacy `groups.blacklist`),
+    # whether it runs for this flow (emit.checkpoints.enabled, with offset syncs and an interval
+    # >= 0) and how often (emit.checkpoints.interval.seconds), and sync.group.offsets.enabled.
+    groups_include: re.Pattern[str] = field(default_factory=lambda: compile_patterns(GROUPS_DEFAULT))
+    groups_exclude: re.Pattern[str] = field(default_factory=lambda: compile_patterns(GROUPS_EXCLUDE_DEFAULT))
+    emit_checkpoints: bool = True
+    emit_checkpoints_interval_s: float = 60.0
+    sync_group_offsets: bool = False
 
     def __post_init__(self) -> None:
         if not self.connect_offsets_topic:
@@ -93,6 +102,10 @@ class FlowSettings:
     @property
     def id(self) -> FlowId:
         return FlowId(self.source, self.target)
+
+    @property
+    def group_filter(self) -> GroupFilter:
+        return GroupFilter(self.groups_include, self.groups_exclude)
 
     def should_replicate(self, topic: str) -> bool:
         """MirrorSourceConnector.shouldReplicateTopic: filter, never internal topics, never cycles."""
@@ -152,6 +165,18 @@ class HistorySettings:
 
 
 @dataclass(frozen=True)
+class FailoverSettings:
+    """mirrorlag.failover.*: failover readiness per consumer group (DESIGN §9)."""
+
+    enabled: bool = True  # mirrorlag.failover.enabled
+    interval_s: float = 60.0  # mirrorlag.failover.interval.ms; 0 there: the flows' emit.checkpoints.interval.seconds
+    reread_max_records: int = 100_000  # mirrorlag.failover.reread.max.records: READY at or below
+    checkpoint_max_age_s: float = 180.0  # mirrorlag.failover.checkpoint.max.age.ms: a moved group's checkpoint
+    groups_max_in_flight: int = 8  # mirrorlag.failover.groups.max.in.flight: ListConsumerGroupOffsets at once
+    partition_series_max: int = 1000  # mirrorlag.failover.partition.series.max: not-READY group partitions
+
+
+@dataclass(frozen=True)
 class InForce:
     """A key mirrorlag reads, set to something other than its default (config/effective.py)."""
 
@@ -195,6 +220,7 @@ class Settings:
     # CPU in proportion to the cluster's partitions.
     metadata_max_age_s: float = 60.0
     history: HistorySettings | None = None  # mirrorlag.history.*; None when mirrorlag.history.dir is unset
+    failover: FailoverSettings = field(default_factory=FailoverSettings)
     # The keys read that are not at their defaults, with file and line and secrets masked: `run`
     # logs them at its start (config/effective.py).
     non_defaults: tuple[InForce, ...] = field(default=(), repr=False, compare=False)

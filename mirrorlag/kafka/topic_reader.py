@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 GONE_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
 
 Apply = Callable[[str, bytes | None, bytes | None], None]  # (topic, key, value)
+# (topic, key, value, record timestamp in ms): what a reader made with `timed` applies
+ApplyTimed = Callable[[str, bytes | None, bytes | None, int], None]
 
 # How long the per-poll "does it still exist" question may take: a healthy cluster answers in
 # milliseconds, and a down one must not hold every poll for the whole request timeout (a slower
@@ -144,6 +146,7 @@ class TopicReader:
     # The newest record timestamp (s) of the batch being applied: a feed dates what it learns
     # from the batch by it (an upper bound for each record, taken once a batch, not per record).
     batch_time_s: float | None = None
+    timed: bool = False  # apply gets each record's own timestamp too (ApplyTimed)
 
     def __post_init__(self) -> None:
         if isinstance(self.consumer, FeedConsumer):
@@ -162,7 +165,7 @@ class TopicReader:
         state = "not read to its end yet" if topic in self._assigned else "not found"
         return f"{self.label} topic {topic} on cluster {self.cluster_alias}: {state}"
 
-    def drain(self, apply: Apply) -> None:
+    def drain(self, apply: Apply | ApplyTimed) -> None:
         self._sync_topics()
         if self._assigned:
             self._read_to_end(apply)
@@ -214,7 +217,7 @@ class TopicReader:
             log.info("%s topic %s found on cluster %s", self.label, topic, self.cluster_alias)
         return starts
 
-    def _read_to_end(self, apply: Apply) -> None:
+    def _read_to_end(self, apply: Apply | ApplyTimed) -> None:
         """Drain what has arrived; on a topic's first read, go on until each partition hit its end.
 
         A partition stays "at end" until a newer record arrives (librdkafka reports EOF once per
@@ -224,6 +227,7 @@ class TopicReader:
         (0.5 s) when nothing is new.
         """
         deadline = time.monotonic() + self.timeout_s
+        timed = self.timed
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -245,7 +249,10 @@ class TopicReader:
                     continue
                 if at_eof:  # empty while draining: no tuple per record
                     at_eof.discard((msg.topic(), msg.partition()))
-                apply(msg.topic(), msg.key(), msg.value())
+                if timed:
+                    apply(msg.topic(), msg.key(), msg.value(), msg.timestamp()[1])  # type: ignore[call-arg]
+                else:
+                    apply(msg.topic(), msg.key(), msg.value())  # type: ignore[call-arg]
             for topic in gone:
                 self._forget(topic)
             assigned = {(t, p) for t, parts in self._assigned.items() for p in parts}

@@ -8,7 +8,9 @@ writes what MM2 writes around the copy, with MM2's codecs (mirrorlag.formats):
 - Connect source offsets (last acknowledged source offset per partition) to `mm2-offsets.A.internal`
   on B every `<B>.offset.flush.interval.ms`, then the delayed syncs, as MirrorSourceTask.commit does;
 - heartbeats: Heartbeat(A, B) into `heartbeats` on B and Heartbeat(B, A) into `heartbeats` on A
-  (the A->B heartbeat connector and the B->A heartbeat-only pair of a dedicated MM2).
+  (the A->B heartbeat connector and the B->A heartbeat-only pair of a dedicated MM2);
+- checkpoints of the accepted consumer groups into `A.checkpoints.internal` on B, and their
+  offsets synced into B where `sync.group.offsets.enabled` (mirror.checkpointer).
 
 It resumes each partition from its committed Connect offset + 1, so a restart copies again whatever
 was copied after the last commit, exactly like MM2. It is a stand-in for MM2 in tests and the demo:
@@ -56,6 +58,8 @@ from mirrorlag.formats import (
     encode_offset_sync,
 )
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
+from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
+from mirrorlag.mirror.checkpointer import CheckpointOptions, CheckpointTask
 from mirrorlag.mirror.sync_state import OffsetSyncWriter
 from mirrorlag.model import FlowId
 
@@ -99,6 +103,8 @@ class MirrorOptions:
     replication_factor: int = -1  # replication.factor for created topics; -1 = broker default
     heartbeat_emitters: tuple[HeartbeatEmitter, ...] = ()
     offset_syncs_disabled: frozenset[FlowId] = frozenset()  # emit.offset-syncs.enabled = false
+    # Flows whose checkpoint connector runs (emit.checkpoints.enabled, MM2's default true)
+    checkpoints: Mapping[FlowId, CheckpointOptions] = field(default_factory=dict)
 
 
 def read_properties(settings: Settings) -> dict[str, str]:
@@ -138,10 +144,16 @@ def mirror_options(
 
     emitters: dict[tuple[str, str], HeartbeatEmitter] = {}
     disabled_syncs: set[FlowId] = set()
+    checkpoints: dict[FlowId, CheckpointOptions] = {}
     for flow in settings.flows:
         a, b = flow.source, flow.target
         if not _bool(flow_value(a, b, "emit.offset-syncs.enabled"), "emit.offset-syncs.enabled", True):
             disabled_syncs.add(flow.id)
+        if flow.emit_checkpoints:
+            key = "sync.group.offsets.interval.seconds"
+            sync_interval = _int(flow_value(a, b, key), key, 60, minimum=1)
+            checkpoints[flow.id] = CheckpointOptions(flow.group_filter, flow.emit_checkpoints_interval_s,
+                                                     flow.sync_group_offsets, float(sync_interval))
         # The A->B heartbeat connector writes into B; the implied B->A heartbeat-only pair into A.
         for source, target in ((a, b), (b, a)):
             key = "emit.heartbeats.enabled"
@@ -162,6 +174,7 @@ def mirror_options(
         replication_factor=_int(props.get("replication.factor"), "replication.factor", -1),
         heartbeat_emitters=tuple(emitters.values()),
         offset_syncs_disabled=frozenset(disabled_syncs),
+        checkpoints=checkpoints,
     )
 
 
@@ -271,6 +284,7 @@ class Mirror:
         self._data_producers: dict[str, Producer] = {}
         self._internal_producers: dict[str, Producer] = {}
         self._tasks: list[_FlowTask] = []
+        self._checkpoint_tasks: list[CheckpointTask] = []
         self._next_heartbeat: dict[HeartbeatEmitter, float] = {}
         self._warned: dict[str, str] = {}
         self._copied_at_commit = 0
@@ -310,6 +324,8 @@ class Mirror:
                     self._discover()
                     next_discovery = time.monotonic() + self.options.refresh_topics_interval_s
                 self._emit_heartbeats(now)
+                for checkpointer in self._checkpoint_tasks:
+                    checkpointer.tick(now)
                 if now >= next_flush:
                     self._commit(timeout_s=5.0)
                     next_flush = time.monotonic() + self.options.offset_flush_interval_s
@@ -376,6 +392,8 @@ class Mirror:
             if flow.id not in self.options.offset_syncs_disabled:
                 alias, topic = self._sync_location(flow)
                 want(alias, topic, compact)
+            if flow.id in self.options.checkpoints:
+                want(flow.target, flow.policy.checkpoints_topic(flow.source), compact)
         for alias, specs in wanted.items():
             if stop_event.is_set():
                 return
@@ -385,6 +403,8 @@ class Mirror:
             if stop_event.is_set():
                 return
             self._tasks.append(self._make_task(flow))
+            if (checkpointing := self.options.checkpoints.get(flow.id)) is not None:
+                self._checkpoint_tasks.append(self._checkpoint_task(flow, checkpointing))
         log.info("mirroring %s (offset flush every %.1f s%s)", ", ".join(str(f.id) for f in self.settings.flows),
                  self.options.offset_flush_interval_s,
                  f", at most {self.options.max_records_per_second:g} records/s" if self._bucket else "")
@@ -433,6 +453,15 @@ class Mirror:
                 task.syncs.completed()
 
             task.syncs = OffsetSyncWriter(flow.offset_lag_max, send)
+        return task
+
+    def _checkpoint_task(self, flow: FlowSettings, options: CheckpointOptions) -> CheckpointTask:
+        alias, sync_topic = self._sync_location(flow)
+        reader = TopicReader("offset-syncs", alias, assign_only_consumer(self.settings.clusters[alias]),
+                             [sync_topic], ADMIN_TIMEOUT_S)
+        task = CheckpointTask(flow, options, self._admin(flow.source), self._admin(flow.target),
+                              self._internal_producer(flow.target), reader, warn=self._warn)
+        task.start()
         return task
 
     def _load_committed(self, flow: FlowSettings, topic: str) -> dict[TopicPart, int]:
@@ -710,6 +739,11 @@ class Mirror:
             for task in self._tasks:
                 try:
                     task.consumer.close()
+                except (KafkaException, RuntimeError):
+                    pass
+            for checkpointer in self._checkpoint_tasks:
+                try:
+                    checkpointer.close()
                 except (KafkaException, RuntimeError):
                     pass
 

@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 
 from mirrorlag.formats import (
     CONNECTOR_NAME,
+    Checkpoint,
+    decode_checkpoint,
     decode_connect_offset_key,
     decode_connect_offset_value,
     decode_heartbeat,
     decode_offset_sync,
 )
+from mirrorlag.groups.sync_store import SyncStore, translate
 from tests.conftest import Clusters
 
 pytestmark = pytest.mark.integration
@@ -308,3 +311,59 @@ def test_rate_limit_and_pause_by_signal(tmp_path, own_clusters, readers):
         setup.stop(proc)
     assert "copying paused" in setup.log.read_text()
 
+
+
+def test_checkpoints_and_synced_group_offsets_by_mm2s_rule(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters, extra=(
+        "emit.checkpoints.interval.seconds = 1\n"
+        "sync.group.offsets.enabled = true\n"
+        "sync.group.offsets.interval.seconds = 1\n"))
+    own_clusters.create_topic(setup.topic, 2)
+    counts = {0: 12, 1: 7}
+    for partition, n in counts.items():
+        setup.produce(partition, range(n))
+    proc = setup.start(flush_ms=1000)
+    try:
+        expected_syncs_ = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
+        syncs = readers(own_clusters.source, setup.sync_topic).until(
+            lambda r: syncs_of(r, setup.topic) == expected_syncs_, what="syncs")
+        # Only now do groups commit, so every checkpoint is translated with all the syncs.
+        group, console = f"app-{setup.src}", f"console-consumer-{setup.src}"
+        committed = {0: 6, 1: 7}
+        for g in (group, console):
+            consumer = Consumer({"bootstrap.servers": own_clusters.source, "group.id": g, "enable.auto.commit": False})
+            consumer.commit(offsets=[TopicPartition(setup.topic, p, o) for p, o in committed.items()], asynchronous=False)
+            consumer.close()
+        # MM2's rule by hand: kept syncs of p0 are (11,11), (8,8), (0,0) ((4,4) fell out of the
+        # exponentially spaced slots), so g=6 resumes at 0 + 1; p1's newest sync (6,6) gives 7.
+        store = SyncStore()
+        store.read_to_end()
+        for p, pairs in syncs_of(syncs, setup.topic).items():
+            for u, d in pairs:
+                store.apply(setup.topic, p, u, d)
+        want = {p: translate(store.slots(setup.topic, p), g).downstream for p, g in committed.items()}
+        assert want == {0: 1, 1: 7}
+
+        def newest(records: list[Message]) -> dict[tuple[str, str, int], tuple[Checkpoint, int]]:
+            return {(c.group, c.topic, c.partition): (c, m.timestamp()[1])
+                    for m in records for c in [decode_checkpoint(m.key(), m.value())]}
+
+        read = readers(own_clusters.target, f"{setup.src}.checkpoints.internal").until(
+            lambda r: {k[2] for k in newest(r) if k[0] == group} == {0, 1}, what="checkpoints")
+        got = newest(read)
+        for p, g in committed.items():
+            checkpoint, stamp = got[(group, setup.remote, p)]
+            assert (checkpoint.upstream_offset, checkpoint.downstream_offset) == (g, want[p])
+            assert abs(stamp - time.time() * 1000) < 30_000
+        assert not [k for k in got if k[0] == console]  # groups.exclude's default
+
+        target = own_clusters.admin("target")
+        deadline = time.monotonic() + 15
+        synced: dict[int, int] = {}
+        while time.monotonic() < deadline and synced != want:
+            answer = target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=5)
+            synced = {tp.partition: tp.offset for tp in answer.topic_partitions or () if tp.topic == setup.remote}
+            time.sleep(0.3)
+        assert synced == want
+    finally:
+        setup.stop(proc)

@@ -555,6 +555,12 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.history.upload.s3.secret.access.key",
         "mirrorlag.history.upload.s3.session.token",
         "mirrorlag.history.upload.s3.path.style.access",
+        "mirrorlag.failover.enabled",
+        "mirrorlag.failover.interval.ms",
+        "mirrorlag.failover.reread.max.records",
+        "mirrorlag.failover.checkpoint.max.age.ms",
+        "mirrorlag.failover.groups.max.in.flight",
+        "mirrorlag.failover.partition.series.max",
     }
 
 

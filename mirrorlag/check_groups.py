@@ -1,0 +1,87 @@
+"""`mirrorlag check --groups`: failover readiness of every consumer group MM2 checkpoints, in one
+look (DESIGN §9). Exit 0 when every group is READY, 1 when any is not, 3 (UNKNOWN) when a flow's
+groups could not be read; 2 stays a configuration or usage error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from mirrorlag.config.settings import Settings
+from mirrorlag.groups.flow_reader import flow_readers
+from mirrorlag.groups.monitor import GroupsMonitor, GroupsSnapshot
+from mirrorlag.groups.readiness import GroupState, Limits
+from mirrorlag.groups.rows import group_rows
+from mirrorlag.model import PartitionRow
+
+EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3
+
+
+def limits_of(settings: Settings) -> Limits:
+    f = settings.failover
+    return Limits(f.reread_max_records, int(f.checkpoint_max_age_s * 1000))
+
+
+def read_groups(settings: Settings, rows: Sequence[PartitionRow], timeout_s: float) -> GroupsSnapshot:
+    """One read of every flow's groups, with the LROs of a poll's `rows`."""
+    lros = {(r.key.flow, r.key.topic, r.key.partition): r.lro for r in rows}
+    monitor = GroupsMonitor(flow_readers(settings, timeout_s),
+                            lro_of=lambda flow: lambda topic, partition: lros.get((flow, topic, partition)),
+                            limits=limits_of(settings))
+    try:
+        return monitor.run_once()
+    finally:
+        monitor.close()
+
+
+def answer(snapshot: GroupsSnapshot, as_json: bool) -> int:
+    """Prints the groups and returns the exit status."""
+    failed = [f for f in snapshot.flows if f.error is not None]
+    if failed:
+        reason = "; ".join(f"{f.flow}: {f.error}" for f in failed)
+        if as_json:
+            json.dump({"status": "UNKNOWN", "reason": reason}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(f"UNKNOWN: {reason}")
+        return EXIT_UNKNOWN
+    rows = [row for f in snapshot.flows for row in group_rows(f.flow, f.groups)]
+    if as_json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_table(rows, snapshot)
+    ready = all(g.state is GroupState.READY for f in snapshot.flows for g in f.groups)
+    return EXIT_OK if ready else EXIT_WARNING
+
+
+def _print_table(rows: list[dict], snapshot: GroupsSnapshot) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    if not snapshot.flows:
+        console.print("no flow checkpoints consumer groups (emit.checkpoints.enabled)")
+        return
+    for f in snapshot.flows:
+        shown = len(f.groups)
+        console.print(f"{f.flow}: {shown} group{'s' if shown != 1 else ''} with offsets on mirrored topics, of "
+                      f"{f.listed} the source listed (only groups the principal may Describe are listed)"
+                      + ("" if f.checkpoints_read else "; MM2's checkpoints topic not read (missing, or not permitted)"))
+    if not rows:
+        return
+    table = Table(box=box.SIMPLE_HEAD)
+    columns = ("flow", "group", "topic", "partition", "committed", "checkpoint_downstream", "resume_source_offset",
+               "reread_records", "skipped_records", "checkpoint_age_s", "state")
+    numeric = {"partition", "committed", "checkpoint_downstream", "resume_source_offset", "reread_records",
+               "skipped_records", "checkpoint_age_s"}
+    for column in columns:
+        table.add_column(column.replace("_records", "").replace("_", " "), justify="right" if column in numeric else "left")
+    for row in rows:
+        cells = ["-" if row[c] is None else (f"{row[c]:.0f}" if c == "checkpoint_age_s" else str(row[c])) for c in columns]
+        if row["because"]:
+            cells[-1] += f" ({row['because']})"
+        table.add_row(*cells)
+    console.print(table)

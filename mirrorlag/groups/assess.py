@@ -1,0 +1,89 @@
+"""One flow's consumer groups assessed: every committed partition of every accepted group on the
+flow's copied topics, its readiness (readiness.py), and per group the figures the exporters show
+(worst state, partitions by state, re-read sum and max, oldest checkpoint). Pure."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from mirrorlag.groups.checkpoints import Checkpointed
+from mirrorlag.groups.readiness import GroupState, Limits, PartitionEvidence, PartitionReadiness, partition_readiness, worst
+from mirrorlag.groups.sync_store import Sync
+
+TopicPart = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GroupPartition:
+    topic: str  # the source topic
+    partition: int
+    committed: int
+    checkpoint: Checkpointed | None
+    target_offset: int | None
+    readiness: PartitionReadiness
+
+
+@dataclass
+class GroupReadiness:
+    group: str
+    partitions: list[GroupPartition]
+    active_on_target: bool = False  # members on the target: its consumers moved already
+    state: GroupState = GroupState.READY
+    by_state: Counter[GroupState] = field(default_factory=Counter)
+    reread_sum: int = 0
+    reread_max: int = 0
+    checkpoint_age_max_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        states = [p.readiness.state for p in self.partitions]
+        self.state = worst(states)
+        self.by_state = Counter(states)
+        rereads = [p.readiness.reread for p in self.partitions if p.readiness.reread is not None]
+        self.reread_sum, self.reread_max = sum(rereads), max(rereads, default=0)
+        ages = [p.readiness.checkpoint_age_ms for p in self.partitions if p.readiness.checkpoint_age_ms is not None]
+        self.checkpoint_age_max_ms = max(ages, default=None)
+
+
+@dataclass(frozen=True)
+class FlowEvidence:
+    """What one read of a flow gathered. `committed`: per accepted group, its committed source
+    offsets on the flow's copied topics; `checkpoints`: keyed (group, remote topic, partition);
+    `target_offsets`: per group, its committed offsets on the target (remote topic names);
+    `members_on_target`: per group, its members there."""
+    committed: Mapping[str, Mapping[TopicPart, int]]
+    checkpoints: Mapping[tuple[str, str, int], Checkpointed]
+    target_offsets: Mapping[str, Mapping[TopicPart, int]]
+    members_on_target: Mapping[str, int]
+    syncs_ready: bool
+    checkpoints_read: bool = True  # the checkpoints topic was read to its end
+    listed: int = 0  # groups the source listed (ListConsumerGroups shows only those the principal may Describe)
+
+
+SlotsOf = Callable[[str, int], list[Sync] | None]  # (source topic, partition) -> kept syncs
+
+
+def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf, lro: Callable[[str, int], int | None],
+           limits: Limits, now_ms: int, history: SlotsOf | None = None) -> list[GroupReadiness]:
+    """`slots`: MM2's replica; `history`: the syncs resume points map back through (default: `slots`)."""
+    history = slots if history is None else history
+    out = []
+    for group in sorted(evidence.committed):
+        on_target = evidence.target_offsets.get(group, {})
+        partitions = []
+        for (topic, partition), g in sorted(evidence.committed[group].items()):
+            remote_topic = remote(topic)
+            checkpoint = evidence.checkpoints.get((group, remote_topic, partition))
+            target_offset = on_target.get((remote_topic, partition))
+            e = PartitionEvidence(
+                group_offset=g, lro=lro(topic, partition),
+                checkpoint_downstream=None if checkpoint is None else checkpoint.downstream,
+                checkpoint_upstream=None if checkpoint is None else checkpoint.upstream,
+                checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
+                target_offset=target_offset)
+            r = partition_readiness(e, slots(topic, partition), evidence.syncs_ready, limits, now_ms,
+                                    history(topic, partition), evidence.checkpoints_read)
+            partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
+        out.append(GroupReadiness(group, partitions, evidence.members_on_target.get(group, 0) > 0))
+    return out

@@ -1,0 +1,122 @@
+"""Per consumer group and partition: where the group would resume on the target if it failed over
+now, and what that costs it (DESIGN §9). Pure: offsets and times in, figures and a state out.
+
+Offsets follow Kafka's convention: a committed offset G is the next record the group reads, so
+it has consumed every source record below G; the target holds copies of source records up to
+the LRO (the last replicated offset), so below LRO + 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from mirrorlag.groups.sync_store import Sync, translate, upstream_of
+
+
+class GroupState(Enum):
+    """Worst first: the order `worst` ranks partitions by."""
+    SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (MM2 < 3.4.1 translated so)
+    UNMAPPED = "UNMAPPED"  # a resume point no kept sync maps back to the source: the cost is unknown
+    NOT_CHECKPOINTED = "NOT_CHECKPOINTED"  # committed on a mirrored partition, no checkpoint
+    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # the group moved on and its checkpoint is older than the limit
+    REREAD_HIGH = "REREAD_HIGH"  # would read more records again than the limit
+    READY = "READY"
+
+
+_RANK = {s: i for i, s in enumerate(GroupState)}
+
+
+class NotCheckpointedBecause(Enum):
+    CHECKPOINTS_UNREAD = "MM2's checkpoints topic on the target has not been read (missing, or not permitted)"
+    SYNCS_LOADING = "the offset syncs are not read to their end yet (MM2 translates nothing before)"
+    NO_SYNC = "no offset sync for the partition"
+    OLDER_THAN_SYNCS = "the group's offset is older than every kept offset sync"
+    # MM2 drops older syncs while it reads the sync topic at start: after a restart it cannot
+    # translate an offset only those syncs covered
+    OLDER_THAN_SYNCS_AFTER_RESTART = ("only syncs MM2 drops when it restarts lie at or below the group's offset "
+                                      "(after a restart MM2 cannot translate it)")
+    NOT_WRITTEN = "MM2 has not written it (checkpoint task behind or down, or the group new)"
+
+
+@dataclass(frozen=True)
+class Limits:
+    reread_max_records: int
+    checkpoint_max_age_ms: int
+
+
+@dataclass(frozen=True)
+class PartitionEvidence:
+    group_offset: int  # G: committed on the source
+    lro: int | None  # the flow's last replicated offset of the partition (None: not known)
+    checkpoint_downstream: int | None  # the newest checkpoint's downstream offset
+    checkpoint_upstream: int | None  # ... the group's source offset it translated
+    checkpoint_ms: int | None  # ... and its record timestamp (when MM2 read the group)
+    target_offset: int | None  # the group's committed offset on the target (MM2's group offset sync)
+
+
+@dataclass(frozen=True)
+class PartitionReadiness:
+    state: GroupState
+    resume_target: int | None  # where it would resume on the target
+    resume_source: int | None  # the least source offset that target offset maps back to
+    reread: int | None  # records consumed already that it would read again (at most)
+    skipped: int  # records it would never see
+    not_yet_mirrored: int  # records consumed on the source that the target does not hold yet
+    checkpoint_age_ms: int | None
+    because: NotCheckpointedBecause | None = None
+
+
+def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, syncs_ready: bool,
+                      group_offset: int, checkpoints_read: bool) -> NotCheckpointedBecause:
+    if not checkpoints_read:
+        return NotCheckpointedBecause.CHECKPOINTS_UNREAD
+    if not syncs_ready:
+        return NotCheckpointedBecause.SYNCS_LOADING
+    if slots is None:
+        return NotCheckpointedBecause.NO_SYNC
+    if translate(history, group_offset).downstream is None:
+        return NotCheckpointedBecause.OLDER_THAN_SYNCS
+    if translate(slots, group_offset).downstream is None:
+        return NotCheckpointedBecause.OLDER_THAN_SYNCS_AFTER_RESTART
+    return NotCheckpointedBecause.NOT_WRITTEN
+
+
+def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
+                        limits: Limits, now_ms: int, history: list[Sync] | None = None,
+                        checkpoints_read: bool = True) -> PartitionReadiness:
+    """`slots`: the syncs MM2 holds (why no checkpoint); `history`: the syncs a resume point is
+    mapped back through (default: `slots`); `checkpoints_read`: the checkpoints topic was read
+    to its end (else a missing checkpoint may only not have been reached)."""
+    g = e.group_offset
+    history = slots if history is None else history
+    not_yet_mirrored = 0 if e.lro is None else max(0, g - (e.lro + 1))
+    age = None if e.checkpoint_ms is None else max(0, now_ms - e.checkpoint_ms)
+    # A group MM2 synced on the target resumes from its own committed offset there; otherwise a
+    # failover resumes it from the checkpoint (RemoteClusterUtils.translateOffsets).
+    resume = e.target_offset if e.target_offset is not None else e.checkpoint_downstream
+    if resume is None:
+        return PartitionReadiness(GroupState.NOT_CHECKPOINTED, None, None, None, 0, not_yet_mirrored, age,
+                                  _not_checkpointed(slots, history, syncs_ready, g, checkpoints_read))
+    source = upstream_of(history, resume)
+    if source is None:
+        return PartitionReadiness(GroupState.UNMAPPED, resume, None, None, 0, not_yet_mirrored, age)
+    skipped = max(0, source - g)
+    held = g if e.lro is None else min(g, e.lro + 1)
+    reread = max(0, held - source)
+    if skipped:
+        state = GroupState.SKIPS
+    elif age is not None and age > limits.checkpoint_max_age_ms and e.checkpoint_upstream != g:
+        # MM2 writes a checkpoint only when it moves (MirrorCheckpointTask.checkpointIsMoreRecent):
+        # an idle group's checkpoint ages and stays true; one the group has moved on from is late.
+        state = GroupState.CHECKPOINT_OLD
+    elif reread > limits.reread_max_records:
+        state = GroupState.REREAD_HIGH
+    else:
+        state = GroupState.READY
+    return PartitionReadiness(state, resume, source, reread, skipped, not_yet_mirrored, age)
+
+
+def worst(states: list[GroupState]) -> GroupState:
+    """A group's state on a flow: the worst of its partitions' (READY with none)."""
+    return min(states, key=_RANK.__getitem__, default=GroupState.READY)

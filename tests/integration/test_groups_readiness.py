@@ -1,0 +1,136 @@
+"""Failover readiness read from real brokers while `mirrorlag mirror` copies and checkpoints as MM2
+does: the figures equal MM2's own translation rule applied by hand to the syncs and checkpoints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorlag.config import load_settings
+from mirrorlag.config.group_filter import GROUPS_EXCLUDE_DEFAULT, GroupFilter, compile_patterns
+from mirrorlag.groups.flow_reader import FlowGroupsReader
+from mirrorlag.groups.monitor import GroupsMonitor
+from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecause
+from mirrorlag.groups.rows import FIELDS, group_rows
+from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
+from tests.integration.test_mirror import LAG_MAX, Setup, expected_syncs, readers, syncs_of  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.integration
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    consumer.close()
+
+
+def _reader(settings, setup: Setup) -> FlowGroupsReader:
+    (flow,) = settings.flows
+    return FlowGroupsReader(
+        flow=flow, groups=GroupFilter(flow.groups_include, compile_patterns(GROUPS_EXCLUDE_DEFAULT)),
+        source_admin=AdminClient({"bootstrap.servers": setup.clusters.source}),
+        target_admin=AdminClient({"bootstrap.servers": setup.clusters.target}),
+        checkpoint_reader=TopicReader("checkpoints", flow.target, assign_only_consumer(settings.clusters[flow.target]),
+                                      [flow.policy.checkpoints_topic(flow.source)], 10.0, timed=True),
+        sync_reader=TopicReader("offset-syncs", flow.source, assign_only_consumer(settings.clusters[flow.source]),
+                                [flow.policy.offset_syncs_topic(flow.target)], 10.0))
+
+
+def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, readers):
+    # The mirror never checkpoints `new-*` groups; the reader keeps MM2's default exclusions, so
+    # it reads them: a group MM2 has not checkpointed, without racing its 1 s cadence.
+    setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
+                                                "groups.exclude = new-.*\n")
+    own_clusters.create_topic(setup.topic, 2)
+    counts = {0: 12, 1: 7}
+    for partition, n in counts.items():
+        setup.produce(partition, range(n))
+    proc = setup.start(flush_ms=1000)
+    try:
+        want_syncs = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
+        readers(own_clusters.source, setup.sync_topic).until(lambda r: syncs_of(r, setup.topic) == want_syncs)
+        near, far, new = f"near-{setup.src}", f"far-{setup.src}", f"new-{setup.src}"
+        _commit(own_clusters.source, near, {(setup.topic, 0): 12, (setup.topic, 1): 7})  # caught up
+        _commit(own_clusters.source, far, {(setup.topic, 0): 6})  # between kept syncs (0,0) and (8,8)
+        settings = load_settings([str(setup.config)])
+        monitor = GroupsMonitor([_reader(settings, setup)], lro_of=lambda flow: lambda t, p: counts[p] - 1,
+                                limits=Limits(3, 120_000))
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                (flow_groups,) = monitor.run_once().flows
+                assert flow_groups.error is None
+                done = {(g.group, p.partition) for g in flow_groups.groups for p in g.partitions if p.checkpoint}
+                if done >= {(near, 0), (near, 1), (far, 0)}:
+                    break
+                time.sleep(0.5)
+            _commit(own_clusters.source, new, {(setup.topic, 0): 12})
+            (flow_groups,) = monitor.run_once().flows
+            groups = {g.group: g for g in flow_groups.groups if g.group in (near, far, new)}
+            rows = [r for r in group_rows(flow_groups.flow, flow_groups.groups) if r["group"] == far]
+        finally:
+            monitor.close()
+    finally:
+        setup.stop(proc)
+    # near: 12 on p0 resumes one past the newest sync (11,11): 12, nothing re-read; p1 likewise
+    assert groups[near].state is GroupState.READY
+    assert [(p.readiness.resume_target, p.readiness.reread) for p in groups[near].partitions] == [(12, 0), (7, 0)]
+    # far: 6 on p0; MM2 keeps (0,0), (8,8), (11,11), so it resumes at 1 and reads 1..5 again.
+    # Our replica of MM2, started after the syncs were written, kept only (11,11): mapping back
+    # goes through the history, which kept (0,0).
+    (p0,) = groups[far].partitions
+    assert (p0.checkpoint.upstream, p0.checkpoint.downstream) == (6, 1)
+    assert (p0.readiness.resume_source, p0.readiness.reread) == (1, 5)
+    assert groups[far].state is GroupState.REREAD_HIGH  # over the limit of 3
+    assert 0 <= p0.readiness.checkpoint_age_ms < 60_000
+    (n0,) = groups[new].partitions
+    assert n0.readiness.state is GroupState.NOT_CHECKPOINTED
+    assert n0.readiness.because is NotCheckpointedBecause.NOT_WRITTEN
+    (row,) = rows
+    assert tuple(row) == FIELDS
+    assert {k: row[k] for k in ("group", "partition", "committed", "checkpoint_upstream", "checkpoint_downstream",
+                                "resume_source_offset", "reread_records", "skipped_records", "state")} == {
+        "group": far, "partition": 0, "committed": 6, "checkpoint_upstream": 6, "checkpoint_downstream": 1,
+        "resume_source_offset": 1, "reread_records": 5, "skipped_records": 0, "state": "REREAD_HIGH"}
+
+
+def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
+    setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
+                                                "mirrorlag.failover.reread.max.records = 3\n")
+    own_clusters.create_topic(setup.topic, 1)
+    setup.produce(0, range(12))
+    proc = setup.start(flush_ms=1000)
+    try:
+        readers(own_clusters.source, setup.sync_topic).until(
+            lambda r: syncs_of(r, setup.topic) == {0: expected_syncs(12, LAG_MAX)})
+        near, far = f"near-{setup.src}", f"far-{setup.src}"
+        _commit(own_clusters.source, near, {(setup.topic, 0): 12})
+        _commit(own_clusters.source, far, {(setup.topic, 0): 6})
+        checkpoints = readers(own_clusters.target, f"{setup.src}.checkpoints.internal")
+        checkpoints.until(lambda r: len(r) >= 2, what="checkpoints of both groups")
+
+        def check(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),
+                                   *extra, "--timeout", "20"], capture_output=True, text=True, timeout=60)
+
+        result = check("--json")
+        assert result.returncode == 1, result.stderr
+        rows = {r["group"]: r for r in json.loads(result.stdout) if r["group"] in (near, far)}
+        assert (rows[far]["reread_records"], rows[far]["state"]) == (5, "REREAD_HIGH")
+        assert (rows[near]["reread_records"], rows[near]["state"]) == (0, "READY")
+        table = check()
+        assert table.returncode == 1 and "REREAD_HIGH" in table.stdout and far in table.stdout
+        assert "the source listed" in table.stdout
+        relaxed = tmp_path / "relaxed.properties"
+        relaxed.write_text("mirrorlag.failover.reread.max.records = 5\n")
+        ok = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),
+                             "--config", str(relaxed), "--timeout", "20"], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+    finally:
+        setup.stop(proc)

@@ -1,0 +1,119 @@
+"""Failover readiness of one group partition (DESIGN §9), on the syncs MM2 would hold."""
+
+import pytest
+
+from mirrorlag.groups.readiness import (GroupState, Limits, NotCheckpointedBecause, PartitionEvidence,
+                                        partition_readiness, worst)
+from mirrorlag.groups.sync_store import SYNCS_PER_PARTITION, Sync, translate, updated
+
+LIMITS = Limits(reread_max_records=1000, checkpoint_max_age_ms=120_000)
+NOW = 1_000_000
+
+
+def _slots(*syncs: tuple[int, int]) -> list[Sync]:
+    slots = [Sync(*syncs[0])] * SYNCS_PER_PARTITION
+    for s in syncs[1:]:
+        slots = updated(slots, Sync(*s), read_to_end=True)
+    return slots
+
+
+def _evidence(g, lro=None, checkpoint=None, at=NOW - 30_000, target=None, read_at=None):
+    """`read_at`: the group's source offset the checkpoint translated (default: a moment before g)."""
+    return PartitionEvidence(group_offset=g, lro=lro, checkpoint_downstream=checkpoint,
+                             checkpoint_upstream=None if checkpoint is None else (g - 1 if read_at is None else read_at),
+                             checkpoint_ms=None if checkpoint is None else at, target_offset=target)
+
+
+def test_a_group_past_the_newest_sync_rereads_from_the_record_after_it():
+    # source 0..999 copied to target 0..999 one to one; syncs at 0 and 900 (offset.lag.max 100)
+    slots = _slots((0, 0), (900, 900))
+    g = 950
+    checkpoint = translate(slots, g).downstream  # 901: what MM2 writes
+    r = partition_readiness(_evidence(g, lro=999, checkpoint=checkpoint), slots, True, LIMITS, NOW)
+    assert (r.resume_target, r.resume_source) == (901, 901)
+    assert r.reread == 49  # 901 .. 949 consumed already and read again
+    assert (r.skipped, r.not_yet_mirrored, r.checkpoint_age_ms) == (0, 0, 30_000)
+    assert r.state is GroupState.READY
+
+
+def test_the_group_moved_on_since_its_checkpoint_counts_in_the_reread():
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(2_500, lro=4_000, checkpoint=901), slots, True, LIMITS, NOW)
+    assert r.reread == 2_500 - 901
+    assert r.state is GroupState.REREAD_HIGH
+
+
+def test_reread_counts_only_records_the_target_holds():
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(1_200, lro=999, checkpoint=901), slots, True, LIMITS, NOW)
+    assert r.reread == 1_000 - 901  # min(G, LRO + 1) - resume
+    assert r.not_yet_mirrored == 200
+
+
+def test_an_old_checkpoint_the_group_moved_on_from_is_its_own_cause():
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 600_000), slots, True, LIMITS, NOW)
+    assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000
+
+
+def test_an_idle_groups_old_checkpoint_is_still_true():
+    # MM2 writes no checkpoint while the group stands still: age grows, the checkpoint holds
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 86_400_000, read_at=950),
+                            slots, True, LIMITS, NOW)
+    assert r.state is GroupState.READY and r.checkpoint_age_ms == 86_400_000
+
+
+def test_a_resume_point_beyond_the_group_skips_records():
+    # target record 880 + k copies source record 900 + k or later: resuming at 960 starts at
+    # source 980 at the earliest, past the group's 950 (MM2 < 3.4.1 could translate so)
+    slots = _slots((0, 0), (900, 880))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=960), slots, True, LIMITS, NOW)
+    assert (r.resume_source, r.skipped, r.reread) == (980, 30, 0) and r.state is GroupState.SKIPS
+
+
+def test_the_target_groups_own_offset_wins_where_mm2_synced_it():
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, target=940), slots, True, LIMITS, NOW)
+    assert (r.resume_target, r.reread) == (940, 10)
+
+
+@pytest.mark.parametrize("slots, ready, g, because", [
+    (None, False, 10, NotCheckpointedBecause.SYNCS_LOADING),
+    (None, True, 10, NotCheckpointedBecause.NO_SYNC),
+    (_slots((500, 500)), True, 10, NotCheckpointedBecause.OLDER_THAN_SYNCS),
+    (_slots((0, 0), (500, 500)), True, 600, NotCheckpointedBecause.NOT_WRITTEN),
+])
+def test_not_checkpointed_names_the_likely_cause(slots, ready, g, because):
+    r = partition_readiness(_evidence(g, lro=999), slots, ready, LIMITS, NOW)
+    assert r.state is GroupState.NOT_CHECKPOINTED and r.because is because and r.reread is None
+
+
+def test_a_group_only_syncs_mm2_drops_at_restart_cover():
+    mm2 = _slots((500, 500))  # what MM2 keeps after reading the topic at start
+    history = _slots((0, 0), (500, 500))
+    r = partition_readiness(_evidence(10, lro=999), mm2, True, LIMITS, NOW, history)
+    assert r.because is NotCheckpointedBecause.OLDER_THAN_SYNCS_AFTER_RESTART
+
+
+def test_a_checkpoint_maps_back_through_the_history_mm2_may_no_longer_hold():
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1), _slots((500, 500)), True, LIMITS, NOW,
+                            _slots((0, 0), (500, 500)))
+    assert (r.resume_source, r.reread) == (1, 949)
+
+
+def test_a_checkpoint_no_kept_sync_maps_back_is_unmapped_not_ready():
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=100), _slots((500, 500)), True, LIMITS, NOW)
+    assert r.state is GroupState.UNMAPPED and r.reread is None
+
+
+def test_a_group_state_is_its_worst_partition():
+    assert worst([GroupState.READY, GroupState.REREAD_HIGH, GroupState.NOT_CHECKPOINTED]) is GroupState.NOT_CHECKPOINTED
+    assert worst([GroupState.CHECKPOINT_OLD, GroupState.SKIPS]) is GroupState.SKIPS
+    assert worst([]) is GroupState.READY
+
+
+def test_without_the_checkpoints_topic_the_cause_says_so():
+    r = partition_readiness(_evidence(600, lro=999), _slots((0, 0), (500, 500)), True, LIMITS, NOW,
+                            checkpoints_read=False)
+    assert r.because is NotCheckpointedBecause.CHECKPOINTS_UNREAD
