@@ -55,10 +55,10 @@ def measure(c: PartitionColumns, r: np.ndarray, now: float, window_s: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """SampledStat.measure for rows `r`: (min, max, avg, known). Samples that expired are purged."""
     width = c.w_start.shape[1]
-    created = c.w_created[r].astype(np.int64)
+    created = c.w_created.take(r).astype(np.int64)
     exists = np.arange(width) < created[:, None]
-    start = c.w_start[r]
-    expired = exists & ((now - start) >= (samples * window_s)[:, None])
+    # take(), not c.w_start[r]: numpy's fancy indexing of a 2-D array's rows is ~20x slower.
+    expired = exists & ((now - c.w_start.take(r, axis=0)) >= (samples * window_s)[:, None])
     if expired.any():
         er, ej = np.nonzero(expired)
         rows = r[er]
@@ -67,12 +67,18 @@ def measure(c: PartitionColumns, r: np.ndarray, now: float, window_s: np.ndarray
         c.w_min[rows, ej] = np.inf
         c.w_max[rows, ej] = -np.inf
         c.w_sum[rows, ej] = 0.0
-    count = c.w_count[r]
+    count = c.w_count.take(r, axis=0)
     live = exists & ~expired & (count > 0)
-    total_n = np.where(live, count, 0).sum(axis=1)
-    total = np.where(live, c.w_sum[r], 0.0).sum(axis=1)
-    mn = np.where(live, c.w_min[r], np.inf).min(axis=1)
-    mx = np.where(live, c.w_max[r], -np.inf).max(axis=1)
+    sums, mins, maxs = (a.take(r, axis=0) for a in (c.w_sum, c.w_min, c.w_max))
+    # A sample (column) at a time: numpy reduces a short last axis (a few samples a row) slowly.
+    total_n, total = np.zeros(r.size, count.dtype), np.zeros(r.size)
+    mn, mx = np.full(r.size, np.inf), np.full(r.size, -np.inf)
+    for j in range(width):
+        on = live[:, j]
+        total_n += np.where(on, count[:, j], 0)
+        total += np.where(on, sums[:, j], 0.0)
+        mn = np.minimum(mn, np.where(on, mins[:, j], np.inf))
+        mx = np.maximum(mx, np.where(on, maxs[:, j], -np.inf))
     with np.errstate(divide="ignore", invalid="ignore"):
         av = total / total_n
     return mn, mx, av, total_n > 0
