@@ -193,7 +193,10 @@ def test_expiry_is_not_blocked_by_a_stalled_upload(tmp_path: Path) -> None:
 
     release = threading.Event()
     fs = BlockingFS(release)
-    h = History(settings(root, upload_uri="/remote", retention_s=7 * DAY), upload_fs=fs, expiry_interval_s=0.05)
+    # The destination under tmp_path: the released upload completes, and a copy left at a fixed
+    # path would read as already uploaded on the next run (nothing would block).
+    h = History(settings(root, upload_uri=str(tmp_path / "remote"), retention_s=7 * DAY), upload_fs=fs,
+                expiry_interval_s=0.05)
     try:
         h.start()
         assert fs.blocked.wait(5)  # the uploader hangs on `waiting`
