@@ -44,6 +44,14 @@ class Clusters:
                 producer.produce(topic, value=b"v" * 100, key=str(i).encode(), partition=partition)
         assert producer.flush(15) == 0
 
+    def commit_group(self, group: str, offsets: dict[tuple[str, int], int], which: str = "source") -> None:
+        """Commit `offsets` ((topic, partition) -> offset) for `group`, without joining it (DESIGN §8)."""
+        consumer = Consumer({"bootstrap.servers": getattr(self, which), "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        finally:
+            consumer.close()
+
     def end_offset(self, topic: str, partition: int = 0, which: str = "source") -> int:
         """The partition's high watermark; 0 while the topic does not exist yet."""
         consumer = Consumer({"bootstrap.servers": getattr(self, which), "group.id": "mirrorlag-tests"})

@@ -73,7 +73,8 @@ class FlowGroupsReader:
             return None
         self.last_error = None
         listed = [g for g in every if self.groups.accepts(g)]
-        order = [g for g in self._first if g in set(listed)] + [g for g in listed if g not in set(self._first)]
+        accepted, first = set(listed), set(self._first)  # groups the last read did not reach go first
+        order = [g for g in self._first if g in accepted] + [g for g in listed if g not in first]
         committed = read_offsets(self.source_admin, order, self.max_in_flight, self.timeout_s,
                                  wanted=self.flow.should_replicate)
         self._first = committed.unread

@@ -3,7 +3,7 @@ as MM2's checkpoint task reads them) and MM2's checkpoint records with their own
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.formats import Checkpoint, encode_checkpoint
@@ -12,20 +12,12 @@ from mirrorlag.groups.group_offsets import list_groups, members, read_offsets
 from mirrorlag.kafka.topic_reader import TopicReader
 
 
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def test_committed_offsets_of_many_groups_with_few_requests_in_flight(clusters, topic_name):
     clusters.create_topic(topic_name, 3)
     clusters.produce(topic_name, {0: 5, 1: 5, 2: 5})
     groups = [f"{topic_name}-g{i}" for i in range(7)]
     for i, group in enumerate(groups):
-        _commit(clusters.source, group, {(topic_name, 0): i, (topic_name, 2): 5})
+        clusters.commit_group(group, {(topic_name, 0): i, (topic_name, 2): 5})
     admin = AdminClient({"bootstrap.servers": clusters.source})
     listed = list_groups(admin, timeout_s=10)
     assert set(groups) <= set(listed)

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config import load_settings
@@ -22,12 +21,6 @@ from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from tests.integration.test_mirror import LAG_MAX, Setup, expected_syncs, readers, syncs_of  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    consumer.close()
 
 
 def _reader(settings, setup: Setup) -> FlowGroupsReader:
@@ -56,8 +49,8 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
         want_syncs = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
         readers(own_clusters.source, setup.sync_topic).until(lambda r: syncs_of(r, setup.topic) == want_syncs)
         near, far, new = f"near-{setup.src}", f"far-{setup.src}", f"new-{setup.src}"
-        _commit(own_clusters.source, near, {(setup.topic, 0): 12, (setup.topic, 1): 7})  # caught up
-        _commit(own_clusters.source, far, {(setup.topic, 0): 6})  # between kept syncs (0,0) and (8,8)
+        own_clusters.commit_group(near, {(setup.topic, 0): 12, (setup.topic, 1): 7})  # caught up
+        own_clusters.commit_group(far, {(setup.topic, 0): 6})  # between kept syncs (0,0) and (8,8)
         settings = load_settings([str(setup.config)])
         monitor = GroupsMonitor([_reader(settings, setup)], lro_of=lambda flow: lambda t, p: counts[p] - 1,
                                 limits=Limits(3, 120_000))
@@ -70,7 +63,7 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
                 if done >= {(near, 0), (near, 1), (far, 0)}:
                     break
                 time.sleep(0.5)
-            _commit(own_clusters.source, new, {(setup.topic, 0): 12})
+            own_clusters.commit_group(new, {(setup.topic, 0): 12})
             (flow_groups,) = monitor.run_once().flows
             groups = {g.group: g for g in flow_groups.groups if g.group in (near, far, new)}
             rows = [r for r in group_rows(flow_groups.flow, flow_groups.groups) if r["group"] == far]
@@ -110,8 +103,8 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         readers(own_clusters.source, setup.sync_topic).until(
             lambda r: syncs_of(r, setup.topic) == {0: expected_syncs(12, LAG_MAX)})
         near, far = f"near-{setup.src}", f"far-{setup.src}"
-        _commit(own_clusters.source, near, {(setup.topic, 0): 12})
-        _commit(own_clusters.source, far, {(setup.topic, 0): 6})
+        own_clusters.commit_group(near, {(setup.topic, 0): 12})
+        own_clusters.commit_group(far, {(setup.topic, 0): 6})
         checkpoints = readers(own_clusters.target, f"{setup.src}.checkpoints.internal")
         checkpoints.until(lambda r: len(r) >= 2, what="checkpoints of both groups")
 

@@ -331,9 +331,7 @@ def test_checkpoints_and_synced_group_offsets_by_mm2s_rule(tmp_path, own_cluster
         group, console = f"app-{setup.src}", f"console-consumer-{setup.src}"
         committed = {0: 6, 1: 7}
         for g in (group, console):
-            consumer = Consumer({"bootstrap.servers": own_clusters.source, "group.id": g, "enable.auto.commit": False})
-            consumer.commit(offsets=[TopicPartition(setup.topic, p, o) for p, o in committed.items()], asynchronous=False)
-            consumer.close()
+            own_clusters.commit_group(g, {(setup.topic, p): o for p, o in committed.items()})
         # MM2's rule by hand: kept syncs of p0 are (11,11), (8,8), (0,0) ((4,4) fell out of the
         # exponentially spaced slots), so g=6 resumes at 0 + 1; p1's newest sync (6,6) gives 7.
         store = SyncStore()
