@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,10 +27,11 @@ from fsspec.implementations.local import LocalFileSystem
 
 from mirrorlag.config.settings import HistorySettings
 from mirrorlag.history import SCHEMA, History
-from mirrorlag.history.layout import list_segments, marker_path
+from mirrorlag.history.layout import ROLLUP_RECEIPT, list_segments, marker_path
 from mirrorlag.history.quota import CopyQuota
 from mirrorlag.history.upload import Uploader
 from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
+from mirrorlag.rollup.manifest import Manifest, Segment
 from tests.helpers import eventually
 
 DAY = 86400.0
@@ -69,7 +70,7 @@ def read_dir(root: Path) -> pa.Table:
 
 def test_parquet_round_trip_read_back_with_hive_partitioning(tmp_path: Path) -> None:
     root = tmp_path / "h"
-    h = History(settings(root, segment_s=3600))
+    h = History(settings(root, segment_s=3600, writer_id="mirrorlag-0:9464", refresh_interval_s=15))
     h.start()
     h.append(snap(MIDNIGHT - 1.5, n=2))
     gone = PartitionRow(PartitionKey("east", "west", "orders", 7), State.GONE, None, 41, "connect-offsets",
@@ -92,7 +93,8 @@ def test_parquet_round_trip_read_back_with_hive_partitioning(tmp_path: Path) -> 
     assert got[0] == dict(
         ts=datetime.fromtimestamp(MIDNIGHT - 1.5, tz=timezone.utc), source="east", target="west", topic="orders",
         partition=0, leo=10_000, lro=9_000, lro_feed="offset-syncs", record_lag=999, time_lag_ms=42_000,
-        freshness_lag_ms=7_500, byte_lag_estimate=99_900, state="LAGGING", date="2026-03-01",
+        freshness_lag_ms=7_500, byte_lag_estimate=99_900, state="LAGGING", writer="mirrorlag-0:9464",
+        refresh_interval_ms=15_000, date="2026-03-01",
     )
     assert (got[3]["leo"], got[3]["lro"], got[3]["lro_feed"], got[3]["record_lag"], got[3]["time_lag_ms"]) == (
         None, 41, "connect-offsets", None, None)
@@ -190,6 +192,9 @@ def test_expiry_is_not_blocked_by_a_stalled_upload(tmp_path: Path) -> None:
         p.write_bytes(b"x" * 1234)
         os.utime(p, (old, old))
     marker_path(uploaded).touch()
+    # The day was rolled up (its receipt names both): only the upload holds `waiting` back.
+    receipt = Manifest(date(2026, 3, 1), "run-1", True, tuple(Segment(p.name, 1234, int(old * 1000)) for p in (uploaded, waiting)))
+    (root / "date=2026-03-01" / ROLLUP_RECEIPT).write_text(receipt.to_json())
 
     release = threading.Event()
     fs = BlockingFS(release)
@@ -314,6 +319,7 @@ CHILD = textwrap.dedent("""
     from mirrorlag.config.settings import HistorySettings
     from mirrorlag.history import History
     from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
+from mirrorlag.rollup.manifest import Manifest, Segment
 
     root, mode = Path(sys.argv[1]), sys.argv[2]
     n = int(sys.argv[3])

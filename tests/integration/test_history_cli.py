@@ -4,6 +4,7 @@ open buffer and never leaves a half-written file, an unwritable directory never 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -15,13 +16,14 @@ import pytest
 
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
+from mirrorlag.history.layout import segment_name, tmp_path as writers_tmp, writer_tag
 from tests.conftest import Clusters
 from tests.helpers import eventually, scrape, status, wait_ready
 
 pytestmark = pytest.mark.integration
 
 COLUMNS = ["ts", "source", "target", "topic", "partition", "leo", "lro", "lro_feed", "record_lag",
-           "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate", "state"]
+           "time_lag_ms", "freshness_lag_ms", "byte_lag_estimate", "state", "writer", "refresh_interval_ms"]
 
 
 def setup(tmp_path: Path, clusters: Clusters, history_dir: Path) -> tuple[Path, int, str]:
@@ -51,6 +53,11 @@ def start(config: Path, log: Path) -> subprocess.Popen[bytes]:
                                 stdout=out, stderr=out)
 
 
+def tmp_file(day: Path, writer_id: str) -> Path:
+    """Where writer `writer_id` writes a segment of `day` before its rename."""
+    return writers_tmp(day / segment_name(1_767_225_600_000), writer_tag(writer_id))
+
+
 def read_history(history_dir: Path) -> pa.Table:
     return ds.dataset(history_dir, format="parquet", partitioning="hive").to_table()
 
@@ -77,6 +84,8 @@ def test_sigterm_flushes_the_open_buffer_with_the_exact_schema(tmp_path, cluster
     p1 = [r for r in rows if r["topic"] == topic and r["partition"] == 1]
     assert len(p0) >= 5 and len(p0) == len(p1)
     assert {(r["leo"], r["lro"], r["record_lag"], r["lro_feed"]) for r in p0} == {(10, 6, 3, "offset-syncs")}
+    # Every row names its writer (by default the host and the HTTP port) and its poll interval.
+    assert {(r["writer"], r["refresh_interval_ms"]) for r in rows} == {(f"{socket.gethostname()}:{port}", 300)}
     # No sync for p1 once the syncs topic is read: owed from its log start, its records just written.
     assert {(r["leo"], r["lro"], r["record_lag"], r["lro_feed"], r["state"]) for r in p1} == {
         (5, -1, 5, "log-start", "IN_SYNC")}
@@ -99,7 +108,8 @@ def test_spark_reads_what_a_running_sidecar_wrote_with_the_exact_types(tmp_path,
         ("topic", T.StringType()), ("partition", T.IntegerType()), ("leo", T.LongType()),
         ("lro", T.LongType()), ("lro_feed", T.StringType()), ("record_lag", T.LongType()),
         ("time_lag_ms", T.LongType()), ("freshness_lag_ms", T.LongType()),
-        ("byte_lag_estimate", T.LongType()), ("state", T.StringType()), ("date", T.DateType()),
+        ("byte_lag_estimate", T.LongType()), ("state", T.StringType()), ("writer", T.StringType()),
+        ("refresh_interval_ms", T.LongType()), ("date", T.DateType()),
     ]
     lagging = df.where(f"topic = '{topic}' AND partition = 0").select("record_lag", "lro").distinct().collect()
     assert [(r["record_lag"], r["lro"]) for r in lagging] == [(3, 6)]
@@ -114,15 +124,23 @@ def test_kill_9_leaves_only_whole_segments_and_a_restart_cleans_up(tmp_path, clu
     eventually(lambda: _assert(len(list(history_dir.rglob("*.parquet"))) >= 3), timeout=20)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=5)
-    (history_dir / "date=2026-01-01").mkdir(exist_ok=True)
-    (history_dir / "date=2026-01-01" / ".part-dead.parquet.tmp").write_bytes(b"PAR1 half a file")
+    # Half-written files as a writer killed mid-write leaves them: this sidecar's own (its id is
+    # the host and its port), one of a version before writer ids, and another replica's, which
+    # may be writing it now and so is not this sidecar's to remove.
+    day = history_dir / "date=2026-01-01"
+    day.mkdir(exist_ok=True)
+    own = tmp_file(day, f"{socket.gethostname()}:{port}")
+    legacy = day / ".part-1767225600000-deadbeef.parquet.tmp"
+    other = tmp_file(day, "mirrorlag-1:9464")
+    for half in (own, legacy, other):
+        half.write_bytes(b"PAR1 half a file")
     for segment in history_dir.rglob("*.parquet"):  # every visible segment is whole
         ds.dataset(segment, format="parquet").to_table()
 
     proc = start(config, tmp_path / "sidecar2.log")
     try:
         wait_ready(port, proc)
-        assert not list(history_dir.rglob("*.tmp"))
+        assert list(history_dir.rglob("*.tmp")) == [other]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=5)

@@ -75,7 +75,7 @@ def test_segments_in_any_grouping_and_order_give_the_same_tables(spark, whole, t
 def test_spark_scan_gives_the_same_tables_as_pyarrow(spark, whole, tmp_path, monkeypatch):
     # A remote history is read by Spark's scan and handed to the map side in Arrow batches.
     history = _spread_history(tmp_path / "history")
-    monkeypatch.setattr(job, "day_source", lambda spark, history, day, cores: DaySource(job.day_dir(history, day)))
+    monkeypatch.setattr(job, "day_source", lambda history, day, segments, cores: DaySource(job.day_dir(history, day)))
     run_days(spark, RollupOptions(str(history), str(tmp_path / "out"), [DAY], report=False))
     assert _tables(spark, tmp_path / "out") == whole
 
