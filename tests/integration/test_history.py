@@ -319,7 +319,6 @@ CHILD = textwrap.dedent("""
     from mirrorlag.config.settings import HistorySettings
     from mirrorlag.history import History
     from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
-from mirrorlag.rollup.manifest import Manifest, Segment
 
     root, mode = Path(sys.argv[1]), sys.argv[2]
     n = int(sys.argv[3])
