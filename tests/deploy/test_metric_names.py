@@ -39,8 +39,8 @@ from tests.tools import require_tool
 pytestmark = pytest.mark.integration
 
 PROMETHEUS_OWN = {"up"}
-# Families a sidecar declares but fills only when there is something to report (README "Endpoints
-# and metrics"); none of these situations can be made on tansu (no DeleteRecords, no callback feed).
+# Families a sidecar declares but fills only when there is something to report (docs/metrics.md
+# "Metric families"); none of these situations can be made on tansu (no DeleteRecords, no callback feed).
 CONDITIONAL = {
     "mirrorlag_retention_headroom_seconds", "mirrorlag_partition_records_lost", "mirrorlag_records_lost_total",
     "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_metadata_errors_total",
@@ -311,9 +311,14 @@ def test_a_healthy_sidecar_raises_no_alert_of_its_own(prometheus):
     assert len(states) == 9 and set(states.values()) == {"inactive"}, states
 
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+PROMQL_PAGES = (DOCS / "metrics.md", DOCS / "failover-readiness.md")  # metrics.md's join first
+
+
 def readme_promql() -> list[str]:
-    """The PromQL expressions of README.md's ```promql blocks (comment lines start one)."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The PromQL expressions of the ```promql blocks of docs/metrics.md, then
+    docs/failover-readiness.md (comment lines start one)."""
+    text = "\n".join(page.read_text() for page in PROMQL_PAGES)
     exprs = []
     for block in re.findall(r"```promql\n(.*?)```", text, flags=re.S):
         for part in re.split(r"^#.*\n", block, flags=re.M):
@@ -324,12 +329,12 @@ def readme_promql() -> list[str]:
 
 def test_readme_promql_parses(tmp_path):
     exprs = readme_promql()
-    assert exprs, "README.md has no ```promql block"
-    promtool_check_exprs(require_tool("promtool", "prometheus"), tmp_path, {f"README #{i}": e for i, e in enumerate(exprs)})
+    assert len(exprs) >= 4, "docs/metrics.md and docs/failover-readiness.md have ```promql blocks"
+    promtool_check_exprs(require_tool("promtool", "prometheus"), tmp_path, {f"docs #{i}": e for i, e in enumerate(exprs)})
 
 
 def test_the_readme_join_names_the_remote_topic_through_a_real_prometheus(prometheus):
-    """README's join of the lag with mirrorlag_topic_info: every lag series gets the remote topic
+    """docs/metrics.md's join of the lag with mirrorlag_topic_info: every lag series gets the remote topic
     MM2 writes (DefaultReplicationPolicy: <source alias>.<topic>), as MM2's own metrics tag it."""
     join = readme_promql()[0]
     assert "group_left(remote_topic) mirrorlag_topic_info" in join

@@ -47,6 +47,9 @@ def test_alert_table_is_the_rule_files_alerts():
 
 
 ROOT_README = REPO / "README.md"
+CONFIGURATION = REPO / "docs" / "configuration.md"
+# The front page and the reference pages it links (docs/): where the figures and key tables live.
+REFERENCE = (ROOT_README, *sorted((REPO / "docs").glob("*.md")))
 RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
 _REPEATED = {
     "poll time at 10k": r"a poll of 10,000 partitions takes (~[\d.]+ s)",
@@ -55,12 +58,13 @@ _REPEATED = {
 }
 
 
-def test_the_figures_it_repeats_are_the_root_readmes():
-    """The figures both READMEs give say the same, and the series a partition are the exporter's:
-    its per-partition families and the state."""
+def test_the_figures_it_repeats_are_the_reference_pages():
+    """The figures deploy/README.md repeats say what the reference says (docs/performance.md,
+    docs/metrics.md), and the series a partition are the exporter's: its per-partition families
+    and the state."""
     from mirrorlag.exporters.prometheus import FAMILIES
 
-    root = " ".join(ROOT_README.read_text().split())  # a phrase may wrap
+    root = " ".join(" ".join(page.read_text().split()) for page in REFERENCE)  # a phrase may wrap
     for what, pattern in _REPEATED.items():
         here = set(re.findall(pattern, " ".join(text().split()), flags=re.I))
         there = set(re.findall(pattern, root, flags=re.I))
@@ -90,13 +94,13 @@ def default_tables(readme: str) -> list[tuple[str, str]]:
     return rows
 
 
-def test_the_root_readmes_key_tables_state_the_loaders_defaults():
-    """Both READMEs' key tables name the loader's defaults (read from its tables now); a row of
-    several keys (`a` / `b`) states one default each."""
+def test_the_key_tables_state_the_loaders_defaults():
+    """The key tables of both READMEs and of the docs/ pages name the loader's defaults (read from
+    its tables now); a row of several keys (`a` / `b`) states one default each."""
     keys = {**GLOBAL_KEYS, **FLOW_KEYS}
     words = {"unset": "", "unlimited": str(2**63 - 1), "7 days": "604800000", "14 days": "1209600000", "1 h": "3600000"}
     checked = 0
-    for readme in (ROOT_README, README):
+    for readme in (*REFERENCE, README):
         for key_cell, default_cell in default_tables(readme.read_text()):
             names = re.findall(r"`([\w.<>-]+)`", key_cell)
             defaults = [d.strip().strip("`") for d in default_cell.split(" / ")]
@@ -112,3 +116,10 @@ def test_the_root_readmes_key_tables_state_the_loaders_defaults():
                 assert parser(default) == parser(expected), f"{readme.name}: {name} default {default!r}"
                 checked += 1
     assert checked >= 30
+
+
+def test_the_configuration_page_names_every_key():
+    """docs/configuration.md is the list of every key mirrorlag reads."""
+    text = CONFIGURATION.read_text()
+    missing = [key for key in {**GLOBAL_KEYS, **FLOW_KEYS} if f"`{key}`" not in text]
+    assert not missing, f"docs/configuration.md does not name {missing}"
