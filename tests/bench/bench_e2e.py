@@ -7,8 +7,8 @@ Two local tansu brokers. --records records (100-byte values, keyed) are written 
 replicator (assign-only consumer, consume in batches, produce with a delivery callback per
 record, flush), in two variants that differ only in the callback:
   - bare:    `if err is None: delivered += 1`
-  - tracker: the same plus `tracker.replicated(topic, partition, offset, len(msg))`, as the
-             README shows;
+  - tracker: the same plus `tracker.replicated(topic, partition, offset, len(msg))`, as
+             docs/states.md shows;
   - store:   the same plus `store(partition, offset)` with `store = tracker.store_for(topic)`
              (the topic's dict's own store, no Python frame) and `tracker.sized(n, nbytes)` once
              per consumed batch.

@@ -42,7 +42,7 @@ time lag     The engine keeps last_caught_up (lcu) as DESIGN §3 says. Two truth
 
 no flapping  From TL2: at any poll where (now - H) + Δ <= replication.lag.time.max the state is
              IN_SYNC. So a burst the mirror copies within max - Δ never flaps the state.
-             DESIGN §3 and the README promise it for bursts copied within max; that is false for
+             DESIGN §3 and docs/states.md promise it for bursts copied within max; that is false for
              the §3 rule itself (TL2 is tight): see test_burst_copied_within_max_never_flaps.
 
 STALLED      (ST1) with T = max(a[R + 1], changed_at of the LRO reading): every poll with
