@@ -308,7 +308,7 @@ def test_a_healthy_sidecar_raises_no_alert_of_its_own(prometheus):
     stalled mirror is too recent for the lag alerts' thresholds."""
     rules = _api(prometheus, "rules", type="alert")["groups"]
     states = {r["name"]: r["state"] for g in rules for r in g["rules"]}
-    assert len(states) == 9 and set(states.values()) == {"inactive"}, states
+    assert len(states) == 12 and set(states.values()) == {"inactive"}, states
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
