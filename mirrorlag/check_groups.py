@@ -15,16 +15,12 @@ from rich.table import Table
 from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import flow_readers
 from mirrorlag.groups.monitor import GroupsMonitor, GroupsSnapshot
-from mirrorlag.groups.readiness import GroupState, Limits
+from mirrorlag.groups.readiness import GroupState
 from mirrorlag.groups.rows import group_rows
+from mirrorlag.groups.service import limits_of
 from mirrorlag.model import PartitionRow
 
 EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3
-
-
-def limits_of(settings: Settings) -> Limits:
-    f = settings.failover
-    return Limits(f.reread_max_records, int(f.checkpoint_max_age_s * 1000))
 
 
 def read_groups(settings: Settings, rows: Sequence[PartitionRow], timeout_s: float) -> GroupsSnapshot:

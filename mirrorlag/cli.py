@@ -29,7 +29,8 @@ exit status:
      (--groups: any group not READY)
   2  error: a bad configuration or usage (one line on stderr)
   3  UNKNOWN: a cluster could not be read, or no answer within --timeout; the
-     output names each cluster that did not answer, and why
+     output names each cluster that did not answer, and why (--groups: a
+     flow's consumer groups could not be listed; the output names the flow and why)
 
 --timeout bounds the whole run: creating the clients, metadata, ListOffsets, the
 first read of MM2's topics, the source probe, the check's own window (a

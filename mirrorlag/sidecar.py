@@ -22,6 +22,7 @@ from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages, poli
 from mirrorlag.exporters.status import flow_to_dict, status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
 from mirrorlag.gc_pacing import GcPacing
+from mirrorlag.groups.service import GroupsService, checkpointed
 from mirrorlag.history import History
 from mirrorlag.model import Snapshot
 from mirrorlag.interfaces import HeartbeatSource, LroFeed
@@ -62,6 +63,10 @@ class Sidecar:
         # embedded in someone else's process (tests, the demo) leaves it alone.
         self.gc_pacing = gc_pacing
         self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
+        self._feeds = feeds
+        # Failover readiness (DESIGN §9), built at start: its clients connect to both clusters.
+        self.groups: GroupsService | None = None
+        self._groups_lock = threading.Lock()  # close() never under a running groups read
         self.renderer = MetricsRenderer(
             detail=settings.metrics_detail != "lag", policies=policies_of(settings.flows),
             series_max=settings.metrics_partition_series_max if settings.metrics_detail == "auto" else None)
@@ -74,7 +79,8 @@ class Sidecar:
             self.listeners.append(self.history.append)
         self._poll_lock = threading.Lock()  # a manual poll() never runs beside the scheduled one
         self._scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1)},
+            # The groups job on its own thread: a slow group listing never delays a poll.
+            executors={"default": ThreadPoolExecutor(1), "groups": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone="UTC", logger=_scheduler_log(),
         )
@@ -127,9 +133,24 @@ class Sidecar:
         except Exception as exc:  # the sidecar never dies of a poll; the next one retries
             log.error("poll failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
         self._report_overrun(time.monotonic() - started)
+        if self.groups is not None and self.latest is not None and self._scheduler.get_job("groups") is None:
+            # The first groups run once a poll has published LROs to assess against.
+            self._scheduler.add_job(self._groups_job, "interval", seconds=self.settings.failover.interval_s,
+                                    next_run_time=datetime.now().astimezone(), id="groups", executor="groups")
+
+    def _groups_job(self) -> None:
+        assert self.groups is not None
+        try:
+            with self._groups_lock:
+                self.groups.run()
+        except Exception as exc:  # like a poll: logged, retried at the next run
+            log.error("failover readiness run failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            return
+        self._republish()  # /status's groups as this run left them
 
     def _skipped(self, event: object) -> None:
-        self._skips += 1  # on the scheduler's thread; read after the poll on the executor's
+        if getattr(event, "job_id", "poll") == "poll":
+            self._skips += 1  # on the scheduler's thread; read after the poll on the executor's
 
     def _report_overrun(self, took_s: float) -> None:
         """Once when polls start to take longer than their interval, once when they fit again."""
@@ -187,9 +208,11 @@ class Sidecar:
             why = self.not_ready_because()
             # Right after "ready": why not, and each cluster's reachability (`since`: epoch s).
             head = {"not_ready_because": why, "clusters": self.watch.to_dict(), **extra}
+            groups = self.groups
+            members = () if groups is None else (("groups_flows", groups.flows_json), ("groups", groups.status_json))
             self.server.current = Exposition(
                 metrics=metrics, openmetrics=openmetrics, ready=why is None, not_ready_because=why,
-                render_status=functools.partial(status_chunks, snapshot, why is None, head),
+                render_status=functools.partial(status_chunks, snapshot, why is None, head, members),
                 after_status=self.gc_pacing.release if self.gc_pacing is not None else None,
             )
 
@@ -206,6 +229,9 @@ class Sidecar:
         if interval is None:
             log.warning("replication.record.lag.metric.refresh.interval = -1: lag polling is disabled")
         else:
+            if checkpointed(self.settings):
+                self.groups = GroupsService.build(self.settings, lambda: self.latest, self._feeds)
+                self.renderer.registry.register(self.groups.collector)
             self._scheduler.add_job(self._poll_job, "interval", seconds=interval,
                                     next_run_time=datetime.now().astimezone(), id="poll")
             self.watch.start()
@@ -225,6 +251,9 @@ class Sidecar:
         if finished:
             self.poller.close()  # never under a running poll: librdkafka would free what it uses
             self._poll_lock.release()
+        if self.groups is not None and self._groups_lock.acquire(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
+            self.groups.close()  # likewise never under a running read (else left to the process's exit)
+            self._groups_lock.release()
         if self.history is not None:
             self.history.close(timeout_s=max(1.0, deadline - time.monotonic()))
         if self.server is not None:

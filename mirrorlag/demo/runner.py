@@ -29,8 +29,9 @@ from typing import Any
 
 import javaproperties
 from confluent_kafka.admin import AdminClient, NewTopic
+from mirrorlag.demo.consumer import GroupConsumer
 from mirrorlag.demo.loadgen import LoadGenerator
-from mirrorlag.demo.ui import LiveView, PlainView, View
+from mirrorlag.demo.ui import LiveView, PlainView, View, group_summaries
 from mirrorlag.embedded import EmbeddedBroker
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
@@ -51,6 +52,8 @@ target.bootstrap.servers = {target}
 source->target.enabled = true
 source->target.topics = orders, payments, clickstream
 target.offset.flush.interval.ms = 2000
+# Checkpoints of the demo's consumer group every 5 s (MM2's default: 60 s).
+emit.checkpoints.interval.seconds = 5
 """
 
 MIRRORLAG_PROPERTIES = """\
@@ -133,6 +136,8 @@ def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, histo
 
         loadgen = LoadGenerator(source.bootstrap_servers, TOPICS, stop_event=stop)
         threading.Thread(target=loadgen.run, name="loadgen", daemon=True).start()
+        group = GroupConsumer(source.bootstrap_servers, "orders", TOPICS["orders"], stop_event=stop)
+        threading.Thread(target=group.run, name="group-consumer", daemon=True).start()
         stack.callback(stop.set)  # runs before the processes and brokers stop (ExitStack is LIFO)
         mirror = spawn(stack, "mirror", ["mirror", "--config", str(mm2),
                                          "--max-records-per-second", str(MIRROR_RATE)], run_dir)
@@ -213,9 +218,12 @@ class MirrorController:
 
 
 def _summary(status: dict[str, Any]) -> str:
+    """`total lag N records | group G: STATE, re-read R | STATE n, ...`: the partitions' states last."""
     rows = status.get("partitions", [])
     lag = sum(r["record_lag"] for r in rows if r["record_lag"] is not None)
     states: dict[str, int] = {}
     for row in rows:
         states[row["state"]] = states.get(row["state"], 0) + 1
-    return f"total lag {lag} records | " + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+    groups = [f"group {g['group']}: {g['state']}, re-read {g['reread'] if g['reread'] is not None else '-'}"
+              for g in group_summaries(status)]
+    return " | ".join([f"total lag {lag} records", *groups, ", ".join(f"{k} {v}" for k, v in sorted(states.items()))])

@@ -1,5 +1,6 @@
-"""What the demo shows: one row per partition from the sidecar's /status, coloured by state,
-redrawn in place on a terminal, or as plain lines where stdout is a pipe or a file."""
+"""What the demo shows: one row per partition from the sidecar's /status, coloured by state, and
+one per consumer group partition with its failover readiness; redrawn in place on a terminal, or
+as plain lines where stdout is a pipe or a file."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, ContextManager, Iterator, Protocol, TextIO
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group as RichGroup, RenderableType
 from rich.live import Live
 from rich.logging import RichHandler
 from rich.table import Table
@@ -21,7 +22,11 @@ from rich.table import Table
 STATE_STYLE = {
     "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
     "RESET": "magenta", "UNKNOWN": "dim", "GONE": "dim",
+    # failover readiness (DESIGN §9)
+    "READY": "green", "REREAD_HIGH": "yellow", "CHECKPOINT_OLD": "yellow", "NOT_CHECKPOINTED": "bold red",
+    "UNMAPPED": "bold red", "SKIPS": "bold red",
 }
+_GROUP_RANK = ("SKIPS", "UNMAPPED", "NOT_CHECKPOINTED", "CHECKPOINT_OLD", "REREAD_HIGH", "READY")
 TABLE_WIDTH = 160  # characters: the plain table's 12 columns without wrapping
 
 
@@ -42,6 +47,46 @@ def render_table(status: dict[str, Any] | None, caption: str) -> Table:
     if not rows:
         table.add_row("waiting for the sidecar's first poll...", *[""] * 11)
     return table
+
+
+def render(status: dict[str, Any] | None, caption: str) -> RenderableType:
+    """The partitions' table, and below it the consumer groups' failover readiness once read."""
+    partitions, groups = render_table(status, caption), render_groups(status)
+    if groups is None:
+        return partitions
+    partitions.caption, groups.caption = None, caption  # the caption closes the view
+    return RichGroup(partitions, groups)
+
+
+def render_groups(status: dict[str, Any] | None) -> Table | None:
+    rows = (status or {}).get("groups") or []
+    if not rows:
+        return None
+    table = Table(title="failover readiness: where each consumer group would resume on the target",
+                  box=box.SIMPLE_HEAVY, expand=False)
+    for name in ("group", "topic", "part", "committed", "checkpoint", "resume at", "re-read", "not mirrored",
+                 "ckpt age", "state"):
+        table.add_column(name, justify="left" if name in ("group", "topic", "state") else "right")
+    for row in rows:
+        style = STATE_STYLE.get(row["state"], "")
+        because = f" ({row['because']})" if row.get("because") else ""
+        table.add_row(row["group"], row["topic"], str(row["partition"]), _n(row["committed"]),
+                      _n(row["checkpoint_downstream"]), _n(row["resume_source_offset"]), _n(row["reread_records"]),
+                      _n(row["not_yet_mirrored_records"]), _s(row["checkpoint_age_s"]),
+                      f"[{style}]{row['state']}{because}[/]")
+    return table
+
+
+def group_summaries(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per group: its state (its worst partition's) and its largest re-read."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in status.get("groups") or []:
+        g = out.setdefault(row["group"], {"group": row["group"], "state": "READY", "reread": None})
+        if _GROUP_RANK.index(row["state"]) < _GROUP_RANK.index(g["state"]):
+            g["state"] = row["state"]
+        if row["reread_records"] is not None:
+            g["reread"] = max(g["reread"] or 0, row["reread_records"])
+    return list(out.values())
 
 
 def _n(value: float | None, digits: int = 0) -> str:
@@ -74,14 +119,14 @@ class LiveView:
 
     @contextmanager
     def showing(self, caption: str) -> Iterator[None]:
-        with Live(render_table(None, caption), console=self.console, refresh_per_second=4) as live:
+        with Live(render(None, caption), console=self.console, refresh_per_second=4) as live:
             self.live = live
             _log_through(live.console)
             yield
 
     def update(self, status: dict[str, Any] | None, caption: str, summary: str | None) -> None:
         if self.live is not None:
-            self.live.update(render_table(status, caption))
+            self.live.update(render(status, caption))
 
 
 @dataclass
@@ -110,7 +155,7 @@ class PlainView:
         now = time.monotonic()
         if status and now - self._last_table >= self.table_every_s:
             self._last_table = self._last_line = now
-            self.console.print(render_table(status, caption))
+            self.console.print(render(status, caption))
             self.out.flush()
         elif summary and now - self._last_line >= self.line_every_s:
             self._last_line = now

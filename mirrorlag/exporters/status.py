@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from mirrorlag.config.settings import FlowSettings
 from mirrorlag.model import PartitionRow, Snapshot
@@ -65,10 +65,12 @@ def _round(value: float | None) -> float | None:
 STATUS_PIECE_ROWS = 2000  # rows per json.dumps call: short enough a hold of the GIL, little alive at once
 
 
-def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any]) -> Iterator[bytes]:
+def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any],
+                  encoded: Sequence[tuple[str, bytes]] = ()) -> Iterator[bytes]:
     """The /status document, a piece at a time: its head, then the partitions `STATUS_PIECE_ROWS`
-    at a time. The same bytes as one json.dumps of the whole document, without its cost: a row
-    dict per partition alive at once, and one C call that holds the GIL for all of them."""
+    at a time, then the `encoded` members (name, JSON already encoded: the groups' rows, encoded
+    once a groups run). The same bytes as one json.dumps of the whole document, without its cost:
+    a row dict per partition alive at once, and one C call that holds the GIL for all of them."""
     head = json.dumps({"ready": ready, "taken_at": snapshot.taken_at if snapshot else None, **extra},
                       separators=(",", ":"))
     yield f'{head[:-1]},"partitions":['.encode()
@@ -78,4 +80,11 @@ def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any])
         rows = cols[lo:lo + STATUS_PIECE_ROWS].rows()  # a piece's rows exist only while it is written
         yield (sep + json.dumps([row_to_dict(r) for r in rows], separators=(",", ":"))[1:-1]).encode()
         sep = ","
-    yield b"]}"
+    if not encoded:
+        yield b"]}"
+        return
+    yield b"]"
+    for name, body in encoded:  # each its own piece: a large body is not copied again
+        yield b"," + json.dumps(name).encode() + b":"
+        yield body
+    yield b"}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -132,6 +133,7 @@ class OffsetSyncsFeed(LroFeed):
     # Per target alias, who can write its remote topics: where more than one writer can, a flow's
     # consecutive syncs show the other writers' records too, which are no duplicates of its own.
     writers: Mapping[str, RemoteWriters] = field(default_factory=dict)
+    _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the groups job reads beside
 
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
         self.topic_keys = topic_keys
@@ -144,7 +146,8 @@ class OffsetSyncsFeed(LroFeed):
     def offsets(self) -> dict[PartitionKey, int]:
         """Everything written up to now, applied in order: the newest sync per partition wins."""
         assert self.reader is not None
-        self.reader.drain(self._apply)
+        with self._drain_lock:
+            self.reader.drain(self._apply)
         return self.latest()
 
     def latest(self) -> dict[PartitionKey, int]:
@@ -242,6 +245,18 @@ class OffsetSyncsFeed(LroFeed):
         none. Live arrays: read them before the next drain."""
         return [(syncs.topic, syncs.offsets, syncs.downstream, syncs.duplicated) for syncs in self._topics.values()
                 if syncs.flow.id == flow]
+
+    def newest_sync(self, flow: FlowId, topic: str, partition: int) -> tuple[int, int] | None:
+        """A partition's newest sync (upstream, downstream), for the groups job's thread (it seeds
+        a partition its groups start to commit on): under the drain's lock, never one offset of
+        one sync and the other of the next."""
+        with self._drain_lock:
+            for syncs in self._topics.values():
+                if syncs.topic == topic and syncs.flow.id == flow:
+                    if partition < len(syncs.offsets) and (upstream := syncs.offsets[partition]) != _NONE:
+                        return upstream, syncs.downstream[partition]
+                    return None
+            return None  # a partition numbered past the arrays keeps its upstream offset only
 
     def duplicates(self) -> tuple[DuplicateCount, ...]:
         """Per flow and topic with syncs (of those the poller lists, once it is given them; not

@@ -99,6 +99,8 @@ class FlowGroupsReader:
             for tp in offsets:
                 if tp not in self._watched:
                     self._watched.add(tp)
+                    if not self.syncs.ready:
+                        continue  # the topic's first read is still to come: it brings every kept sync
                     newest = self.seed(*tp)
                     if newest is not None:
                         self.syncs.apply(tp[0], tp[1], *newest)

@@ -45,9 +45,14 @@ class GroupsCollector(Collector):
                                        "1 for its state.", labels=[*PARTITION, "state"])
         part_reread = GaugeMetricFamily("mirrorlag_group_partition_reread_records", "Records a group partition that "
                                         "is not READY would read again on failover (at most).", labels=PARTITION)
+        read_at = GaugeMetricFamily("mirrorlag_flow_groups_last_read_timestamp_seconds", "When the flow's groups were "
+                                    "last read whole (Unix time): while a read fails, the groups shown are older.",
+                                    labels=FLOW)
         not_ready = []
         for flow in snap.flows:
             f = [flow.flow.source, flow.flow.target]
+            if flow.read_at_ms is not None:
+                read_at.add_metric(f, flow.read_at_ms / 1000)
             counts = {s: 0 for s in GroupState}
             for g in flow.groups:
                 counts[g.state] += 1
@@ -70,7 +75,7 @@ class GroupsCollector(Collector):
             part_state.add_metric([*key, p.readiness.state.value], 1)
             if p.readiness.reread is not None:
                 part_reread.add_metric(key, p.readiness.reread)
-        yield from (by_state, ready, reread, age, partitions, active, part_state, part_reread)
+        yield from (by_state, read_at, ready, reread, age, partitions, active, part_state, part_reread)
         withheld = max(0, len(not_ready) - self._max)
         yield GaugeMetricFamily("mirrorlag_group_partitions_withheld", "Group partitions that are not READY without "
                                 "series of their own: past the cap, the worst are shown first.", value=withheld)

@@ -46,6 +46,10 @@ CONDITIONAL = {
     "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_metadata_errors_total",
     "mirrorlag_lro_rewinds_total", "mirrorlag_records_lost_unverified_total", "mirrorlag_probe_outcomes_total",
     "mirrorlag_catch_up_estimate_seconds", "mirrorlag_replication_freshness_lag_lower_bound",
+    # Failover readiness: a series per consumer group, and none before a group commits on a mirrored topic.
+    "mirrorlag_group_ready", "mirrorlag_group_failover_reread_records", "mirrorlag_group_checkpoint_age_seconds",
+    "mirrorlag_group_partitions", "mirrorlag_group_active_on_target", "mirrorlag_group_partition_state",
+    "mirrorlag_group_partition_reread_records",
 }
 GRAFANA_VARIABLES = {"$source": ".*", "$target": ".*", "$__rate_interval": "1m", "${datasource}": "prometheus"}
 
@@ -304,7 +308,7 @@ def test_a_healthy_sidecar_raises_no_alert_of_its_own(prometheus):
     stalled mirror is too recent for the lag alerts' thresholds."""
     rules = _api(prometheus, "rules", type="alert")["groups"]
     states = {r["name"]: r["state"] for g in rules for r in g["rules"]}
-    assert len(states) == 9 and set(states.values()) == {"inactive"}, states
+    assert len(states) == 12 and set(states.values()) == {"inactive"}, states
 
 
 def readme_promql() -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 
 from mirrorlag.embedded import free_port
 from tests.helpers import scrape
+from tests.helpers import status as status_of
 
 pytestmark = pytest.mark.integration
 
@@ -91,6 +92,14 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
         copying = [states(line) for line in status[:next(i for i, line in enumerate(status) if "mirror: paused" in line)]]
         assert any(re.fullmatch(r"IN_SYNC \d+", s) for s in copying), copying
         assert not any("STALLED" in s for s in copying), copying
+        # The demo's consumer group, checkpointed by the mirror: its failover readiness beside the lag.
+        deadline = time.monotonic() + 40
+        while not any(re.search(r"\| group orders-audit: [A-Z_]+, re-read \d+ \|", line) for line in lines):
+            assert time.monotonic() < deadline, "".join(lines[-30:])
+            time.sleep(0.5)
+        groups = status_of(port)["groups"]
+        assert {(r["group"], r["topic"]) for r in groups} == {("orders-audit", "orders")}, groups
+        assert {r["partition"] for r in groups} == {0, 1, 2}, groups
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)

@@ -18,14 +18,15 @@ from mirrorlag.groups.monitor import GroupsMonitor
 from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecause
 from mirrorlag.groups.rows import FIELDS, group_rows
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
+from tests.helpers import eventually
 from tests.integration.test_mirror import LAG_MAX, Setup, expected_syncs, readers, syncs_of  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
 
 
-def _reader(settings, setup: Setup) -> FlowGroupsReader:
+def _reader(settings, setup: Setup, seed=lambda topic, partition: None) -> FlowGroupsReader:
     (flow,) = settings.flows
-    return FlowGroupsReader(
+    return FlowGroupsReader(seed=seed,
         flow=flow, groups=GroupFilter(flow.groups_include, compile_patterns(GROUPS_EXCLUDE_DEFAULT)),
         source_admin=AdminClient({"bootstrap.servers": setup.clusters.source}),
         target_admin=AdminClient({"bootstrap.servers": setup.clusters.target}),
@@ -40,10 +41,8 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
     # it reads them: a group MM2 has not checkpointed, without racing its 1 s cadence.
     setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
                                                 "groups.exclude = new-.*\n")
-    own_clusters.create_topic(setup.topic, 2)
     counts = {0: 12, 1: 7}
-    for partition, n in counts.items():
-        setup.produce(partition, range(n))
+    setup.fill(counts)
     proc = setup.start(flush_ms=1000)
     try:
         want_syncs = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}
@@ -93,20 +92,25 @@ def test_readiness_of_groups_as_mm2_checkpoints_them(tmp_path, own_clusters, rea
         "resume_source_offset": 1, "reread_records": 5, "skipped_records": 0, "state": "REREAD_HIGH"}
 
 
+def _near_and_far(setup: Setup, clusters, readers) -> tuple[str, str]:
+    """12 records copied on one partition with MM2's kept syncs (0,0), (8,8), (11,11) (the mirror
+    already started); a group caught up (near, 12) and one at 6 (far: resumes at 1, re-reads 5),
+    both checkpointed."""
+    setup.fill({0: 12})
+    readers(clusters.source, setup.sync_topic).until(lambda r: syncs_of(r, setup.topic) == {0: expected_syncs(12, LAG_MAX)})
+    near, far = f"near-{setup.src}", f"far-{setup.src}"
+    clusters.commit_group(near, {(setup.topic, 0): 12})
+    clusters.commit_group(far, {(setup.topic, 0): 6})
+    readers(clusters.target, f"{setup.src}.checkpoints.internal").until(lambda r: len(r) >= 2, what="checkpoints of both groups")
+    return near, far
+
+
 def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
     setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n"
                                                 "mirrorlag.failover.reread.max.records = 3\n")
-    own_clusters.create_topic(setup.topic, 1)
-    setup.produce(0, range(12))
     proc = setup.start(flush_ms=1000)
     try:
-        readers(own_clusters.source, setup.sync_topic).until(
-            lambda r: syncs_of(r, setup.topic) == {0: expected_syncs(12, LAG_MAX)})
-        near, far = f"near-{setup.src}", f"far-{setup.src}"
-        own_clusters.commit_group(near, {(setup.topic, 0): 12})
-        own_clusters.commit_group(far, {(setup.topic, 0): 6})
-        checkpoints = readers(own_clusters.target, f"{setup.src}.checkpoints.internal")
-        checkpoints.until(lambda r: len(r) >= 2, what="checkpoints of both groups")
+        near, far = _near_and_far(setup, own_clusters, readers)
 
         def check(*extra: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),
@@ -127,3 +131,105 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         assert ok.returncode == 0, ok.stdout + ok.stderr
     finally:
         setup.stop(proc)
+
+
+def test_the_running_sidecar_serves_the_groups_on_status_and_metrics(tmp_path, own_clusters, readers):
+    """`mirrorlag run` reads the groups on their own cadence: /status's `groups` rows are the
+    objects `check --groups --json` prints, /metrics has the aggregates of every group and the
+    series of the partitions that are not READY."""
+    from mirrorlag.embedded import free_port
+    from tests.helpers import running_sidecar, status
+
+    setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n")
+    port = free_port()
+    sidecar = tmp_path / "sidecar.properties"
+    sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
+                       "replication.record.lag.metric.refresh.interval = 500\n"
+                       "mirrorlag.failover.interval.ms = 500\n"
+                       "mirrorlag.failover.reread.max.records = 3\n")
+    proc = setup.start(flush_ms=1000)
+    try:
+        near, far = _near_and_far(setup, own_clusters, readers)
+        with running_sidecar(setup.config, sidecar, port=port, log=tmp_path / "sidecar.log"):
+            def both_read() -> dict:
+                doc = status(port)
+                rows = {r["group"]: r for r in doc["groups"] if r["group"] in (near, far)}
+                assert set(rows) == {near, far} and all(r["checkpoint_downstream"] is not None for r in rows.values())
+                return doc
+
+            doc = eventually(both_read, timeout=30)
+            rows = {r["group"]: r for r in doc["groups"]}
+            assert list(rows[far]) == list(FIELDS)
+            assert (rows[far]["reread_records"], rows[far]["state"]) == (5, "REREAD_HIGH")
+            assert (rows[near]["reread_records"], rows[near]["state"]) == (0, "READY")
+            (flow,) = doc["groups_flows"]
+            assert flow["error"] is None and flow["checkpoints_read"] and flow["groups"] >= 2
+            samples = eventually(lambda: _with_groups(port, far), timeout=10)  # rendered at the next poll
+
+            def labelled(name: str, **labels: str) -> float:
+                key = (name, tuple(sorted({"source": setup.src, "target": setup.dst, **labels}.items())))
+                assert key in samples, (key, sorted(k for k in samples if k[0].startswith("mirrorlag_group")))
+                return samples[key]
+
+            assert labelled("mirrorlag_group_failover_reread_records", group=far, stat="max") == 5
+            assert labelled("mirrorlag_group_ready", group=far) == 0
+            assert labelled("mirrorlag_group_ready", group=near) == 1
+            assert labelled("mirrorlag_group_partition_state", group=far, topic=setup.topic, partition="0",
+                            state="REREAD_HIGH") == 1
+            assert not any(k[0] == "mirrorlag_group_partition_state" and ("group", near) in k[1] for k in samples)
+    finally:
+        setup.stop(proc)
+
+
+def _with_groups(port: int, group: str) -> dict:
+    from tests.helpers import scrape
+
+    samples = scrape(port)
+    assert any(name == "mirrorlag_group_ready" and ("group", group) in labels for name, labels in samples), \
+        "no groups on /metrics yet"
+    return samples
+
+
+def test_a_partition_first_committed_after_the_syncs_were_read_is_seeded_from_the_feed(tmp_path, own_clusters, readers):
+    """The groups' sync stores keep the partitions some group committed on. One a group starts to
+    commit on later had its syncs passed over: the offset-syncs feed's newest sync seeds it (read
+    under the feed's lock, from the groups job's thread), so it is translated, not UNMAPPED."""
+    from mirrorlag.feeds.offset_syncs import offset_syncs_feeds
+    from mirrorlag.groups.service import seeds_from
+
+    setup = Setup(tmp_path, own_clusters, extra="emit.checkpoints.interval.seconds = 1\n")
+    counts = {0: 12, 1: 7}
+    setup.fill(counts)
+    proc = setup.start(flush_ms=1000)
+    try:
+        readers(own_clusters.source, setup.sync_topic).until(
+            lambda r: syncs_of(r, setup.topic) == {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()})
+        settings = load_settings([str(setup.config)])
+        (feed,) = offset_syncs_feeds(settings)
+        feed.offsets()  # the poll's drain: the newest sync of both partitions
+        (flow,) = settings.flows
+        early, late = f"early-{setup.src}", f"late-{setup.src}"
+        own_clusters.commit_group(early, {(setup.topic, 0): 12})
+        reader = _reader(settings, setup, seeds_from([feed])(flow.id))
+        monitor = GroupsMonitor([reader], lro_of=lambda flow: lambda t, p: counts[p] - 1, limits=Limits(3, 120_000))
+
+        def checkpointed(group: str) -> list:
+            (flow_groups,) = monitor.run_once().flows
+            (g,) = [g for g in flow_groups.groups if g.group == group]
+            assert all(p.checkpoint for p in g.partitions), g
+            return g.partitions
+
+        try:
+            eventually(lambda: checkpointed(early), timeout=20, interval=0.5)
+            assert (setup.topic, 1) not in reader._watched  # its syncs were passed over
+            own_clusters.commit_group(late, {(setup.topic, 1): 7})
+            (p1,) = eventually(lambda: checkpointed(late), timeout=20, interval=0.5)
+        finally:
+            monitor.close()
+            feed.close()
+    finally:
+        setup.stop(proc)
+    # 7 on p1 resumes one past the newest sync (6,6): the seed's. Mapped back to 7: nothing re-read
+    # (without the seed: resumes at 7, mapped back to nothing).
+    assert (p1.checkpoint.downstream, p1.readiness.resume_source, p1.readiness.reread) == (7, 7, 0)
+    assert p1.readiness.state is GroupState.READY

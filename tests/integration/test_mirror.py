@@ -76,6 +76,12 @@ class Setup:
         assert proc.returncode == 0, self.log.read_text()
         assert time.monotonic() - started < 5
 
+    def fill(self, counts: dict[int, int]) -> None:
+        """The topic, with a partition for each of `counts` and that many records in it."""
+        self.clusters.create_topic(self.topic, len(counts))
+        for partition, n in counts.items():
+            self.produce(partition, range(n))
+
     def produce(self, partition: int, offsets: range) -> None:
         """Records with known keys, headers and timestamps, one per batch (tansu's LEO quirk)."""
         producer = Producer({"bootstrap.servers": self.clusters.source, "batch.num.messages": 1, "linger.ms": 0})
@@ -184,10 +190,8 @@ def expected_syncs(n: int, lag_max: int) -> list[tuple[int, int]]:
 
 def test_copies_exactly_and_writes_mm2_syncs_offsets_and_heartbeats(tmp_path, own_clusters, readers):
     setup = Setup(tmp_path, own_clusters)
-    own_clusters.create_topic(setup.topic, 2)
     counts = {0: 12, 1: 7}
-    for partition, n in counts.items():
-        setup.produce(partition, range(n))
+    setup.fill(counts)
     proc = setup.start(flush_ms=1500)
     try:
         target = readers(own_clusters.target, setup.remote).until(lambda r: len(r) >= sum(counts.values()), what="the copy")
@@ -318,10 +322,8 @@ def test_checkpoints_and_synced_group_offsets_by_mm2s_rule(tmp_path, own_cluster
         "emit.checkpoints.interval.seconds = 1\n"
         "sync.group.offsets.enabled = true\n"
         "sync.group.offsets.interval.seconds = 1\n"))
-    own_clusters.create_topic(setup.topic, 2)
     counts = {0: 12, 1: 7}
-    for partition, n in counts.items():
-        setup.produce(partition, range(n))
+    setup.fill(counts)
     proc = setup.start(flush_ms=1000)
     try:
         expected_syncs_ = {p: expected_syncs(n, LAG_MAX) for p, n in counts.items()}

@@ -31,7 +31,7 @@ SNAP = GroupsSnapshot((FlowGroups(FlowId("A", "B"), (
     GroupReadiness("billing", [_p(0, GroupState.READY, 5), _p(1, GroupState.READY, 7, 40_000)]),
     GroupReadiness("audit", [_p(0, GroupState.REREAD_HIGH, 5000), _p(1, GroupState.NOT_CHECKPOINTED, None, None),
                              _p(2, GroupState.READY, 3)], active_on_target=True),
-), 0),))
+), 1_790_000_000_000),))
 
 
 def test_aggregates_for_every_group_and_partitions_only_where_not_ready():
@@ -51,6 +51,12 @@ def test_aggregates_for_every_group_and_partitions_only_where_not_ready():
     billing_series = [k for k in s if dict(k[1]).get("group") == "billing"]
     assert len(billing_series) == 5  # ready, re-read sum and max, age, partitions{READY}: a healthy group's cost
     assert s[("mirrorlag_group_partitions_withheld", ())] == 0
+    assert s[("mirrorlag_flow_groups_last_read_timestamp_seconds", (("source", "A"), ("target", "B")))] == 1_790_000_000
+
+
+def test_a_flow_never_read_has_no_read_time():
+    s = _samples(GroupsSnapshot((FlowGroups(FlowId("A", "B"), (), None, "cannot list the consumer groups"),)))
+    assert not any(k[0] == "mirrorlag_flow_groups_last_read_timestamp_seconds" for k in s)
 
 
 def test_the_cap_keeps_the_worst_partitions_and_counts_the_rest():

@@ -35,3 +35,10 @@ def test_a_large_document_comes_in_pieces() -> None:
     chunks = list(status_chunks(Snapshot(0.0, _rows(3 * STATUS_PIECE_ROWS)), False, {}))
     assert len(chunks) == 2 + 3
     assert max(map(len, chunks)) < 2 * sum(map(len, chunks)) / 3
+
+
+def test_encoded_members_follow_the_partitions_as_json() -> None:
+    rows = b'[{"group":"g","partition":0}]'
+    doc = json.loads(b"".join(status_chunks(Snapshot(0.0, _rows(2)), True, {"x": 1}, [("groups", rows)])))
+    assert list(doc) == ["ready", "taken_at", "x", "partitions", "groups"]
+    assert len(doc["partitions"]) == 2 and doc["groups"] == [{"group": "g", "partition": 0}]
