@@ -66,6 +66,7 @@ class Sidecar:
         self._feeds = feeds
         # Failover readiness (DESIGN §9), built at start: its clients connect to both clusters.
         self.groups: GroupsService | None = None
+        self.group_history: History | None = None  # the groups' rows, beside the partitions' history
         self._groups_lock = threading.Lock()  # close() never under a running groups read
         self.renderer = MetricsRenderer(
             detail=settings.metrics_detail != "lag", policies=policies_of(settings.flows),
@@ -185,6 +186,7 @@ class Sidecar:
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,
+            "groups_history": dataclasses.asdict(self.group_history.stats()) if self.group_history is not None else None,
         }
         # Compressed here, after the poll, a family at a time on the render's threads: compressing
         # on the first scrape would make that scrape wait, and this way the whole text never
@@ -232,6 +234,10 @@ class Sidecar:
             if checkpointed(self.settings):
                 self.groups = GroupsService.build(self.settings, lambda: self.latest, self._feeds)
                 self.renderer.registry.register(self.groups.collector)
+                if self.settings.history is not None:
+                    self.group_history = History.for_groups(self.settings.history, self.settings.failover.interval_s)
+                    self.group_history.start()
+                    self.groups.listeners.append(self.group_history.append)
             self._scheduler.add_job(self._poll_job, "interval", seconds=interval,
                                     next_run_time=datetime.now().astimezone(), id="poll")
             self.watch.start()
@@ -254,6 +260,8 @@ class Sidecar:
         if self.groups is not None and self._groups_lock.acquire(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
             self.groups.close()  # likewise never under a running read (else left to the process's exit)
             self._groups_lock.release()
+        if self.group_history is not None:  # its rows are few: a share of what is left
+            self.group_history.close(timeout_s=max(0.5, (deadline - time.monotonic()) / 3))
         if self.history is not None:
             self.history.close(timeout_s=max(1.0, deadline - time.monotonic()))
         if self.server is not None:

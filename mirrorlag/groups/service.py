@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -20,6 +21,7 @@ from mirrorlag.groups.metrics import GroupsCollector
 from mirrorlag.groups.monitor import FlowGroups, GroupsMonitor, GroupsSnapshot
 from mirrorlag.groups.readiness import Limits
 from mirrorlag.groups.rows import group_rows
+from mirrorlag.history.group_schema import GroupRows
 from mirrorlag.interfaces import LroFeed
 from mirrorlag.model import FlowId, PartitionKey, Snapshot
 
@@ -87,6 +89,7 @@ class GroupsService:
     status_json: bytes = b"[]"  # `/status`'s `groups`: every group partition's row (rows.FIELDS)
     flows_json: bytes = b"[]"  # `/status`'s `groups_flows`: per flow, when read and what was seen
     runs_total: int = 0
+    listeners: list[Callable[[GroupRows], None]] = field(default_factory=list)  # each run's rows (the history)
 
     def __post_init__(self) -> None:
         self.collector = GroupsCollector(lambda: self.monitor.snapshot, self.series_max)
@@ -100,9 +103,13 @@ class GroupsService:
         return cls(monitor, settings.failover.partition_series_max)
 
     def run(self) -> GroupsSnapshot:
+        started = time.time()
         snapshot = self.monitor.run_once()
+        rows = [row for f in snapshot.flows if f.error is None for row in group_rows(f.flow, f.groups)]
         self.status_json = json.dumps([row for f in snapshot.flows for row in group_rows(f.flow, f.groups)],
                                       separators=(",", ":")).encode()
+        for listener in self.listeners:  # a flow that could not be read repeats no old rows
+            listener(GroupRows(started, rows))
         self.flows_json = json.dumps([flow_summary(f) for f in snapshot.flows], separators=(",", ":")).encode()
         self.runs_total += 1
         return snapshot

@@ -14,19 +14,23 @@ Wiring (the sidecar owns the lifecycle):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pyarrow as pa
+
 from mirrorlag.config.settings import HistorySettings
 from mirrorlag.history.expiry import Expirer, local_receipt, receipts_here_or_at
 from mirrorlag.history.objectstore import quiet_sdk_logs, redactor, s3_protocol, storage_options
 from mirrorlag.history.quota import CopyQuota
-from mirrorlag.history.schema import SCHEMA
+from mirrorlag.history.group_schema import GROUPS_DIR, SCHEMA as GROUPS_SCHEMA, encode as encode_groups
+from mirrorlag.history.schema import SCHEMA, encode
 from mirrorlag.history.upload import Uploader
-from mirrorlag.history.writer import SegmentWriter
+from mirrorlag.history.writer import Encoder, SegmentWriter
 from mirrorlag.model import Snapshot
 
 log = logging.getLogger("mirrorlag.history")
@@ -62,7 +66,12 @@ class History:
         expiry_interval_s: float | None = None,
         write_retry_initial_s: float = 0.5,
         upload_retry_initial_s: float = 1.0,
+        encoder: Encoder = encode,
+        schema: pa.Schema = SCHEMA,
+        rolled_up: bool = True,
     ) -> None:
+        """`encoder`, `schema`: the rows' kind (History.for_groups). `rolled_up`: the nightly
+        rollup reads these rows, so expiry waits for its receipt of their day."""
         self.settings = settings
         root = Path(settings.dir)
         self.uploader: Uploader | None = None
@@ -87,10 +96,11 @@ class History:
             retry_initial_s=write_retry_initial_s,
             writer_id=settings.writer_id or None,
             refresh_interval_ms=None if settings.refresh_interval_s is None else round(settings.refresh_interval_s * 1000),
+            encoder=encoder, schema=schema,
         )
         self.expirer: Expirer | None = None
         if settings.retention_s is not None:
-            receipts = local_receipt if settings.upload_uri is None else receipts_here_or_at(
+            receipts = None if not rolled_up else local_receipt if settings.upload_uri is None else receipts_here_or_at(
                 settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
             self.expirer = Expirer(root, settings.retention_s, require_uploaded=self.uploader is not None,
                                    max_age_s=settings.retention_max_s, receipts=receipts,
@@ -101,6 +111,17 @@ class History:
         """A History for `settings`, or None when history is disabled. Raises nothing for a bad or
         full directory: that is reported through stats() and the log, and retried."""
         return None if settings is None else cls(settings, **kwargs)
+
+    @classmethod
+    def for_groups(cls, settings: HistorySettings, interval_s: float, **kwargs: Any) -> History:
+        """The consumer groups' history: group_schema's rows in `<dir>/_groups/` (uploaded to
+        `<uri>/_groups/`), one per group partition per groups run, under the same segment,
+        quota and retention settings. The nightly rollup does not read them yet, so they expire
+        by age alone."""
+        uri = settings.upload_uri
+        return cls(dataclasses.replace(settings, dir=Path(settings.dir) / GROUPS_DIR, refresh_interval_s=interval_s,
+                                       upload_uri=None if uri is None else f"{uri.rstrip('/')}/{GROUPS_DIR}"),
+                   encoder=encode_groups, schema=GROUPS_SCHEMA, rolled_up=False, **kwargs)
 
     def append(self, snapshot: Snapshot) -> None:
         """Poll thread: queue the snapshot's rows (O(1); never blocks, never raises)."""

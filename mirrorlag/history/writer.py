@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +41,8 @@ from mirrorlag.model import RowColumns, Snapshot
 log = logging.getLogger("mirrorlag.history")
 
 SegmentCallback = Callable[[Path, int], None]  # (closed segment path, size in bytes)
+# (first ts in ms, the snapshot's columns, writer id, refresh interval in ms) -> a record batch
+Encoder = Callable[[int, Any, str, "int | None"], pa.RecordBatch]
 
 
 @dataclass(eq=False)
@@ -92,10 +94,14 @@ class SegmentWriter:
         retry_max_s: float = 30.0,
         writer_id: str | None = None,
         refresh_interval_ms: int | None = None,
+        encoder: Encoder = encode,
+        schema: pa.Schema = SCHEMA,
     ) -> None:
         """`writer_id` names this writer on every row and in its temporary files (None: the
         host's name); `refresh_interval_ms` is the sidecar's poll interval, on every row so that
-        the rollup knows how long a sample stands for (None: polling off, or not known)."""
+        the rollup knows how long a sample stands for (None: polling off, or not known).
+        `encoder` and `schema`: what a row is (the partitions' by default; group_schema's for
+        the groups' history)."""
         if max_rows < 1 or buffer_max_rows < 1 or not segment_s > 0:
             raise ValueError("segment_s, max_rows and buffer_max_rows must be positive")
         if refresh_interval_ms is not None and refresh_interval_ms <= 0:
@@ -103,6 +109,8 @@ class SegmentWriter:
         self.root = Path(root)
         self.writer_id = writer_id or default_writer_id()
         self.refresh_interval_ms = refresh_interval_ms
+        self._encoder = encoder
+        self._schema = schema
         self._tag = writer_tag(self.writer_id)
         self.segment_s = float(segment_s)
         self.max_rows = int(max_rows)
@@ -309,7 +317,7 @@ class SegmentWriter:
             if chunk is not None:
                 ts_ms, rows = chunk
                 try:
-                    routed = (ts_ms, encode(ts_ms, rows, self.writer_id, self.refresh_interval_ms))
+                    routed = (ts_ms, self._encoder(ts_ms, rows, self.writer_id, self.refresh_interval_ms))
                 except Exception:  # a bug, not the disk: lose this snapshot, keep the thread
                     log.exception("history: cannot encode a snapshot of %d rows; skipped", len(rows))
             with self._lock:
@@ -384,7 +392,7 @@ class SegmentWriter:
         make_dirs(directory)  # again on every attempt: the dir may be back, or gone
         final = directory / segment_name(first_ts_ms)
         tmp = tmp_path(final, self._tag)
-        table = pa.Table.from_batches(batches, SCHEMA)
+        table = pa.Table.from_batches(batches, self._schema)
         try:
             write_parquet(table, tmp)
             size = os.stat(tmp).st_size

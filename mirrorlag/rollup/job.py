@@ -30,6 +30,7 @@ from py4j.protocol import Py4JJavaError
 from mirrorlag.rollup import daily, report, report_data, report_model, trends
 from mirrorlag.rollup.drawer import Drawer
 from mirrorlag.rollup.errors import RollupError, grpc_status
+from mirrorlag.rollup.group_daily import GROUP_DAILY, GROUP_KEY, group_daily
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.history.layout import ROLLUP_RECEIPT
@@ -195,7 +196,7 @@ def clear_uncommitted(spark: SparkSession, out: str, committed: dict[date, Manif
     """Files a killed run left in the tables' day directories (not named by the day's manifest),
     deleted before anything reads those directories. A day being rolled up again without a
     manifest (tables from before manifests) is emptied: it is replaced, as it always was."""
-    for table in (*TABLES.values(), TRENDS):
+    for table in (*TABLES.values(), TRENDS, GROUP_DAILY):
         listed = table_files(join(out, table), spark)
         stale = []
         for day, names in listed.items():
@@ -261,6 +262,12 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             writes = {TABLES[level]: after([filled[level]], write_table, df, table_path(opts.out, level),
                                            sort_keys[level], day, spark)
                       for level, df in frames.items()}
+            # The consumer groups' day, where the sidecar wrote group rows (a small table).
+            groups_df = group_daily(spark, opts.history, day, opts.max_gap_seconds)
+            if groups_df is not None:
+                writes[GROUP_DAILY] = pool.submit(
+                    write_table, groups_df.withColumn("final", F.lit(final)).withColumn("date", F.lit(day)),
+                    join(opts.out, GROUP_DAILY), GROUP_KEY, day, spark)
             flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 
+import pyarrow.dataset as ds
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config import load_settings
 from mirrorlag.config.group_filter import GROUPS_EXCLUDE_DEFAULT, GroupFilter, compile_patterns
 from mirrorlag.groups.flow_reader import FlowGroupsReader
+from mirrorlag.history.group_schema import SCHEMA as GROUPS_SCHEMA
 from mirrorlag.groups.monitor import GroupsMonitor
 from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecause
 from mirrorlag.groups.rows import FIELDS, group_rows
@@ -133,10 +135,11 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         setup.stop(proc)
 
 
-def test_the_running_sidecar_serves_the_groups_on_status_and_metrics(tmp_path, own_clusters, readers):
+def test_the_running_sidecar_serves_the_groups_on_status_and_metrics(tmp_path, own_clusters, readers, spark):
     """`mirrorlag run` reads the groups on their own cadence: /status's `groups` rows are the
     objects `check --groups --json` prints, /metrics has the aggregates of every group and the
-    series of the partitions that are not READY."""
+    series of the partitions that are not READY, and the history keeps each run's rows in
+    `_groups/`, which readers of the partitions' history (Spark's, pyarrow's) pass over."""
     from mirrorlag.embedded import free_port
     from tests.helpers import running_sidecar, status
 
@@ -146,7 +149,8 @@ def test_the_running_sidecar_serves_the_groups_on_status_and_metrics(tmp_path, o
     sidecar.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\n"
                        "replication.record.lag.metric.refresh.interval = 500\n"
                        "mirrorlag.failover.interval.ms = 500\n"
-                       "mirrorlag.failover.reread.max.records = 3\n")
+                       "mirrorlag.failover.reread.max.records = 3\n"
+                       f"mirrorlag.history.dir = {tmp_path / 'history'}\n")
     proc = setup.start(flush_ms=1000)
     try:
         near, far = _near_and_far(setup, own_clusters, readers)
@@ -179,6 +183,19 @@ def test_the_running_sidecar_serves_the_groups_on_status_and_metrics(tmp_path, o
             assert not any(k[0] == "mirrorlag_group_partition_state" and ("group", near) in k[1] for k in samples)
     finally:
         setup.stop(proc)
+    # Stopped: the last segments are written.
+    history = tmp_path / "history"
+    groups = ds.dataset(history / "_groups", format="parquet", partitioning="hive").to_table()
+    assert groups.schema.remove(groups.schema.get_field_index("date")) == GROUPS_SCHEMA
+    rows = [r for r in groups.to_pylist() if r["group"] == far]
+    assert rows and {(r["source"], r["target"], r["topic"], r["partition"]) for r in rows} == {
+        (setup.src, setup.dst, setup.topic, 0)}
+    last = max(rows, key=lambda r: r["ts"])
+    assert (last["committed"], last["reread_records"], last["state"], last["refresh_interval_ms"]) == (
+        6, 5, "REREAD_HIGH", 500)
+    partitions = ds.dataset(history, format="parquet", partitioning="hive").to_table()
+    assert "group" not in partitions.column_names and partitions.num_rows > 0
+    assert "group" not in spark.read.parquet(str(history)).columns
 
 
 def _with_groups(port: int, group: str) -> dict:

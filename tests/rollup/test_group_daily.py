@@ -1,0 +1,80 @@
+"""The consumer groups' day (rollup/group_daily.py): from the sidecar's group rows in
+`<history>/_groups/`, one row per flow and group, committed with the day's other tables."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mirrorlag.history.group_schema import GROUPS_DIR, SCHEMA as GROUPS_SCHEMA
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
+from tests.rollup.history import H, M, day_ms, every, series, write
+
+DAY = date(2024, 5, 6)
+T0 = day_ms(DAY)
+
+
+def _group_rows(group: str, ts_ms: list[int], partitions: dict[int, tuple[str, int | None]] | None = None,
+                per_ts=None) -> list[dict]:
+    rows = []
+    for ts in ts_ms:
+        for partition, (state, reread) in (per_ts(ts) if per_ts else partitions).items():
+            rows.append({"ts": ts, "source": "A", "target": "B", "group": group, "topic": "orders",
+                         "partition": partition, "committed": 100, "resume_source_offset": None if reread is None else 100 - reread,
+                         "reread_records": reread, "skipped_records": 0, "not_yet_mirrored_records": 0,
+                         "checkpoint_age_ms": 5_000, "state": state,
+                         "because": None if reread is not None else "no sync at or below the committed offset",
+                         "active_on_target": False, "writer": "pod-a:9464", "refresh_interval_ms": M})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def rolled(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("group-daily")
+    history, out = root / "history", root / "out"
+    write(history, DAY, series("A->B", "orders", 0, every(T0, T0 + 24 * H, M), ["IN_SYNC"] * 1440, [0] * 1440))
+    runs = every(T0, T0 + 18 * H, M)  # the sidecar read groups until 18:00, then stopped
+    # billing: READY until noon (re-read 10 + 20), then its partition 0 re-reads 5,000.
+    billing = _group_rows("billing", runs, per_ts=lambda ts: {
+        0: ("READY", 10) if ts < T0 + 12 * H else ("REREAD_HIGH", 5_000), 1: ("READY", 20)})
+    audit = _group_rows("audit", runs, {0: ("NOT_CHECKPOINTED", None)})
+    day_dir = history / GROUPS_DIR / f"date={DAY}"
+    day_dir.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(billing + audit, schema=GROUPS_SCHEMA), day_dir / "part-0.parquet")
+    results = run_days(spark, RollupOptions(str(history), str(out), [DAY], report=False))
+    rows = {r["group"]: r.asDict() for r in spark.read.parquet(str(out / "group_daily")).collect()}
+    return results, rows, out
+
+
+def test_a_groups_day_reads_its_samples_with_the_writers_interval(rolled):
+    _, rows, _ = rolled
+    billing = rows["billing"]
+    assert billing["samples"] == 1080 and billing["partitions"] == 2
+    # Each run stands for the minute to the next; the last for 4 intervals (the sidecar stopped).
+    assert billing["covered_seconds"] == 1079 * 60 + 240
+    assert billing["ready_seconds"] == 12 * 3600
+    assert billing["ready_ratio"] == pytest.approx(12 * 3600 / (1079 * 60 + 240))
+    assert billing["coverage"] == pytest.approx((1079 * 60 + 240) / 86_400)
+    # Re-read per run: the sum over its partitions; 720 runs at 30, 360 at 5,020.
+    assert (billing["reread_p50"], billing["reread_p99"], billing["reread_max"]) == (30, 5020, 5020)
+    assert (billing["worst_state"], billing["samples_reread_unknown"], str(billing["date"])) == ("REREAD_HIGH", 0, str(DAY))
+
+
+def test_a_group_never_checkpointed_has_no_reread_figures_and_is_never_ready(rolled):
+    _, rows, _ = rolled
+    audit = rows["audit"]
+    assert (audit["reread_p50"], audit["reread_max"], audit["samples_reread_unknown"]) == (None, None, 1080)
+    assert (audit["ready_ratio"], audit["worst_state"]) == (0.0, "NOT_CHECKPOINTED")
+
+
+def test_the_groups_table_is_committed_with_the_day(rolled):
+    results, rows, out = rolled
+    (manifest,) = (out / "_manifests").glob("*.json")
+    files = json.loads(manifest.read_text())["files"]
+    assert files["group_daily"] and all((out / "group_daily" / f"date={DAY}" / f).exists() for f in files["group_daily"])
+    assert {r["final"] for r in rows.values()} == {True}
