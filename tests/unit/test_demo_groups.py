@@ -27,3 +27,4 @@ def test_the_groups_table_follows_the_partitions_and_takes_the_caption():
     console.print(render({"partitions": []}, "the caption"))
     text = console.export_text()
     assert "failover readiness" not in text and "the caption" in text
+
