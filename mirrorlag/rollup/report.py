@@ -9,6 +9,7 @@ from html import escape
 from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup import trend_rule as rule
+from mirrorlag.rollup.writers import GAP_POLLS, HANDOFF_MS
 from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
 
 CSS = """
@@ -90,6 +91,13 @@ def _card(value: str, key: str, tone: str = "") -> str:
     return f'<div class="card {tone}"><div class="v">{value}</div><div class="k">{escape(key)}</div></div>'
 
 
+# How the tables account a sample (partition_day.py, writers.py), in words.
+ACCOUNTING = (f"at most {GAP_POLLS} poll intervals of the sidecar that wrote it (its rows' refresh interval; "
+              "{gap:g} s, --max-gap-seconds, for rows written before rows said it)")
+WRITERS = ("where several sidecars wrote the history, per partition the one with the most samples, and any other "
+           f"whose samples overlap it by at most {HANDOFF_MS // 60_000} min: one sidecar's view, not two interleaved")
+
+
 # --- sections ---------------------------------------------------------------------------------
 
 def _summary(d: ReportData) -> str:
@@ -163,10 +171,11 @@ def _worst(d: ReportData, c: Charts) -> str:
     chart = _img(c.series, "record lag and time lag over the day of the worst partitions") if c.series else ""
     if d.series and all(s.every_sample for s in d.series):
         how = ('each sample (a history this short is drawn sample by sample), with the time it was not in sync '
-               f'shaded: each sample\'s state to the next sample, at most {d.max_gap_seconds:g} s, as the tables count it')
+               f'shaded: each sample\'s state to the next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, '
+               'as the tables count it')
     else:
         how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
-               'worst state)')
+               f'worst state), of the samples the tables count ({WRITERS})')
     return (
         '<section id="worst-partitions"><h2>Worst partitions</h2>'
         f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '
@@ -251,8 +260,8 @@ def _quality(d: ReportData) -> str:
     return (
         '<section id="data-quality"><h2>Data quality</h2>'
         f'<p class="note">Coverage: the share of partition-time with samples; a sample accounts for the time to the '
-        f'partition\'s next sample, at most {d.max_gap_seconds:g} s, so gaps in the history lower the coverage and '
-        'are not counted as out of sync. Unrecognized states (not one the sidecar knows) count as out of sync; '
+        f'partition\'s next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, so gaps in the history lower the '
+        f'coverage and are not counted as out of sync. Samples: of the writers that count ({WRITERS}). Unrecognized states (not one the sidecar knows) count as out of sync; '
         'samples without a lag (UNKNOWN, GONE) count in every sample total but not in the percentiles.</p>'
         + _table(headers, rows) + "</section>"
     )

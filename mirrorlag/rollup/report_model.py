@@ -32,16 +32,14 @@ class Series:
 
 
 def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
-                  time_lag_ms: list[float | None], start_ms: int, end_ms: int, cap_ms: int) -> Series:
-    """A partition's samples (in time order, within the day [start_ms, end_ms)) as a Series whose
-    states hold for the time the rollup counts for each (partition_day.py): to the next sample,
-    at most cap_ms, the last one to midnight; a GONE sample for none."""
-    following = [*ms[1:], end_ms]
-    ends = [t if state == "GONE" else min(nxt, t + cap_ms) for t, nxt, state in zip(ms, following, states)]
+                  time_lag_ms: list[float | None], accounted_ms: list[int], start_ms: int) -> Series:
+    """A partition's samples (in time order, within the day starting at start_ms) as a Series
+    whose states hold for the time the tables count for each (`accounted_ms`: the samples of the
+    writers that count, by partials.counted_samples, the rule partition_day.py states)."""
     hour = 3_600_000.0
     return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
                   [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),
-                  [(e - start_ms) / hour for e in ends])
+                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)])
 
 
 @dataclass

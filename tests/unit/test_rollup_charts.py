@@ -137,6 +137,21 @@ def test_the_drawing_processes_never_import_spark():
     assert proc.returncode == 0, proc.stderr
 
 
+def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
+    """The time the tables count for each sample of one partition of day 0 (rows without a writer
+    or an interval: `cap_ms`, --max-gap-seconds, caps them)."""
+    import pyarrow as pa
+
+    from mirrorlag.rollup.partials import counted_samples
+
+    n = len(ms)
+    table = pa.table({"source": ["A"] * n, "target": ["B"] * n, "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
+                      "ts": pa.array(ms, pa.timestamp("ms", tz="UTC")), "state": states})
+    got = counted_samples(table, 86_400_000, cap_ms)
+    assert got.column("ms").to_pylist() == ms
+    return got.column("accounted_ms").to_pylist()
+
+
 def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
     from mirrorlag.rollup.charts import _spans
     from mirrorlag.rollup.report_model import sample_series
@@ -144,7 +159,8 @@ def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
     start, s = 36_000_000, 1000  # 10:00 UTC on day 0, a second
     ms = [start + 60 * s, start + 62 * s, start + 64 * s, start + 200 * s, start + 202 * s]
     states = ["IN_SYNC", "STALLED", "STALLED", "STALLED", "GONE"]
-    got = sample_series("p", ms, states, [0, 5, 9, 20, None], [0, 9000, 11000, 150000, None], 0, 86_400_000, 60_000)
+    got = sample_series("p", ms, states, [0, 5, 9, 20, None], [0, 9000, 11000, 150000, None],
+                        _accounted(ms, states, 60_000), 0)
     h = 3_600_000
     assert got.ends == pytest.approx([(t - 0) / h for t in (ms[1], ms[2], ms[2] + 60 * s, ms[4], ms[4])])
     assert got.time_lag_s == [0.0, 9.0, 11.0, 150.0, None]
@@ -164,7 +180,7 @@ def test_a_few_minutes_of_history_draw_their_lines_and_shade_only_the_stall():
     ms = list(range(start + 60_000, start + 240_000, 2000))
     states = ["STALLED" if start + 120_000 <= t < start + 160_000 else "IN_SYNC" for t in ms]
     lag = [100 + (t - start) // 1000 if s == "STALLED" else 3 for t, s in zip(ms, states)]
-    png = series_chart([sample_series("p", ms, states, lag, [(t - ms[0]) // 10 for t in ms], 0, 86_400_000, 60_000)])
+    png = series_chart([sample_series("p", ms, states, lag, [(t - ms[0]) // 10 for t in ms], _accounted(ms, states, 60_000), 0)])
     shaded = pixels(png, STALLED_SHADE, 3).any(axis=0).sum()  # columns: STALLED's 18 % red on white
     assert 60 <= shaded <= 90, shaded  # 40 s at 1.85 px/s; the whole slot would be 555
     assert pixels(png, LAG_LINE, 12).sum() > 300  # the record lag's line (LAG_COLOR)

@@ -1,0 +1,64 @@
+"""The report follows the tables' rules (issue 32): its charts account samples as the tables do
+(4 poll intervals of the writer, one writer per partition-day), a provisional day says so, and
+the report is part of the day's commit."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mirrorlag.model import State
+from mirrorlag.rollup import report_data
+from mirrorlag.rollup.charts import STATE_COLORS, _spans
+from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.options import RollupOptions
+from mirrorlag.rollup.samples import DayWindow, read_day
+from tests.rollup.history import H, day_ms, every
+from tests.rollup.test_writers import _row, sidecar
+
+DAY = date(2024, 6, 3)
+T0 = day_ms(DAY)
+KEY = {"flow": "A->B", "source": "A", "target": "B", "topic": "t", "partition": 0}
+
+
+def two_slow_sidecars(root: Path) -> None:
+    """10:00-11:30, two sidecars polling every 120 s, pod-b 7 s after pod-a: pod-a sees t/0
+    STALLED throughout, pod-b LAGGING (two views of one partition)."""
+    polls = every(T0 + 10 * H, T0 + 10 * H + 90 * 60_000, 120_000)
+    sidecar(root, "pod-a:9464", 120_000, [(ts, [_row("t", 0, State.STALLED, 40)]) for ts in polls])
+    sidecar(root, "pod-b:9464", 120_000, [(ts + 7_000, [_row("t", 0, State.LAGGING, 41)]) for ts in polls])
+
+
+@pytest.fixture(scope="module")
+def slow(spark, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("report-rules")
+    two_slow_sidecars(root / "history")
+    [result] = run_days(spark, RollupOptions(str(root / "history"), str(root / "out"), [DAY]))
+    assert result.status.name == "PRESENT" and result.report
+    return root
+
+
+def _table(out: Path, table: str) -> list[dict]:
+    return pq.read_table(out / table / f"date={DAY}").to_pylist()
+
+
+def test_a_short_historys_chart_counts_the_samples_the_tables_count(spark, slow):
+    [part] = _table(slow / "out", "partition_daily")
+    assert part["samples"] == 45 and part["stalled_seconds"] == 44 * 120 + 480  # pod-a's, each 120 s (the last 4 polls)
+    window = DayWindow(DAY)
+    [series] = report_data.drawn_series(lambda: read_day(spark, str(slow / "history" / f"date={DAY}")),
+                                        _table(slow / "out", "flow_daily"), [KEY], [], window.start_ms,
+                                        window.end_ms, 60_000)
+    assert series.every_sample and set(series.states) == {"STALLED"}  # pod-a's view only, not pod-b's LAGGING
+    shaded = sum(end - start for start, end, color in _spans(series) if color == STATE_COLORS["STALLED"])
+    assert shaded * 3600 == pytest.approx(part["stalled_seconds"])  # not 7 s of every 120 (mixed, capped at 60 s)
+
+
+def test_the_captions_say_the_rule(slow):
+    html = next((slow / "out" / "reports").glob("*.html")).read_text(encoding="utf-8")
+    assert "drawn sample by sample" in html
+    assert html.count("at most 4 poll intervals of the sidecar that wrote it") == 2  # the chart's and the coverage's
+    assert "at most 60 s" not in html
