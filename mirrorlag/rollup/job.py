@@ -33,7 +33,7 @@ from mirrorlag.rollup.errors import RollupError, grpc_status
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.history.layout import ROLLUP_RECEIPT
-from mirrorlag.rollup.manifest import Action, Manifest, Segment, trend_dependents
+from mirrorlag.rollup.manifest import Action, Manifest, Segment, provisional_why, trend_dependents
 from mirrorlag.rollup.paths import (
     TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, join, list_files, local_path, report_path,
     table_files, table_path, trends_path, write_text,
@@ -129,6 +129,7 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPla
     (plan.plan_days); listed here when not given."""
     t0 = time.perf_counter()
     now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    opts = dataclasses.replace(opts, now_ms=now_ms)
     try:
         if plan is None:
             plan = plan_days(dataclasses.replace(opts, days=[day], lookback=False), now_ms, spark).days[0]
@@ -213,6 +214,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             edges: np.ndarray) -> DayResult:
     day = plan.day
     final = plan.decision.final
+    assert opts.now_ms is not None
+    provisional = None if final else provisional_why(day, plan.segments, opts.now_ms, int(opts.settle_seconds * 1000))
     window = DayWindow(day)
     drawer: Drawer | None = None
     held: list[DataFrame] = []  # frames read more than once, released at the end
@@ -285,7 +288,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
             if opts.report:
-                data = report_model.gather(views, trend, flows, day, opts)
+                data = report_model.gather(views, trend, flows, day, opts, provisional)
                 result.report = report_path(opts.out, day)
                 write_text(result.report, report.render(data, charts_f.result()), spark)
             result.tables_written = {table: w.result() for table, w in writes.items()}

@@ -27,6 +27,8 @@ th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align:
 th.l, td.l { text-align: left; } tr:hover td { background: #fafafa; }
 td.worst { font-weight: 700; color: #b03a2e; } .tag { display: inline-block; padding: 1px 7px; border-radius: 10px;
   font-size: 12px; font-weight: 600; } .tag.grow { background: #fde2e1; color: #b03a2e; } .tag.flat { background: #eef5ee; color: #2e7d32; }
+.provisional { background: #fff4e0; border: 1px solid #f0b429; border-left: 6px solid #e8890c; border-radius: 6px;
+  padding: 10px 16px; margin: 16px 0 6px; font-size: 14.5px; }
 img { max-width: 100%; display: block; margin: 6px 0; }
 dl { font-size: 13.5px; color: #444; } dt { font-weight: 600; margin-top: 6px; } dd { margin-left: 18px; }
 """
@@ -99,6 +101,18 @@ WRITERS = ("where several sidecars wrote the history, per partition the one with
 
 
 # --- sections ---------------------------------------------------------------------------------
+
+def _provisional(d: ReportData) -> str:
+    """A banner on a provisional day: its figures are not final, and say why."""
+    if d.provisional is None:
+        return ""
+    return (
+        '<div class="provisional" id="provisional" role="status"><b>Provisional day: these figures are not final.</b> '
+        f'Why: {escape(d.provisional)}. The next rollup after the day is over and its history has settled rolls it '
+        "up again and replaces this report. Until then its rows say <code>final = false</code>, and its figures stay "
+        "out of other days' trends (day-over-day and week-over-week changes, slopes, growing).</div>"
+    )
+
 
 def _summary(d: ReportData) -> str:
     f = d.flows
@@ -299,13 +313,13 @@ def draw(d: ReportData) -> Charts:
 def render(d: ReportData, drawn: Charts | None = None) -> str:
     """The page; `drawn`: draw(d) done already (draw needs none of d's trend fields)."""
     c = drawn or draw(d)
-    title = f"mirrorlag — replication lag on {d.day.isoformat()}"
+    title = f"mirrorlag — replication lag on {d.day.isoformat()}" + (" (provisional)" if d.provisional else "")
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head><body>'
         f"<header><h1>{escape(title)}</h1>"
         f'<div class="sub">UTC day {d.day.isoformat()} · history {escape(d.history)} · generated '
         f'{d.generated_at.strftime("%Y-%m-%d %H:%M UTC")} by mirrorlag rollup</div></header>'
-        + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
+        + _provisional(d) + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
         + "<footer><h2>How to read this</h2>" + _definitions(d) + "</footer></body></html>"
     )

@@ -58,6 +58,8 @@ class ReportData:
     trend_rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flow_trends: dict[str, dict[str, Any]]  # flow name -> its trend row
     growing: dict[str, int]  # level -> how many are flagged growing
+    # Why the day is provisional (manifest.provisional_why; its rows say final = false); None: final.
+    provisional: str | None = None
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -92,7 +94,7 @@ NO_TRENDS = TrendViews([], {}, {})  # what the charts are drawn from: they need 
 
 
 def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], day: date,
-           opts: RollupOptions) -> ReportData:
+           opts: RollupOptions, provisional: str | None = None) -> ReportData:
     several_flows = len(flows) > 1
     return ReportData(
         day=day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=opts.worst,
@@ -106,4 +108,5 @@ def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], day:
         trend_rows=trend.rows,
         flow_trends=trend.flows,
         growing=trend.growing,
+        provisional=provisional,
     )

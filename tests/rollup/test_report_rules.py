@@ -4,6 +4,7 @@ the report is part of the day's commit."""
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from mirrorlag.model import State
 from mirrorlag.rollup import report_data
 from mirrorlag.rollup.charts import STATE_COLORS, _spans
 from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.manifest import Segment, provisional_why
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.samples import DayWindow, read_day
 from tests.rollup.history import H, day_ms, every
@@ -62,3 +64,31 @@ def test_the_captions_say_the_rule(slow):
     assert "drawn sample by sample" in html
     assert html.count("at most 4 poll intervals of the sidecar that wrote it") == 2  # the chart's and the coverage's
     assert "at most 60 s" not in html
+
+
+def test_a_final_days_report_has_no_provisional_banner(slow):
+    html = next((slow / "out" / "reports").glob("*.html")).read_text(encoding="utf-8")
+    assert all(r["final"] for r in _table(slow / "out", "partition_daily"))
+    assert 'class="provisional"' not in html and "(provisional)" not in html
+
+
+def test_a_provisional_days_report_says_so_and_why(spark, slow, tmp_path):
+    """Rolled up at noon of the day: its rows say final = false, and the report carries a banner
+    saying the day is provisional, why, and that it stays out of other days' trends."""
+    opts = RollupOptions(str(slow / "history"), str(tmp_path / "out"), [DAY], now_ms=T0 + 12 * H)
+    [result] = run_days(spark, opts)
+    assert not result.final
+    assert not any(r["final"] for r in _table(tmp_path / "out", "partition_daily"))
+    html = Path(result.report).read_text(encoding="utf-8")
+    assert "(provisional)</h1>" in html
+    [banner] = re.findall(r'<div class="provisional"[^>]*>(.*?)</div>', html)
+    assert "Provisional day" in banner
+    assert f"not over when it was rolled up ({DAY} 12:00 UTC)" in banner
+    assert "out of other days' trends" in banner
+
+
+def test_provisional_why_names_the_settle_time():
+    segments = [Segment("part-0.parquet", 100, T0 + 24 * H + 10 * 60_000)]  # written 00:10 the next day
+    assert provisional_why(DAY, segments, T0 + 24 * H + 70 * 60_000, 3_600_000) is None
+    why = provisional_why(DAY, segments, T0 + 24 * H + 30 * 60_000, 3_600_000)
+    assert why is not None and "written 20 min before" in why and "settle time (60 min, --settle-minutes)" in why
