@@ -13,6 +13,9 @@ switched by it: the tables stay plain Hive-style `date=` partitions that any Spa
 second layout for readers to learn, and the switch is one write on every store (an object store
 has no atomic rename of a directory).
 
+The report is one more file of the commit (`_reports/date=DAY/`, job.rollup_day); the copy people
+open (`reports/mirrorlag-DAY.html`) is removed before the manifest is written and written after it.
+
 The same manifest goes into the history's own day directory as the rollup's receipt
 (`history.layout.ROLLUP_RECEIPT`), where the sidecar's expiry looks for it: no key naming the
 rollup's output, no credentials for its store.

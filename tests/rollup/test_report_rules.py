@@ -12,10 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorlag.model import State
-from mirrorlag.rollup import report_data
+from mirrorlag.rollup import job, report_data
 from mirrorlag.rollup.charts import STATE_COLORS, _spans
 from mirrorlag.rollup.job import run_days
-from mirrorlag.rollup.manifest import Segment, provisional_why
+from mirrorlag.rollup.manifest import Manifest, Segment, provisional_why
+from mirrorlag.rollup.paths import REPORTS
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.samples import DayWindow, read_day
 from tests.rollup.history import H, day_ms, every
@@ -92,3 +93,53 @@ def test_provisional_why_names_the_settle_time():
     assert provisional_why(DAY, segments, T0 + 24 * H + 70 * 60_000, 3_600_000) is None
     why = provisional_why(DAY, segments, T0 + 24 * H + 30 * 60_000, 3_600_000)
     assert why is not None and "written 20 min before" in why and "settle time (60 min, --settle-minutes)" in why
+
+
+class Killed(Exception):
+    """A job stopped at this point."""
+
+
+def _committed_report(out: Path) -> tuple[Manifest, str]:
+    manifest = Manifest.from_json((out / "_manifests" / f"date={DAY}.json").read_text(), "test")
+    [name] = manifest.files[REPORTS]
+    return manifest, (out / REPORTS / f"date={DAY}" / name).read_text(encoding="utf-8")
+
+
+def test_the_report_is_part_of_the_days_commit(spark, tmp_path, monkeypatch):
+    """The report a reader finds is always the one the day's manifest names, the tables' version:
+    a job killed before its commit leaves the previous report, one killed after it leaves none,
+    and the next run publishes the committed one."""
+    history, out = tmp_path / "history", tmp_path / "out"
+    two_slow_sidecars(history)
+    run_days(spark, RollupOptions(str(history), str(out), [DAY]))
+    published = out / "reports" / f"mirrorlag-{DAY}.html"
+    first, html = _committed_report(out)
+    assert published.read_text(encoding="utf-8") == html and ">1</div><div class=\"k\">partitions" in html
+
+    # Late data: a second partition. Killed once its tables and report are written, before the commit.
+    sidecar(history, "pod-c:9464", 120_000, [(T0 + 10 * H + i * 120_000, [_row("u", 1, State.IN_SYNC, 0)]) for i in range(5)])
+
+    def kill(*args, **kwargs):
+        raise Killed()
+
+    with monkeypatch.context() as m:
+        m.setattr(job, "_commit", kill)
+        with pytest.raises(Killed):
+            run_days(spark, RollupOptions(str(history), str(out), [DAY]))
+    assert _committed_report(out) == (first, html)
+    assert not published.exists() or published.read_text(encoding="utf-8") == html  # never the uncommitted figures
+
+    # Killed after the commit, before the copy people read: none, rather than the replaced one.
+    with monkeypatch.context() as m:
+        m.setattr(job, "_publish_report", kill)
+        with pytest.raises(Killed):
+            run_days(spark, RollupOptions(str(history), str(out), [DAY]))
+    second, html = _committed_report(out)
+    assert second.run != first.run and ">2</div><div class=\"k\">partitions" in html
+    assert not published.exists()
+    assert [p.name for p in (out / REPORTS / f"date={DAY}").iterdir()] == list(second.files[REPORTS])  # the replaced one went
+
+    # The next run finds the day unchanged and publishes its committed report.
+    [result] = run_days(spark, RollupOptions(str(history), str(out), [DAY], lookback=True))
+    assert result.action.name == "UNCHANGED"
+    assert published.read_text(encoding="utf-8") == html
