@@ -191,3 +191,64 @@ def test_a_lone_slot_still_shows():
 
     png = series_chart([Series("p", [10.0], [40], [12.0], ["STALLED"])])
     assert pixels(png, LAG_LINE, 12).sum() > 5  # its marker
+
+
+def _flow(name: str, p95: float) -> dict:
+    return {"flow": name, "out_of_sync_seconds": 10.0, "covered_seconds": 1000.0,
+            "record_lag_p50": 1, "record_lag_p95": p95, "record_lag_p99": p95 * 20}
+
+
+def _titles(ax) -> list:
+    return [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 12])
+def test_the_flows_charts_legend_covers_no_title_and_no_bar(n):
+    """Measured on the drawn figure: the record-lag percentiles' legend beside its panel's title,
+    above its bars, inside the figure, at every height (one flow made the figure short enough
+    for the legend, placed in axes fractions, to sit on the title)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import flows_figure
+
+    fig = flows_figure([_flow(f"S{i}->T", 10 ** (i % 6)) for i in range(n)])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+        assert legends
+        for ax, legend in legends:
+            box = legend.get_window_extent(r)
+            for other in fig.axes:
+                for title in _titles(other):
+                    assert not box.overlaps(title.get_window_extent(r)), (title.get_text(), box, title.get_window_extent(r))
+            assert box.y0 >= ax.get_window_extent(r).y1 - 1  # above the panel: no bar hidden
+            assert box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_the_line_charts_legend_covers_no_panel_title(n):
+    import matplotlib.pyplot as plt
+
+    import mirrorlag.rollup.charts as charts
+
+    drawn = []
+    png = charts._png
+    charts._png = lambda fig, tight=True: drawn.append(fig) or b""
+    try:
+        charts.series_chart([Series(f"A->B topic-{i}[0]", [1.0, 2.0], [5, 9], [1.0, 2.0], ["IN_SYNC", "STALLED"])
+                             for i in range(n)])
+    finally:
+        charts._png = png
+    [fig] = drawn
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        box = fig.legends[0].get_window_extent(r)
+        titles = [t.get_window_extent(r) for ax in fig.axes if ax.get_visible() for t in _titles(ax)]
+        assert titles and not any(box.overlaps(t) for t in titles)
+        assert box.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
