@@ -63,5 +63,8 @@ last 7 days against the same weekdays of the 3 weeks before) and its parts: `cha
 trimmed mean of the 7 days' changes), `change_7d_ratio`, `noise_7d` (records: the series' own
 week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline).
 
-`<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file.
+`<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file (a provisional
+day's says so). A file of the day's commit: written to `<out>/_reports/date=YYYY-MM-DD/` under the
+run's name, named by the manifest, and copied to `reports/` after the commit (the copy removed
+before it), so the copy is always the committed version or missing (the next run writes it).
 """

@@ -48,6 +48,14 @@ def _count(x: float, _pos: object = None) -> str:
 
 def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     """Per flow: share of partition-time out of sync, and record-lag percentiles."""
+    return _png(flows_figure(flows))
+
+
+def flows_figure(flows: Sequence[dict[str, Any]]) -> plt.Figure:
+    """flows_chart's figure. Titles on the left above each panel, the legend on the right above
+    its panel, level with the title: side by side, never over the title or the bars, whatever
+    the figure's height (the legend placed in axes fractions above the panel reached the title
+    of a short figure)."""
     names = [f["flow"] for f in flows][::-1]
     height = max(2.2, 0.55 * len(flows) + 1.3)
     fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH_IN, height), sharey=True)
@@ -56,7 +64,7 @@ def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     left.bar_label(bars, labels=[f"{s:.2f} %" for s in share], padding=3, fontsize=10)
     left.set_xlabel("out of sync (% of the watched partition-time)")
     left.set_xlim(0, max(1.0, max(share, default=0) * 1.25))
-    left.set_title("Time out of sync")
+    left.set_title("Time out of sync", loc="left")
     y = range(len(names))
     for q, color, offset in (("record_lag_p50", "#9ecae1", -0.25), ("record_lag_p95", "#3182bd", 0.0), ("record_lag_p99", "#08519c", 0.25)):
         vals = [max(0.5, f[q] or 0) for f in flows][::-1]
@@ -64,10 +72,10 @@ def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     right.set_xscale("log")
     right.xaxis.set_major_formatter(FuncFormatter(_count))
     right.set_xlabel("record lag (records, log scale)")
-    right.set_title("Record lag percentiles")
-    right.legend(loc="lower right", bbox_to_anchor=(1.0, 1.06), ncol=3, fontsize=9, frameon=False)
+    right.set_title("Record lag percentiles", loc="left")
+    right.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.2, ncol=3, fontsize=9, frameon=False)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def _spans(series: Series) -> list[tuple[float, float, str]]:

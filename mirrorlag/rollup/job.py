@@ -34,10 +34,10 @@ from mirrorlag.rollup.group_daily import GROUP_DAILY, GROUP_KEY, group_daily
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.history.layout import ROLLUP_RECEIPT
-from mirrorlag.rollup.manifest import Action, Manifest, Segment, trend_dependents
+from mirrorlag.rollup.manifest import Action, Manifest, Segment, provisional_why, trend_dependents
 from mirrorlag.rollup.paths import (
-    TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, join, list_files, local_path, report_path,
-    table_files, table_path, trends_path, write_text,
+    REPORTS, TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, exists, join, list_files, local_path,
+    read_text, report_path, report_version, table_files, table_path, trends_path, write_text,
 )
 from mirrorlag.rollup.plan import DayPlan, Plan, manifest_path, plan_days
 from mirrorlag.rollup.partition_day import PER_PARTITION
@@ -62,6 +62,7 @@ class DayResult:
     unknown_state_samples: int = 0
     null_record_lag_samples: int = 0
     report: str | None = None
+    html: str | None = field(default=None, repr=False)  # the report, until committed (rollup_day)
     tables: dict[str, str] = field(default_factory=dict)
     tables_written: dict[str, tuple[str, ...]] = field(default_factory=dict)  # new files per table dir
     action: Action = Action.ROLL  # or only its trends recomputed (trends_only), or left as it was
@@ -130,6 +131,7 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPla
     (plan.plan_days); listed here when not given."""
     t0 = time.perf_counter()
     now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
+    opts = dataclasses.replace(opts, now_ms=now_ms)
     try:
         if plan is None:
             plan = plan_days(dataclasses.replace(opts, days=[day], lookback=False), now_ms, spark).days[0]
@@ -139,15 +141,41 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPla
         with tuned(spark, sum(s.size for s in plan.segments), opts.tune_spark, cores) as tasks:
             result = _rollup(spark, opts, plan, tasks, cores, exact_edges())
         if result.status is DayStatus.PRESENT:
-            files = result.tables_written
-            manifest = Manifest(day, run or _run_id(), plan.decision.final, plan.segments, files,
-                                opts.max_gap_seconds, now_ms)
+            run = run or _run_id()
+            files = dict(result.tables_written)
+            if result.html is not None:  # a file of the commit, as the tables' are
+                files[REPORTS] = (report_version(day, run),)
+                write_text(join(opts.out, REPORTS, f"date={day.isoformat()}", files[REPORTS][0]), result.html, spark)
+            manifest = Manifest(day, run, plan.decision.final, plan.segments, files, opts.max_gap_seconds, now_ms)
+            # The copy people read goes first: it never shows a version the manifest does not name.
+            delete_files([report_path(opts.out, day)], spark)
             result.why = _commit(spark, opts, manifest, plan.previous)
+            if result.html is not None:
+                result.report = _publish_report(spark, opts.out, day, result.html)
+                result.html = None
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.final = plan.decision.final
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _publish_report(spark: SparkSession, out: str, day: date, html: str) -> str:
+    """The committed report copied to where people look (paths.report_path), after the commit."""
+    path = report_path(out, day)
+    write_text(path, html, spark)
+    return path
+
+
+def publish_reports(spark: SparkSession, out: str, committed: dict[date, Manifest], days: set[date]) -> None:
+    """A committed report whose copy is missing (a job killed between its commit and the copy)
+    copied again, for `days`."""
+    for day in sorted(days & set(committed)):
+        [version, *_] = committed_files(out, REPORTS, day, committed[day]) or [None]
+        if version is not None and not exists(report_path(out, day), spark):
+            html = read_text(version, spark)
+            if html is not None:
+                _publish_report(spark, out, day, html)
 
 
 def _run_id() -> str:
@@ -196,7 +224,7 @@ def clear_uncommitted(spark: SparkSession, out: str, committed: dict[date, Manif
     """Files a killed run left in the tables' day directories (not named by the day's manifest),
     deleted before anything reads those directories. A day being rolled up again without a
     manifest (tables from before manifests) is emptied: it is replaced, as it always was."""
-    for table in (*TABLES.values(), TRENDS, GROUP_DAILY):
+    for table in (*TABLES.values(), TRENDS, GROUP_DAILY, REPORTS):
         listed = table_files(join(out, table), spark)
         stale = []
         for day, names in listed.items():
@@ -214,6 +242,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             edges: np.ndarray) -> DayResult:
     day = plan.day
     final = plan.decision.final
+    assert opts.now_ms is not None
+    provisional = None if final else provisional_why(day, plan.segments, opts.now_ms, int(opts.settle_seconds * 1000))
     window = DayWindow(day)
     drawer: Drawer | None = None
     held: list[DataFrame] = []  # frames read more than once, released at the end
@@ -292,9 +322,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
             if opts.report:
-                data = report_model.gather(views, trend, flows, day, opts)
-                result.report = report_path(opts.out, day)
-                write_text(result.report, report.render(data, charts_f.result()), spark)
+                data = report_model.gather(views, trend, flows, day, opts, provisional)
+                result.html = report.render(data, charts_f.result())  # written with the day's commit (rollup_day)
             result.tables_written = {table: w.result() for table, w in writes.items()}
     finally:
         for df in held:
@@ -385,6 +414,8 @@ def run_days(
     rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}
     if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
         clear_uncommitted(spark, opts.out, plan.committed, rolling)
+        if opts.report:
+            publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
     results: list[DayResult] = []
     rolled: list[date] = []
     for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):

@@ -13,6 +13,9 @@ switched by it: the tables stay plain Hive-style `date=` partitions that any Spa
 second layout for readers to learn, and the switch is one write on every store (an object store
 has no atomic rename of a directory).
 
+The report is one more file of the commit (`_reports/date=DAY/`, job.rollup_day); the copy people
+open (`reports/mirrorlag-DAY.html`) is removed before the manifest is written and written after it.
+
 The same manifest goes into the history's own day directory as the rollup's receipt
 (`history.layout.ROLLUP_RECEIPT`), where the sidecar's expiry looks for it: no key naming the
 rollup's output, no credentials for its store.
@@ -92,8 +95,25 @@ def day_end_ms(day: date) -> int:
 
 def is_final(day: date, segments: Sequence[Segment], now_ms: int, settle_ms: int) -> bool:
     """Over, and its newest input older than the upload lag allows: more is not expected."""
+    return provisional_why(day, segments, now_ms, settle_ms) is None
+
+
+def _age(ms: int) -> str:
+    s = max(0, ms) / 1000
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+def provisional_why(day: date, segments: Sequence[Segment], now_ms: int, settle_ms: int) -> str | None:
+    """Why the day is provisional, in words (None: final)."""
+    if now_ms < day_end_ms(day):
+        at = datetime.fromtimestamp(now_ms / 1000, timezone.utc)
+        return (f"the day was not over when it was rolled up ({at:%Y-%m-%d %H:%M} UTC): "
+                "the history of the rest of the day is still to come")
     newest = max((s.mtime_ms for s in segments), default=0)
-    return now_ms >= day_end_ms(day) and now_ms - newest >= settle_ms
+    if now_ms - newest < settle_ms:
+        return (f"its newest history segment was written {_age(now_ms - newest)} before it was rolled up, less than "
+                f"the settle time ({_age(settle_ms)}, --settle-minutes): segments still being uploaded may be missing")
+    return None
 
 
 class Action(Enum):

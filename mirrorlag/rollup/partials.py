@@ -419,6 +419,18 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
     return np.where(sizes > 0, sums, 0)
 
 
+def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, last: np.ndarray, end_ms: int,
+                 cap: np.ndarray) -> np.ndarray:
+    """The time each sample accounts for (partition_day.py's rule), samples in their partition's
+    (time, state) order, `last` marking each partition's last one, `cap` each sample's: to the
+    partition's next sample, at most the cap, the last one to end_ms (at most the cap too); a
+    sample without a time for the cap; a GONE sample for none."""
+    following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
+    interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
+    interval[state == GONE] = 0
+    return interval
+
+
 def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray) -> dict[str, pa.Array]:
     """Each group's day from its samples' codes, by the rules partition_day.py states (the time
     each sample accounts for, out of sync, at risk, stalled, stall episodes, by hour), for every
@@ -431,10 +443,7 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     timed = ts != NULL_TS
     last = np.zeros(codes.size, bool)
     last[ends[sizes > 0] - 1] = True
-    following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
-    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
-    interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
-    interval[state == GONE] = 0
+    interval = accounted_ms(ts, timed, state, last, end_ms, np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes))
     hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)
     out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     stalled = state == STALLED
@@ -556,6 +565,34 @@ def one_view(parts: pa.Table) -> pa.Table:
                + pc.binary_length(parts.column("time_code_other")).to_numpy(zero_copy_only=False) // 8)
     first, last = (parts.column(c).to_numpy() for c in ("span_first_ms", "span_last_ms"))
     return parts.filter(pa.array(writers.keep(key, rank, samples, first, last))).combine_chunks()
+
+
+def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Table:
+    """The rows of `table` (READ columns of some partitions' whole day, e.g. the report's short
+    history drawn sample by sample) that the tables count, as `merge` counts them: the writers
+    writers.keep keeps per partition, each partition's cap from its rows' poll intervals
+    (writers.caps; `default_cap_ms` for rows without one), its samples in (time, state) order
+    (partition_day.py); added columns: `ms`, the time in epoch milliseconds (null: none), and
+    `accounted_ms`, the time the sample accounts for."""
+    table = table.unify_dictionaries().combine_chunks()
+    n = table.num_rows
+    if not n:
+        return table.append_column("ms", pa.array([], pa.int64())).append_column("accounted_ms", pa.array([], pa.int64()))
+    cols = {c: table.column(c).chunk(0) if c in table.column_names else pa.nulls(n, _TYPES[c]) for c in READ}
+    key, n_keys = group_ids([cols[c] for c in KEY])
+    ms, timed = _ts_ms(cols["ts"])
+    counted = writers.keep(key, _writer_ranks(cols[WRITER]), np.ones(n, np.int64),
+                           np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
+    interval, known = _values(cols["refresh_interval_ms"])
+    cap = writers.caps(interval[counted], known[counted], key[counted], n_keys, default_cap_ms)
+    rows = np.flatnonzero(counted)
+    state = state_codes(cols["state"])[rows]
+    order = np.lexsort((time_codes(ms[rows], timed[rows], state), key[rows]))  # per partition, by (time, state)
+    rows, key, state = rows[order], key[rows][order], state[order]
+    last = np.r_[key[1:] != key[:-1], True]
+    spans = accounted_ms(np.where(timed[rows], ms[rows], NULL_TS), timed[rows], state, last, end_ms, cap[key])
+    return (table.take(pa.array(rows)).append_column("ms", pa.array(ms[rows], pa.int64(), mask=~timed[rows]))
+            .append_column("accounted_ms", pa.array(spans, pa.int64())))
 
 
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:

@@ -49,8 +49,19 @@ def trends_path(out: str) -> str:
     return join(out, TRENDS)
 
 
+# The day's committed report, a file of the commit like the tables' (manifest.py):
+# <out>/_reports/date=YYYY-MM-DD/mirrorlag-YYYY-MM-DD-<run>.html, named by the day's manifest.
+REPORTS = "_reports"
+
+
 def report_path(out: str, day: date) -> str:
+    """Where people find the day's report: a copy of the committed one (published_report)."""
     return join(out, "reports", f"mirrorlag-{day.isoformat()}.html")
+
+
+def report_version(day: date, run: str) -> str:
+    """The name of the day's report as a run writes it, in <out>/_reports/date=DAY/."""
+    return f"mirrorlag-{day.isoformat()}-{run}.html"
 
 
 def local_path(url: str) -> Path | None:

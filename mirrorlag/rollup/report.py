@@ -9,6 +9,7 @@ from html import escape
 from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup import trend_rule as rule
+from mirrorlag.rollup.writers import GAP_POLLS, HANDOFF_MS
 from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
 
 CSS = """
@@ -26,6 +27,8 @@ th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align:
 th.l, td.l { text-align: left; } tr:hover td { background: #fafafa; }
 td.worst { font-weight: 700; color: #b03a2e; } .tag { display: inline-block; padding: 1px 7px; border-radius: 10px;
   font-size: 12px; font-weight: 600; } .tag.grow { background: #fde2e1; color: #b03a2e; } .tag.flat { background: #eef5ee; color: #2e7d32; }
+.provisional { background: #fff4e0; border: 1px solid #f0b429; border-left: 6px solid #e8890c; border-radius: 6px;
+  padding: 10px 16px; margin: 16px 0 6px; font-size: 14.5px; }
 img { max-width: 100%; display: block; margin: 6px 0; }
 dl { font-size: 13.5px; color: #444; } dt { font-weight: 600; margin-top: 6px; } dd { margin-left: 18px; }
 """
@@ -90,7 +93,26 @@ def _card(value: str, key: str, tone: str = "") -> str:
     return f'<div class="card {tone}"><div class="v">{value}</div><div class="k">{escape(key)}</div></div>'
 
 
+# How the tables account a sample (partition_day.py, writers.py), in words.
+ACCOUNTING = (f"at most {GAP_POLLS} poll intervals of the sidecar that wrote it (its rows' refresh interval; "
+              "{gap:g} s, --max-gap-seconds, for rows written before rows said it)")
+WRITERS = ("where several sidecars wrote the history, per partition the one with the most samples, and any other "
+           f"whose samples overlap it by at most {HANDOFF_MS // 60_000} min: one sidecar's view, not two interleaved")
+
+
 # --- sections ---------------------------------------------------------------------------------
+
+def _provisional(d: ReportData) -> str:
+    """A banner on a provisional day: its figures are not final, and say why."""
+    if d.provisional is None:
+        return ""
+    return (
+        '<div class="provisional" id="provisional" role="status"><b>Provisional day: these figures are not final.</b> '
+        f'Why: {escape(d.provisional)}. The next rollup after the day is over and its history has settled rolls it '
+        "up again and replaces this report. Until then its rows say <code>final = false</code>, and its figures stay "
+        "out of other days' trends (day-over-day and week-over-week changes, slopes, growing).</div>"
+    )
+
 
 def _summary(d: ReportData) -> str:
     f = d.flows
@@ -163,10 +185,11 @@ def _worst(d: ReportData, c: Charts) -> str:
     chart = _img(c.series, "record lag and time lag over the day of the worst partitions") if c.series else ""
     if d.series and all(s.every_sample for s in d.series):
         how = ('each sample (a history this short is drawn sample by sample), with the time it was not in sync '
-               f'shaded: each sample\'s state to the next sample, at most {d.max_gap_seconds:g} s, as the tables count it')
+               f'shaded: each sample\'s state to the next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, '
+               'as the tables count it')
     else:
         how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
-               'worst state)')
+               f'worst state), of the samples the tables count ({WRITERS})')
     return (
         '<section id="worst-partitions"><h2>Worst partitions</h2>'
         f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '
@@ -251,8 +274,8 @@ def _quality(d: ReportData) -> str:
     return (
         '<section id="data-quality"><h2>Data quality</h2>'
         f'<p class="note">Coverage: the share of partition-time with samples; a sample accounts for the time to the '
-        f'partition\'s next sample, at most {d.max_gap_seconds:g} s, so gaps in the history lower the coverage and '
-        'are not counted as out of sync. Unrecognized states (not one the sidecar knows) count as out of sync; '
+        f'partition\'s next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, so gaps in the history lower the '
+        f'coverage and are not counted as out of sync. Samples: of the writers that count ({WRITERS}). Unrecognized states (not one the sidecar knows) count as out of sync; '
         'samples without a lag (UNKNOWN, GONE) count in every sample total but not in the percentiles.</p>'
         + _table(headers, rows) + "</section>"
     )
@@ -290,13 +313,13 @@ def draw(d: ReportData) -> Charts:
 def render(d: ReportData, drawn: Charts | None = None) -> str:
     """The page; `drawn`: draw(d) done already (draw needs none of d's trend fields)."""
     c = drawn or draw(d)
-    title = f"mirrorlag — replication lag on {d.day.isoformat()}"
+    title = f"mirrorlag — replication lag on {d.day.isoformat()}" + (" (provisional)" if d.provisional else "")
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head><body>'
         f"<header><h1>{escape(title)}</h1>"
         f'<div class="sub">UTC day {d.day.isoformat()} · history {escape(d.history)} · generated '
         f'{d.generated_at.strftime("%Y-%m-%d %H:%M UTC")} by mirrorlag rollup</div></header>'
-        + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
+        + _provisional(d) + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
         + "<footer><h2>How to read this</h2>" + _definitions(d) + "</footer></body></html>"
     )

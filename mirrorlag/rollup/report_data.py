@@ -16,7 +16,7 @@ from typing import Any, Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from mirrorlag.rollup import slots, trends
+from mirrorlag.rollup import partials, slots, trends
 from mirrorlag.rollup.report_model import Series, TrendViews, partition_label, sample_series
 from mirrorlag.rollup.samples import HISTORY_SCHEMA
 from mirrorlag.rollup.schema import PARTITION_KEY
@@ -65,23 +65,27 @@ def drawn_series(read_day: Callable[[], DataFrame], flows: list[dict[str, Any]],
                  series: list[Series], start_ms: int, end_ms: int, cap_ms: int) -> list[Series]:
     """The worst partitions' curves as drawn: `series` (their slots), or, when the day's whole
     history (`flows`: the flow table's rows) spans under SHORT_HOURS, their samples read again
-    from `read_day()`, the day's rows."""
+    from `read_day()`, the day's rows, counted as the tables count them (partials.counted_samples:
+    the writers that count, the time each sample stands for; `cap_ms`: --max-gap-seconds, for
+    rows that do not say their poll interval)."""
     first = [f["first_ts"] for f in flows if f["first_ts"] is not None]
     last = [f["last_ts"] for f in flows if f["last_ts"] is not None]
     if not rows or not first or not last or max(last) - min(first) >= timedelta(hours=SHORT_HOURS):
         return series
-    ms = F.unix_millis("ts")
-    samples = (read_day().where(_key_filter(rows) & (ms >= start_ms) & (ms < end_ms))
-               .select(*PARTITION_KEY, ms.alias("ms"), "state", "record_lag", "time_lag_ms").collect())
+    # Every row of these partitions, as the day's pass reads them: whose samples count depends on all of them.
+    samples = partials.counted_samples(read_day().where(_key_filter(rows)).select(*partials.READ).toArrow(),
+                                       end_ms, cap_ms).to_pylist()
     by_key: dict[tuple, list[Any]] = {}
-    for r in sorted(samples, key=lambda r: r["ms"]):
-        by_key.setdefault(tuple(r[k] for k in PARTITION_KEY), []).append(r)
+    for x in samples:
+        ms = x["ms"]
+        if ms is not None and start_ms <= ms < end_ms:  # drawn: the samples within the day
+            by_key.setdefault(tuple(x[k] for k in PARTITION_KEY), []).append((ms, x))
     out = []
     for r in rows:
         got = by_key.get(tuple(r[k] for k in PARTITION_KEY), [])
-        out.append(sample_series(partition_label(r), [x["ms"] for x in got], [x["state"] for x in got],
-                                 [x["record_lag"] for x in got], [x["time_lag_ms"] for x in got],
-                                 start_ms, end_ms, cap_ms))
+        out.append(sample_series(partition_label(r), [ms for ms, _ in got], [x["state"] for _, x in got],
+                                 [x["record_lag"] for _, x in got], [x["time_lag_ms"] for _, x in got],
+                                 [x["accounted_ms"] for _, x in got], start_ms))
     return out
 
 

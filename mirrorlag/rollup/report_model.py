@@ -32,16 +32,14 @@ class Series:
 
 
 def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
-                  time_lag_ms: list[float | None], start_ms: int, end_ms: int, cap_ms: int) -> Series:
-    """A partition's samples (in time order, within the day [start_ms, end_ms)) as a Series whose
-    states hold for the time the rollup counts for each (partition_day.py): to the next sample,
-    at most cap_ms, the last one to midnight; a GONE sample for none."""
-    following = [*ms[1:], end_ms]
-    ends = [t if state == "GONE" else min(nxt, t + cap_ms) for t, nxt, state in zip(ms, following, states)]
+                  time_lag_ms: list[float | None], accounted_ms: list[int], start_ms: int) -> Series:
+    """A partition's samples (in time order, within the day starting at start_ms) as a Series
+    whose states hold for the time the tables count for each (`accounted_ms`: the samples of the
+    writers that count, by partials.counted_samples, the rule partition_day.py states)."""
     hour = 3_600_000.0
     return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
                   [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),
-                  [(e - start_ms) / hour for e in ends])
+                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)])
 
 
 @dataclass
@@ -60,6 +58,8 @@ class ReportData:
     trend_rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flow_trends: dict[str, dict[str, Any]]  # flow name -> its trend row
     growing: dict[str, int]  # level -> how many are flagged growing
+    # Why the day is provisional (manifest.provisional_why; its rows say final = false); None: final.
+    provisional: str | None = None
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -94,7 +94,7 @@ NO_TRENDS = TrendViews([], {}, {})  # what the charts are drawn from: they need 
 
 
 def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], day: date,
-           opts: RollupOptions) -> ReportData:
+           opts: RollupOptions, provisional: str | None = None) -> ReportData:
     several_flows = len(flows) > 1
     return ReportData(
         day=day, history=opts.history, out=opts.out, max_gap_seconds=opts.max_gap_seconds, worst_n=opts.worst,
@@ -108,4 +108,5 @@ def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], day:
         trend_rows=trend.rows,
         flow_trends=trend.flows,
         growing=trend.growing,
+        provisional=provisional,
     )

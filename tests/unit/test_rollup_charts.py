@@ -137,6 +137,21 @@ def test_the_drawing_processes_never_import_spark():
     assert proc.returncode == 0, proc.stderr
 
 
+def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
+    """The time the tables count for each sample of one partition of day 0 (rows without a writer
+    or an interval: `cap_ms`, --max-gap-seconds, caps them)."""
+    import pyarrow as pa
+
+    from mirrorlag.rollup.partials import counted_samples
+
+    n = len(ms)
+    table = pa.table({"source": ["A"] * n, "target": ["B"] * n, "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
+                      "ts": pa.array(ms, pa.timestamp("ms", tz="UTC")), "state": states})
+    got = counted_samples(table, 86_400_000, cap_ms)
+    assert got.column("ms").to_pylist() == ms
+    return got.column("accounted_ms").to_pylist()
+
+
 def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
     from mirrorlag.rollup.charts import _spans
     from mirrorlag.rollup.report_model import sample_series
@@ -144,7 +159,8 @@ def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
     start, s = 36_000_000, 1000  # 10:00 UTC on day 0, a second
     ms = [start + 60 * s, start + 62 * s, start + 64 * s, start + 200 * s, start + 202 * s]
     states = ["IN_SYNC", "STALLED", "STALLED", "STALLED", "GONE"]
-    got = sample_series("p", ms, states, [0, 5, 9, 20, None], [0, 9000, 11000, 150000, None], 0, 86_400_000, 60_000)
+    got = sample_series("p", ms, states, [0, 5, 9, 20, None], [0, 9000, 11000, 150000, None],
+                        _accounted(ms, states, 60_000), 0)
     h = 3_600_000
     assert got.ends == pytest.approx([(t - 0) / h for t in (ms[1], ms[2], ms[2] + 60 * s, ms[4], ms[4])])
     assert got.time_lag_s == [0.0, 9.0, 11.0, 150.0, None]
@@ -164,7 +180,7 @@ def test_a_few_minutes_of_history_draw_their_lines_and_shade_only_the_stall():
     ms = list(range(start + 60_000, start + 240_000, 2000))
     states = ["STALLED" if start + 120_000 <= t < start + 160_000 else "IN_SYNC" for t in ms]
     lag = [100 + (t - start) // 1000 if s == "STALLED" else 3 for t, s in zip(ms, states)]
-    png = series_chart([sample_series("p", ms, states, lag, [(t - ms[0]) // 10 for t in ms], 0, 86_400_000, 60_000)])
+    png = series_chart([sample_series("p", ms, states, lag, [(t - ms[0]) // 10 for t in ms], _accounted(ms, states, 60_000), 0)])
     shaded = pixels(png, STALLED_SHADE, 3).any(axis=0).sum()  # columns: STALLED's 18 % red on white
     assert 60 <= shaded <= 90, shaded  # 40 s at 1.85 px/s; the whole slot would be 555
     assert pixels(png, LAG_LINE, 12).sum() > 300  # the record lag's line (LAG_COLOR)
@@ -175,3 +191,64 @@ def test_a_lone_slot_still_shows():
 
     png = series_chart([Series("p", [10.0], [40], [12.0], ["STALLED"])])
     assert pixels(png, LAG_LINE, 12).sum() > 5  # its marker
+
+
+def _flow(name: str, p95: float) -> dict:
+    return {"flow": name, "out_of_sync_seconds": 10.0, "covered_seconds": 1000.0,
+            "record_lag_p50": 1, "record_lag_p95": p95, "record_lag_p99": p95 * 20}
+
+
+def _titles(ax) -> list:
+    return [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 12])
+def test_the_flows_charts_legend_covers_no_title_and_no_bar(n):
+    """Measured on the drawn figure: the record-lag percentiles' legend beside its panel's title,
+    above its bars, inside the figure, at every height (one flow made the figure short enough
+    for the legend, placed in axes fractions, to sit on the title)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import flows_figure
+
+    fig = flows_figure([_flow(f"S{i}->T", 10 ** (i % 6)) for i in range(n)])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+        assert legends
+        for ax, legend in legends:
+            box = legend.get_window_extent(r)
+            for other in fig.axes:
+                for title in _titles(other):
+                    assert not box.overlaps(title.get_window_extent(r)), (title.get_text(), box, title.get_window_extent(r))
+            assert box.y0 >= ax.get_window_extent(r).y1 - 1  # above the panel: no bar hidden
+            assert box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_the_line_charts_legend_covers_no_panel_title(n):
+    import matplotlib.pyplot as plt
+
+    import mirrorlag.rollup.charts as charts
+
+    drawn = []
+    png = charts._png
+    charts._png = lambda fig, tight=True: drawn.append(fig) or b""
+    try:
+        charts.series_chart([Series(f"A->B topic-{i}[0]", [1.0, 2.0], [5, 9], [1.0, 2.0], ["IN_SYNC", "STALLED"])
+                             for i in range(n)])
+    finally:
+        charts._png = png
+    [fig] = drawn
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        box = fig.legends[0].get_window_extent(r)
+        titles = [t.get_window_extent(r) for ax in fig.axes if ax.get_visible() for t in _titles(ax)]
+        assert titles and not any(box.overlaps(t) for t in titles)
+        assert box.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
