@@ -174,6 +174,7 @@ class Sidecar:
             return
         stats = self.poller.stats
         history = self.history.stats() if self.history is not None else None
+        groups_history = self.group_history.stats() if self.group_history is not None else None
         extra = {
             "polls_total": stats.polls_total,
             "last_success_at": stats.last_success_at,
@@ -186,17 +187,19 @@ class Sidecar:
             "heartbeat_age_s": {f"{flow.source}->{flow.target}": round(age, 3)
                                 for flow, age in heartbeat_ages(stats).items()},
             "history": dataclasses.asdict(history) if history is not None else None,
-            "groups_history": dataclasses.asdict(self.group_history.stats()) if self.group_history is not None else None,
+            "groups_history": dataclasses.asdict(groups_history) if groups_history is not None else None,
         }
         # Compressed here, after the poll, a family at a time on the render's threads: compressing
         # on the first scrape would make that scrape wait, and this way the whole text never
         # exists at once. The per-partition families are the same text in both formats: their
         # compressed pieces are shared, only the tail differs (OpenMetrics types and `# EOF`).
+        # /metrics's mirrorlag_history_* count both datasets, so their alerts cover the groups' too.
+        both = history.plus(groups_history) if history is not None and groups_history is not None else history
         block = list(self.renderer.partition_pieces(snapshot, Deflated.of))
         self._published = (
             snapshot,
-            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history),))]),
-            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, history, True),))]),
+            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, both),))]),
+            GzipBody.join([*block, Deflated.of((self.renderer.tail(snapshot, stats, both, True),))]),
             extra,
         )
         self._republish()

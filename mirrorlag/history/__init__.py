@@ -55,6 +55,14 @@ class HistoryStats:
     pending_upload_segments: int = 0
     last_error: str = ""  # the latest failure of a failing job, for /status; "" when healthy
 
+    def plus(self, other: "HistoryStats") -> "HistoryStats":
+        """Both datasets' figures as one (the partitions' and the groups' history on /metrics):
+        counts added, healthy only when both are, the first error named."""
+        added = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)
+                 if f.name not in ("healthy", "last_error")}
+        return HistoryStats(**added, healthy=self.healthy and other.healthy,
+                            last_error=self.last_error or other.last_error)
+
 
 class History:
     def __init__(
