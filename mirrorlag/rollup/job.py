@@ -233,9 +233,10 @@ def recompute_trends(spark: SparkSession, opts: RollupOptions, manifest: Manifes
 def _report_with_trends(spark: SparkSession, opts: RollupOptions, manifest: Manifest, frames: dict[str, DataFrame],
                         trend_df: DataFrame) -> str | None:
     """The day's committed report with its trend figures from `trend_df` (report.with_trends);
-    None when there is no report to update (or with --no-report)."""
+    None when there is no report to update. With --no-report too: a committed report never keeps
+    trends its day no longer has."""
     [version, *_] = committed_files(opts.out, REPORTS, manifest.day, manifest) or [None]
-    html = read_text(version, spark) if opts.report and version is not None else None
+    html = read_text(version, spark) if version is not None else None
     if html is None:
         return None
     flows = [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()]
@@ -430,8 +431,7 @@ def run_days(
     rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}
     if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
         clear_uncommitted(spark, opts.out, plan.committed, rolling)
-        if opts.report:
-            publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
+        publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
     results: list[DayResult] = []
     rolled: list[date] = []
     for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):
