@@ -66,5 +66,6 @@ week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their
 `<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file (a provisional
 day's says so). A file of the day's commit: written to `<out>/_reports/date=YYYY-MM-DD/` under the
 run's name, named by the manifest, and copied to `reports/` after the commit (the copy removed
-before it), so the copy is always the committed version or missing (the next run writes it).
+before it), so the copy is always the committed version or missing (the next run writes it). A day
+whose trends are recomputed gets its report's trend figures replaced in the same commit.
 """

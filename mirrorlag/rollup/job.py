@@ -142,22 +142,29 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPla
             result = _rollup(spark, opts, plan, tasks, cores, exact_edges())
         if result.status is DayStatus.PRESENT:
             run = run or _run_id()
-            files = dict(result.tables_written)
-            if result.html is not None:  # a file of the commit, as the tables' are
-                files[REPORTS] = (report_version(day, run),)
-                write_text(join(opts.out, REPORTS, f"date={day.isoformat()}", files[REPORTS][0]), result.html, spark)
-            manifest = Manifest(day, run, plan.decision.final, plan.segments, files, opts.max_gap_seconds, now_ms)
-            # The copy people read goes first: it never shows a version the manifest does not name.
-            delete_files([report_path(opts.out, day)], spark)
-            result.why = _commit(spark, opts, manifest, plan.previous)
-            if result.html is not None:
-                result.report = _publish_report(spark, opts.out, day, result.html)
-                result.html = None
+            manifest = Manifest(day, run, plan.decision.final, plan.segments, result.tables_written,
+                                opts.max_gap_seconds, now_ms)
+            result.why, result.report = _commit_with_report(spark, opts, manifest, plan.previous, result.html)
+            result.html = None
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed: {_first_line(exc)}") from exc
     result.final = plan.decision.final
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _commit_with_report(spark: SparkSession, opts: RollupOptions, manifest: Manifest, previous: Manifest | None,
+                        html: str | None) -> tuple[str, str | None]:
+    """_commit with the day's report (None: none) as one more file of the commit, then its copy
+    where people look; the copy goes first, so it never shows a version the manifest does not
+    name. Returns _commit's warning and the copy's path."""
+    files = {table: names for table, names in manifest.files.items() if table != REPORTS}
+    if html is not None:
+        files[REPORTS] = (report_version(manifest.day, manifest.run),)
+        write_text(join(opts.out, REPORTS, f"date={manifest.day.isoformat()}", files[REPORTS][0]), html, spark)
+    delete_files([report_path(opts.out, manifest.day)], spark)
+    warning = _commit(spark, opts, dataclasses.replace(manifest, files=files), previous)
+    return warning, None if html is None else _publish_report(spark, opts.out, manifest.day, html)
 
 
 def _publish_report(spark: SparkSession, out: str, day: date, html: str) -> str:
@@ -213,11 +220,28 @@ def recompute_trends(spark: SparkSession, opts: RollupOptions, manifest: Manifes
         trend_df = trends.compute_trends(spark, opts.out, day, frames).withColumn("final", F.lit(manifest.final))
         written = write_table(trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
         updated = dataclasses.replace(manifest, run=run, files={**manifest.files, TRENDS: written}, written_ms=now_ms)
-        why = _commit(spark, opts, updated, manifest)
+        html = _report_with_trends(spark, opts, manifest, frames, trend_df)
+        if html is None:  # no report, or one this version cannot update: the committed one stays as it was
+            why, path = _commit(spark, opts, updated, manifest), None
+        else:
+            why, path = _commit_with_report(spark, opts, updated, manifest, html)
     except (Py4JJavaError, PySparkException) as exc:
         raise RollupError(f"{day}: Spark failed recomputing its trends: {_first_line(exc)}") from exc
     return DayResult(day, DayStatus.PRESENT, seconds=time.perf_counter() - t0, final=manifest.final,
-                     trends_only=True, why=why)
+                     trends_only=True, why=why, report=path)
+
+
+def _report_with_trends(spark: SparkSession, opts: RollupOptions, manifest: Manifest, frames: dict[str, DataFrame],
+                        trend_df: DataFrame) -> str | None:
+    """The day's committed report with its trend figures from `trend_df` (report.with_trends);
+    None when there is no report to update. With --no-report too: a committed report never keeps
+    trends its day no longer has."""
+    [version, *_] = committed_files(opts.out, REPORTS, manifest.day, manifest) or [None]
+    html = read_text(version, spark) if version is not None else None
+    if html is None:
+        return None
+    flows = [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()]
+    return report.with_trends(html, flows, report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst), opts.worst)
 
 
 def clear_uncommitted(spark: SparkSession, out: str, committed: dict[date, Manifest], rolling: set[date]) -> None:
@@ -414,8 +438,7 @@ def run_days(
     rolling = {d for d, p in planned.items() if p.decision.action is Action.ROLL}
     if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
         clear_uncommitted(spark, opts.out, plan.committed, rolling)
-        if opts.report:
-            publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
+        publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
     results: list[DayResult] = []
     rolled: list[date] = []
     for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):

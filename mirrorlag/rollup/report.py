@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from dataclasses import dataclass
+from datetime import date
 from html import escape
 from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup import trend_rule as rule
 from mirrorlag.rollup.writers import GAP_POLLS, HANDOFF_MS
-from mirrorlag.rollup.report_model import ReportData, out_of_sync_share, partition_label
+from mirrorlag.rollup.report_model import ReportData, TrendViews, out_of_sync_share, partition_label
 
 CSS = """
 body { font: 15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #222;
@@ -308,6 +310,27 @@ def draw(d: ReportData) -> Charts:
 
     return Charts(charts.flows_chart(d.flows), charts.series_chart(d.series) if d.series else None,
                   charts.heatmap_chart(d.heat_labels, d.heat_share) if d.heat_labels else None)
+
+
+_CARDS_AND_FLOWS = re.compile(r"<div class='cards'>.*?<section id=\"flows\">.*?</section>", re.S)
+_TRENDS = re.compile(r'<section id="trends">.*?</section>', re.S)
+_FLOWS_PNG = re.compile(r'<img alt="out-of-sync share and record-lag percentiles per flow" src="data:image/png;base64,([^"]+)">')
+
+
+def with_trends(html: str, flows: list[dict[str, Any]], trend: TrendViews, worst_n: int) -> str | None:
+    """A report `render` made, with the figures of the day's trends replaced by `trend`'s (its
+    trends recomputed after an earlier day changed): the summary cards, the flows table and the
+    Trends section. Everything else shows the day's own rows, which did not change. None: not a
+    page this version renders (then the caller keeps it as it is)."""
+    png = _FLOWS_PNG.search(html)
+    if png is None or len(_CARDS_AND_FLOWS.findall(html)) != 1 or len(_TRENDS.findall(html)) != 1:
+        return None
+    d = ReportData(day=date.min, history="", out="", max_gap_seconds=0.0, worst_n=worst_n, flows=flows,
+                   worst_partitions=[], series=[], heat_labels=[], heat_share=[], heat_topics_total=0,
+                   trend_rows=trend.rows, flow_trends=trend.flows, growing=trend.growing)
+    c = Charts(base64.b64decode(png[1]), None, None)
+    html = _CARDS_AND_FLOWS.sub(lambda _: _summary(d) + _flows(d, c), html)
+    return _TRENDS.sub(lambda _: _trends(d), html)
 
 
 def render(d: ReportData, drawn: Charts | None = None) -> str:

@@ -19,7 +19,7 @@ from mirrorlag.rollup.manifest import Manifest, Segment, provisional_why
 from mirrorlag.rollup.paths import REPORTS
 from mirrorlag.rollup.options import RollupOptions
 from mirrorlag.rollup.samples import DayWindow, read_day
-from tests.rollup.history import H, day_ms, every
+from tests.rollup.history import H, day_ms, every, series, write
 from tests.rollup.test_writers import _row, sidecar
 
 DAY = date(2024, 6, 3)
@@ -143,3 +143,44 @@ def test_the_report_is_part_of_the_days_commit(spark, tmp_path, monkeypatch):
     [result] = run_days(spark, RollupOptions(str(history), str(out), [DAY], lookback=True))
     assert result.action.name == "UNCHANGED"
     assert published.read_text(encoding="utf-8") == html
+
+
+def test_a_later_days_report_follows_its_recomputed_trends(spark, tmp_path):
+    """D1 rolled up from its first half (lag 10), D2 (lag 50): D2's report says p95 +40 day over
+    day. The rest of D1 arrives (lag 1,000): the next run rolls D1 up again and recomputes D2's
+    trends, and D2's report says what its trends table now says, -950."""
+    d1, d2 = date(2024, 6, 10), date(2024, 6, 11)
+    history, out = tmp_path / "history", tmp_path / "out"
+
+    def hours(day: date, first: int, last: int, lag: int, name: str) -> None:
+        ts = every(day_ms(day) + first * H, day_ms(day) + last * H, 300_000)
+        write(history, day, series("A->B", "orders", 0, ts, ["IN_SYNC"] * len(ts), [lag] * len(ts)), name=name)
+
+    hours(d1, 0, 12, 10, "part-0.parquet")
+    hours(d2, 0, 24, 50, "part-0.parquet")
+    opts = RollupOptions(str(history), str(out), [d1, d2], max_gap_seconds=300, lookback=True)
+    run_days(spark, opts)
+    report = out / "reports" / f"mirrorlag-{d2}.html"
+    assert _flow_dod(report.read_text(encoding="utf-8")) == "+40"
+
+    hours(d1, 12, 24, 1000, "part-1.parquet")
+    results = run_days(spark, opts)
+    assert [(r.day, r.trends_only) for r in results] == [(d1, False), (d2, True)]
+    manifest, html = _committed_report_of(out, d2)
+    [trend] = [r for r in pq.read_table([out / "trends" / f"date={d2}" / f for f in manifest.files["trends"]][0]).to_pylist()
+               if r["level"] == "flow"]
+    assert trend["record_lag_p95_dod"] == -950
+    assert _flow_dod(html) == "−950" and report.read_text(encoding="utf-8") == html
+    assert html.count("data:image/png;base64,") == 3  # the charts kept
+
+
+def _flow_dod(html: str) -> str:
+    """The flows table's "p95 Δ day" cell of its one flow."""
+    [row] = re.findall(r'<section id="flows">.*?<tbody><tr>(.*?)</tr>', html, re.S)
+    return re.findall(r"<td[^>]*>(.*?)</td>", row)[15]
+
+
+def _committed_report_of(out: Path, day: date) -> tuple[Manifest, str]:
+    manifest = Manifest.from_json((out / "_manifests" / f"date={day}.json").read_text(), "test")
+    [name] = manifest.files[REPORTS]
+    return manifest, (out / REPORTS / f"date={day}" / name).read_text(encoding="utf-8")
