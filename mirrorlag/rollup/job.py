@@ -322,6 +322,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
                 writes[GROUP_DAILY] = pool.submit(
                     write_table, groups_df.withColumn("final", F.lit(final)).withColumn("date", F.lit(day)),
                     join(opts.out, GROUP_DAILY), GROUP_KEY, day, spark)
+            groups_f = (pool.submit(lambda: [r.asDict() for r in groups_df.orderBy(*GROUP_KEY).collect()])
+                        if groups_df is not None and opts.report else None)
             flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.
@@ -347,6 +349,8 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             result = _result(day, flows, trend.growing)
             if opts.report:
                 data = report_model.gather(views, trend, flows, day, opts, provisional)
+                if groups_f is not None:
+                    data = dataclasses.replace(data, groups=groups_f.result())
                 result.html = report.render(data, charts_f.result())  # written with the day's commit (rollup_day)
             result.tables_written = {table: w.result() for table, w in writes.items()}
     finally:

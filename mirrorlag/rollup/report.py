@@ -264,6 +264,29 @@ def _trends(d: ReportData) -> str:
     return head + note + _table(headers, rows) + "</section>"
 
 
+def _groups(d: ReportData) -> str:
+    """The consumer groups' day (group_daily): only where the sidecar read groups."""
+    if not d.groups:
+        return ""
+    rows = [[
+        (escape(f'{g["source"]}->{g["target"]}'), "l"), (escape(g["group"]), "l"),
+        (pct(g["ready_ratio"]), "" if g["ready_ratio"] is None or g["ready_ratio"] >= 0.99 else "worst"),
+        (pct(g["coverage"]), ""), (n(g["reread_p50"]), ""), (n(g["reread_p99"]), ""), (n(g["reread_max"]), ""),
+        (escape(g["worst_state"] or "-"), "" if g["worst_state"] == "READY" else "worst"),
+        (dur(g["checkpoint_age_max_seconds"]), ""),
+    ] for g in sorted(d.groups, key=lambda g: (g["ready_ratio"] if g["ready_ratio"] is not None else -1, g["group"]))]
+    headers = [("flow", True), ("group", True), ("READY", False), ("coverage", False), ("re-read p50", False),
+               ("p99", False), ("max", False), ("worst state", True), ("oldest checkpoint", False)]
+    return (
+        '<section id="groups"><h2>Failover readiness of the consumer groups</h2>'
+        '<p class="note">Per group, from the sidecar\'s groups runs (each a sample: its re-read is the sum over '
+        'the group\'s partitions of the records a failover at that moment would deliver again, its state its '
+        'worst partition\'s). READY: the share of the covered time every partition was checkpointed, within the '
+        're-read and checkpoint-age limits. Least ready first.</p>'
+        + _table(headers, rows) + "</section>"
+    )
+
+
 def _quality(d: ReportData) -> str:
     rows = [[
         (escape(f["flow"]), "l"), (n(f["samples"]), ""), (pct(f["coverage"], 2), ""),
@@ -343,6 +366,6 @@ def render(d: ReportData, drawn: Charts | None = None) -> str:
         f"<header><h1>{escape(title)}</h1>"
         f'<div class="sub">UTC day {d.day.isoformat()} · history {escape(d.history)} · generated '
         f'{d.generated_at.strftime("%Y-%m-%d %H:%M UTC")} by mirrorlag rollup</div></header>'
-        + _provisional(d) + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _quality(d)
+        + _provisional(d) + _summary(d) + _flows(d, c) + _worst(d, c) + _heatmap(d, c) + _trends(d) + _groups(d) + _quality(d)
         + "<footer><h2>How to read this</h2>" + _definitions(d) + "</footer></body></html>"
     )

@@ -60,6 +60,7 @@ class ReportData:
     growing: dict[str, int]  # level -> how many are flagged growing
     # Why the day is provisional (manifest.provisional_why; its rows say final = false); None: final.
     provisional: str | None = None
+    groups: list[dict[str, Any]] = field(default_factory=list)  # group_daily's rows (failover readiness)
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 

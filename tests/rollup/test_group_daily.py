@@ -46,7 +46,7 @@ def rolled(spark, tmp_path_factory):
     day_dir = history / GROUPS_DIR / f"date={DAY}"
     day_dir.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(billing + audit, schema=GROUPS_SCHEMA), day_dir / "part-0.parquet")
-    results = run_days(spark, RollupOptions(str(history), str(out), [DAY], report=False))
+    results = run_days(spark, RollupOptions(str(history), str(out), [DAY], report=True))
     rows = {r["group"]: r.asDict() for r in spark.read.parquet(str(out / "group_daily")).collect()}
     return results, rows, out
 
@@ -78,3 +78,13 @@ def test_the_groups_table_is_committed_with_the_day(rolled):
     files = json.loads(manifest.read_text())["files"]
     assert files["group_daily"] and all((out / "group_daily" / f"date={DAY}" / f).exists() for f in files["group_daily"])
     assert {r["final"] for r in rows.values()} == {True}
+
+
+def test_the_report_shows_the_groups_least_ready_first(rolled):
+    _, _, out = rolled
+    html = (out / "reports" / f"mirrorlag-{DAY}.html").read_text()
+    section = html[html.index('<section id="groups">'):]
+    section = section[:section.index("</section>")]
+    assert "Failover readiness of the consumer groups" in section
+    assert section.index(">audit<") < section.index(">billing<")  # never READY, then 66.5 %
+    assert "NOT_CHECKPOINTED" in section and "REREAD_HIGH" in section and "5,020" in section
