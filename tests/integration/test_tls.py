@@ -274,7 +274,9 @@ def test_pem_material_librdkafka_cannot_load_is_a_one_line_error(tmp_path: Path,
         "src->dst.enabled = true\nsecurity.protocol = SSL\nssl.truststore.type = PEM\nssl.keystore.type = PEM\n"
         + keys.format(missing=tmp_path / "no-such-ca.pem", keystore=brokers.pki.keystore)
     )
-    result = mirrorlag("check", "--config", str(config), "--timeout", "1", timeout=30)
+    # 10 s: the error comes when the first client is built, long before; with 1 s a loaded machine
+    # spent it importing, and answered UNKNOWN at the deadline (CI, at load 6).
+    result = mirrorlag("check", "--config", str(config), "--timeout", "10", timeout=30)
     # librdkafka checks TLS material when a client is built: one line naming the cluster, exit 2
     # (not a traceback and exit 1, which `check` uses for lag).
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1), result.stderr
