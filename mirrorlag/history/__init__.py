@@ -108,8 +108,10 @@ class History:
         )
         self.expirer: Expirer | None = None
         if settings.retention_s is not None:
-            receipts = None if not rolled_up else local_receipt if settings.upload_uri is None else receipts_here_or_at(
-                settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
+            receipts = None  # expiry by age alone
+            if rolled_up:
+                receipts = local_receipt if settings.upload_uri is None else receipts_here_or_at(
+                    settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
             self.expirer = Expirer(root, settings.retention_s, require_uploaded=self.uploader is not None,
                                    max_age_s=settings.retention_max_s, receipts=receipts,
                                    clock=clock, interval_s=expiry_interval_s)
@@ -124,8 +126,8 @@ class History:
     def for_groups(cls, settings: HistorySettings, interval_s: float, **kwargs: Any) -> History:
         """The consumer groups' history: group_schema's rows in `<dir>/_groups/` (uploaded to
         `<uri>/_groups/`), one per group partition per groups run, under the same segment,
-        quota and retention settings. The nightly rollup does not read them yet, so they expire
-        by age alone."""
+        quota and retention settings. The nightly rollup reads them (group_daily), but its receipt
+        does not name them yet, so they expire by age alone."""
         uri = settings.upload_uri
         return cls(dataclasses.replace(settings, dir=Path(settings.dir) / GROUPS_DIR, refresh_interval_s=interval_s,
                                        upload_uri=None if uri is None else f"{uri.rstrip('/')}/{GROUPS_DIR}"),
