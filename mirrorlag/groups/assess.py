@@ -68,22 +68,27 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf,
            limits: Limits, now_ms: int, history: SlotsOf | None = None) -> list[GroupReadiness]:
     """`slots`: MM2's replica; `history`: the syncs resume points map back through (default: `slots`)."""
     history = slots if history is None else history
+    # What depends on the partition alone, looked up once a partition (1,000 groups share it).
+    shared: dict[TopicPart, tuple[str, int | None, list[Sync] | None, list[Sync] | None]] = {}
     out = []
     for group in sorted(evidence.committed):
         on_target = evidence.target_offsets.get(group, {})
         partitions = []
         for (topic, partition), g in sorted(evidence.committed[group].items()):
-            remote_topic = remote(topic)
+            if (known := shared.get((topic, partition))) is None:
+                known = shared[topic, partition] = (remote(topic), lro(topic, partition), slots(topic, partition),
+                                                    history(topic, partition))
+            remote_topic, partition_lro, kept, kept_history = known
             checkpoint = evidence.checkpoints.get((group, remote_topic, partition))
             target_offset = on_target.get((remote_topic, partition))
             e = PartitionEvidence(
-                group_offset=g, lro=lro(topic, partition),
+                group_offset=g, lro=partition_lro,
                 checkpoint_downstream=None if checkpoint is None else checkpoint.downstream,
                 checkpoint_upstream=None if checkpoint is None else checkpoint.upstream,
                 checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
                 target_offset=target_offset)
-            r = partition_readiness(e, slots(topic, partition), evidence.syncs_ready, limits, now_ms,
-                                    history(topic, partition), evidence.checkpoints_read)
+            r = partition_readiness(e, kept, evidence.syncs_ready, limits, now_ms, kept_history,
+                                    evidence.checkpoints_read)
             partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
         out.append(GroupReadiness(group, partitions, evidence.members_on_target.get(group, 0) > 0))
     return out
