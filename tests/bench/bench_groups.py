@@ -146,11 +146,15 @@ def main() -> None:
         # The LEO poll beside it.
         busy = threading.Event()
         stop = threading.Event()
+        idle = threading.Event()  # no groups run under way
+        idle.set()
 
         def groups_loop() -> None:
             while not stop.is_set():
                 if busy.is_set():
+                    idle.clear()
                     service.run()
+                    idle.set()
                 else:
                     stop.wait(0.05)
 
@@ -161,8 +165,14 @@ def main() -> None:
         bares: dict[str, list[float]] = {"alone": [], "beside groups": []}
         for run in range(2 * args.runs):
             mode = "alone" if run % 2 == 0 else "beside groups"
-            (busy.set if mode != "alone" else busy.clear)()
-            time.sleep(0.5 if mode == "alone" else 0.2)  # a groups run under way (or none left)
+            if mode == "alone":  # the run under way ends first: a run takes seconds at this size
+                busy.clear()
+                for _ in range(2):  # the loop may have taken the last turn just before the clear
+                    idle.wait()
+                    time.sleep(0.1)
+            else:
+                busy.set()
+                time.sleep(0.2)  # a groups run under way
             t0 = time.perf_counter()
             source_cluster.end_offsets(partitions)
             bare = time.perf_counter() - t0
