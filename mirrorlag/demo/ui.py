@@ -19,6 +19,8 @@ from rich.live import Live
 from rich.logging import RichHandler
 from rich.table import Table
 
+from mirrorlag.groups.readiness import GroupState
+
 STATE_STYLE = {
     "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
     "RESET": "magenta", "UNKNOWN": "dim", "GONE": "dim",
@@ -26,7 +28,7 @@ STATE_STYLE = {
     "READY": "green", "REREAD_HIGH": "yellow", "CHECKPOINT_OLD": "yellow", "NOT_CHECKPOINTED": "bold red",
     "UNMAPPED": "bold red", "SKIPS": "bold red",
 }
-_GROUP_RANK = ("SKIPS", "UNMAPPED", "NOT_CHECKPOINTED", "CHECKPOINT_OLD", "REREAD_HIGH", "READY")
+_GROUP_RANK = tuple(state.value for state in GroupState)  # worst first
 TABLE_WIDTH = 160  # characters: the plain table's 12 columns without wrapping
 
 

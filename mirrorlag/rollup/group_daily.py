@@ -15,14 +15,14 @@ from datetime import date
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from mirrorlag.groups.readiness import GroupState
 from mirrorlag.history.group_schema import GROUPS_DIR
 from mirrorlag.rollup.paths import exists, join
 from mirrorlag.rollup.samples import DayWindow
 
 GROUP_DAILY = "group_daily"
 GROUP_KEY = ["source", "target", "group"]
-# Worst first, as mirrorlag/groups/readiness.py orders them.
-STATE_RANK = ("SKIPS", "UNMAPPED", "NOT_CHECKPOINTED", "CHECKPOINT_OLD", "REREAD_HIGH", "READY")
+STATE_RANK = tuple(state.value for state in GroupState)  # worst first
 INTERVALS_PER_SAMPLE = 4
 
 
