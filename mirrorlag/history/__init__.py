@@ -76,10 +76,9 @@ class History:
         upload_retry_initial_s: float = 1.0,
         encoder: Encoder = encode,
         schema: pa.Schema = SCHEMA,
-        rolled_up: bool = True,
     ) -> None:
-        """`encoder`, `schema`: the rows' kind (History.for_groups). `rolled_up`: the nightly
-        rollup reads these rows, so expiry waits for its receipt of their day."""
+        """`encoder`, `schema`: the rows' kind (History.for_groups). The nightly rollup reads
+        either kind, so expiry waits for its receipt of their day."""
         self.settings = settings
         root = Path(settings.dir)
         self.uploader: Uploader | None = None
@@ -108,10 +107,8 @@ class History:
         )
         self.expirer: Expirer | None = None
         if settings.retention_s is not None:
-            receipts = None  # expiry by age alone
-            if rolled_up:
-                receipts = local_receipt if settings.upload_uri is None else receipts_here_or_at(
-                    settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
+            receipts = local_receipt if settings.upload_uri is None else receipts_here_or_at(
+                settings.upload_uri, storage_options(settings.upload_uri, settings.upload_s3))
             self.expirer = Expirer(root, settings.retention_s, require_uploaded=self.uploader is not None,
                                    max_age_s=settings.retention_max_s, receipts=receipts,
                                    clock=clock, interval_s=expiry_interval_s)
@@ -126,12 +123,13 @@ class History:
     def for_groups(cls, settings: HistorySettings, interval_s: float, **kwargs: Any) -> History:
         """The consumer groups' history: group_schema's rows in `<dir>/_groups/` (uploaded to
         `<uri>/_groups/`), one per group partition per groups run, under the same segment,
-        quota and retention settings. The nightly rollup reads them (group_daily), but its receipt
-        does not name them yet, so they expire by age alone."""
+        quota and retention settings. The nightly rollup reads them (group_daily) and leaves its
+        receipt naming them in their own day directory, which expiry waits for as for the
+        partitions' (up to retention.max.ms)."""
         uri = settings.upload_uri
         return cls(dataclasses.replace(settings, dir=Path(settings.dir) / GROUPS_DIR, refresh_interval_s=interval_s,
                                        upload_uri=None if uri is None else f"{uri.rstrip('/')}/{GROUPS_DIR}"),
-                   encoder=encode_groups, schema=GROUPS_SCHEMA, rolled_up=False, **kwargs)
+                   encoder=encode_groups, schema=GROUPS_SCHEMA, **kwargs)
 
     def append(self, snapshot: Snapshot) -> None:
         """Poll thread: queue the snapshot's rows (O(1); never blocks, never raises)."""

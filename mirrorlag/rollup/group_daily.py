@@ -11,13 +11,14 @@ stopped reading groups lowers `coverage`, not `ready_ratio`.
 from __future__ import annotations
 
 from datetime import date
+from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from mirrorlag.groups.readiness import GroupState
-from mirrorlag.history.group_schema import GROUPS_DIR
-from mirrorlag.rollup.paths import exists, join
+from mirrorlag.rollup.manifest import Segment
+from mirrorlag.rollup.paths import group_day_dir, join
 from mirrorlag.rollup.samples import DayWindow
 
 GROUP_DAILY = "group_daily"
@@ -26,16 +27,14 @@ STATE_RANK = tuple(state.value for state in GroupState)  # worst first
 INTERVALS_PER_SAMPLE = 4
 
 
-def group_day_dir(history: str, day: date) -> str:
-    return join(history, GROUPS_DIR, f"date={day.isoformat()}")
-
-
-def group_daily(spark: SparkSession, history: str, day: date, max_gap_seconds: float) -> DataFrame | None:
-    """The day's table (no `final` or `date` yet), or None when the day has no group history."""
-    path = group_day_dir(history, day)
-    if not exists(path, spark):
+def group_daily(spark: SparkSession, history: str, day: date, segments: Sequence[Segment],
+                max_gap_seconds: float) -> DataFrame | None:
+    """The day's table (no `final` or `date` yet) from the group segments as listed (the ones the
+    day's manifest names), or None when the day has no group history."""
+    if not segments:
         return None
-    return group_figures(spark.read.parquet(path), DayWindow(day), max_gap_seconds)
+    path = group_day_dir(history, day)
+    return group_figures(spark.read.parquet(*(join(path, s.name) for s in segments)), DayWindow(day), max_gap_seconds)
 
 
 def group_figures(rows: DataFrame, window: DayWindow, max_gap_seconds: float) -> DataFrame:

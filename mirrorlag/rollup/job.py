@@ -36,7 +36,7 @@ from mirrorlag.rollup.buckets import exact_edges
 from mirrorlag.history.layout import ROLLUP_RECEIPT
 from mirrorlag.rollup.manifest import Action, Manifest, Segment, provisional_why, trend_dependents
 from mirrorlag.rollup.paths import (
-    REPORTS, TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, exists, join, list_files, local_path,
+    REPORTS, TABLES, TRENDS, DayStatus, committed_files, day_dir, delete_files, exists, group_day_dir, join, list_files, local_path,
     read_text, report_path, report_version, table_files, table_path, trends_path, write_text,
 )
 from mirrorlag.rollup.plan import DayPlan, Plan, manifest_path, plan_days
@@ -143,7 +143,7 @@ def rollup_day(spark: SparkSession, opts: RollupOptions, day: date, plan: DayPla
         if result.status is DayStatus.PRESENT:
             run = run or _run_id()
             manifest = Manifest(day, run, plan.decision.final, plan.segments, result.tables_written,
-                                opts.max_gap_seconds, now_ms)
+                                opts.max_gap_seconds, now_ms, plan.group_segments)
             result.why, result.report = _commit_with_report(spark, opts, manifest, plan.previous, result.html)
             result.html = None
     except (Py4JJavaError, PySparkException) as exc:
@@ -197,6 +197,9 @@ def _commit(spark: SparkSession, opts: RollupOptions, manifest: Manifest, previo
     warning = ""
     try:
         write_text(join(day_dir(opts.history, manifest.day), ROLLUP_RECEIPT), manifest.to_json(), spark)
+        if manifest.group_segments:
+            write_text(join(group_day_dir(opts.history, manifest.day), ROLLUP_RECEIPT),
+                       manifest.groups_receipt().to_json(), spark)
     except (OSError, Py4JJavaError, RollupError) as exc:  # e.g. the history mounted read-only
         warning = (f"receipt not written to the history ({_first_line(exc)}): the sidecar keeps the day's "
                    "segments until mirrorlag.history.retention.max.ms")
@@ -317,7 +320,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
                                            sort_keys[level], day, spark)
                       for level, df in frames.items()}
             # The consumer groups' day, where the sidecar wrote group rows (a small table).
-            groups_df = group_daily(spark, opts.history, day, opts.max_gap_seconds)
+            groups_df = group_daily(spark, opts.history, day, plan.group_segments, opts.max_gap_seconds)
             if groups_df is not None:
                 writes[GROUP_DAILY] = pool.submit(
                     write_table, groups_df.withColumn("final", F.lit(final)).withColumn("date", F.lit(day)),

@@ -18,13 +18,16 @@ open (`reports/mirrorlag-DAY.html`) is removed before the manifest is written an
 
 The same manifest goes into the history's own day directory as the rollup's receipt
 (`history.layout.ROLLUP_RECEIPT`), where the sidecar's expiry looks for it: no key naming the
-rollup's output, no credentials for its store.
+rollup's output, no credentials for its store. The consumer groups' segments of the day
+(`<history>/_groups/date=DAY/`, read into `group_daily`) are inputs of the day too: named in the
+manifest as `group_segments`, compared like the partitions' segments, and receipted in their own
+day directory (`Manifest.groups_receipt`), so they neither expire unread nor change unseen.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, Mapping, Sequence
@@ -52,6 +55,7 @@ class Manifest:
     files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table dir -> its file names in date=DAY/
     max_gap_seconds: float = 60.0  # a setting that changes every figure: a day made with another is stale
     written_ms: int = 0
+    group_segments: tuple[Segment, ...] = ()  # the consumer groups' segments of the day (_groups/date=DAY/)
 
     @property
     def bytes(self) -> int:
@@ -59,12 +63,18 @@ class Manifest:
 
     @property
     def newest_ms(self) -> int:
-        return max((s.mtime_ms for s in self.segments), default=0)
+        return max((s.mtime_ms for s in (*self.segments, *self.group_segments)), default=0)
+
+    def groups_receipt(self) -> "Manifest":
+        """The receipt for the groups' day directory: this manifest with the group segments as
+        its `segments`, the names the sidecar's expiry of `_groups/` looks for."""
+        return replace(self, segments=self.group_segments, group_segments=())
 
     def to_json(self) -> str:
         body: dict[str, Any] = asdict(self)
         body["day"] = self.day.isoformat()
         body["segments"] = [[s.name, s.size, s.mtime_ms] for s in self.segments]
+        body["group_segments"] = [[s.name, s.size, s.mtime_ms] for s in self.group_segments]
         body["files"] = {k: list(v) for k, v in self.files.items()}
         return json.dumps({"format": FORMAT, **body}, indent=1, sort_keys=True) + "\n"
 
@@ -79,6 +89,8 @@ class Manifest:
                 segments=tuple(Segment(str(n), int(s), int(m)) for n, s, m in body["segments"]),
                 files={str(k): tuple(str(f) for f in v) for k, v in body["files"].items()},
                 max_gap_seconds=float(body["max_gap_seconds"]), written_ms=int(body["written_ms"]),
+                # absent from manifests written before the groups' history was an input
+                group_segments=tuple(Segment(str(n), int(s), int(m)) for n, s, m in body.get("group_segments", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise RollupError(f"{where}: not a rollup manifest ({exc}); delete it to roll that day up again") from None
@@ -135,32 +147,47 @@ def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} B"
 
 
-def lost_inputs(previous: Manifest, segments: Sequence[Segment]) -> list[Segment]:
-    """Segments the committed day read that are gone or smaller now."""
-    now = {s.name: s.size for s in segments}
-    return [s for s in previous.segments if now.get(s.name, -1) < s.size]
+def _inputs(segments: Sequence[Segment], group_segments: Sequence[Segment]) -> str:
+    said = f"{len(segments)} segments ({_size(sum(s.size for s in segments))})"
+    if group_segments:
+        said += f" and {len(group_segments)} group segments ({_size(sum(s.size for s in group_segments))})"
+    return said
+
+
+def lost_inputs(previous: Manifest, segments: Sequence[Segment],
+                group_segments: Sequence[Segment] = ()) -> list[Segment]:
+    """Segments the committed day read (the partitions' and the groups') that are gone or smaller now."""
+    lost = []
+    for before, listed in ((previous.segments, segments), (previous.group_segments, group_segments)):
+        now = {s.name: s.size for s in listed}
+        lost += [s for s in before if now.get(s.name, -1) < s.size]
+    return lost
 
 
 def decide(day: date, previous: Manifest | None, segments: Sequence[Segment], *, now_ms: int, settle_ms: int,
-           max_gap_seconds: float, asked: bool, force: bool) -> Decision:
+           max_gap_seconds: float, asked: bool, force: bool, group_segments: Sequence[Segment] = ()) -> Decision:
     """What a run does with a day. `asked`: named by --date/--from (re-rolled even if unchanged);
-    otherwise the day is in the lookback and rolled only when it is new or changed."""
-    final = is_final(day, segments, now_ms, settle_ms)
+    otherwise the day is in the lookback and rolled only when it is new or changed. The groups'
+    segments count as inputs like the partitions', but a day with only group rows has nothing to
+    roll up (its tables are the partitions')."""
+    final = is_final(day, [*segments, *group_segments], now_ms, settle_ms)
     if not segments:
         return Decision(Action.KEEP if previous else Action.NONE, previous.final if previous else False,
                         "no input now; the committed day is kept" if previous else "no history")
     if previous is None:
         return Decision(Action.ROLL, final, "never rolled up")
-    lost = lost_inputs(previous, segments)
+    lost = lost_inputs(previous, segments, group_segments)
     if lost and not force:
-        why = (f"it was rolled up from {len(previous.segments)} segments ({_size(previous.bytes)}) and "
-               f"{len(lost)} of them are gone or smaller now ({len(segments)} segments, "
-               f"{_size(sum(s.size for s in segments))}: expired?); replacing it would lose data")
+        before, now = (previous.segments, previous.group_segments), (segments, group_segments)
+        why = (f"it was rolled up from {_inputs(*before)} and {len(lost)} of them are gone or smaller now "
+               f"({_inputs(*now)}: expired?); replacing it would lose data")
         return Decision(Action.REFUSE if asked else Action.KEEP, previous.final, why)
     if asked or force:
         return Decision(Action.ROLL, final, "asked for")
     if tuple(sorted(segments)) != tuple(sorted(previous.segments)):
         return Decision(Action.ROLL, final, "inputs changed")
+    if tuple(sorted(group_segments)) != tuple(sorted(previous.group_segments)):
+        return Decision(Action.ROLL, final, "the consumer groups' inputs changed")
     if previous.max_gap_seconds != max_gap_seconds:
         return Decision(Action.ROLL, final, "--max-gap-seconds changed")
     if not previous.final and final:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from mirrorlag.history.group_schema import GROUPS_DIR
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -39,6 +41,11 @@ def join(base: str, *parts: str) -> str:
 
 def day_dir(history: str, day: date) -> str:
     return join(history, f"date={day.isoformat()}")
+
+
+def group_day_dir(history: str, day: date) -> str:
+    """The consumer groups' history of a day (history.group_schema, written beside the partitions')."""
+    return join(history, GROUPS_DIR, f"date={day.isoformat()}")
 
 
 def table_path(out: str, level: str) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.manifest import DIR, Action, Decision, Manifest, Segment, decide, manifest_name
 from mirrorlag.rollup.options import RollupOptions
-from mirrorlag.rollup.paths import DayStatus, day_dir, exists, join, list_files, local_path, manifests
+from mirrorlag.rollup.paths import DayStatus, day_dir, exists, group_day_dir, join, list_files, local_path, manifests
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +25,7 @@ class DayPlan:
     decision: Decision
     segments: tuple[Segment, ...]
     previous: Manifest | None
+    group_segments: tuple[Segment, ...] = ()  # the consumer groups' segments (`_groups/date=DAY/`)
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,14 @@ def plan_days(opts: RollupOptions, now_ms: int, spark: "SparkSession | None") ->
     for day in sorted(set(opts.days)):
         directory = day_dir(opts.history, day)
         segments = tuple(list_files(directory, spark))
+        group_segments = tuple(list_files(group_day_dir(opts.history, day), spark))
         status = (DayStatus.PRESENT if segments else
                   DayStatus.EMPTY if exists(directory, spark) else DayStatus.MISSING)
         previous = committed.get(day)
         decision = decide(day, previous, segments, now_ms=now_ms, settle_ms=int(opts.settle_seconds * 1000),
-                          max_gap_seconds=opts.max_gap_seconds, asked=not opts.lookback, force=opts.force)
+                          max_gap_seconds=opts.max_gap_seconds, asked=not opts.lookback, force=opts.force,
+                          group_segments=group_segments)
         if decision.action is Action.REFUSE:
             raise RollupError(f"{day}: not rolled up again: {decision.why}. --force replaces it anyway")
-        planned.append(DayPlan(day, status, decision, segments, previous))
+        planned.append(DayPlan(day, status, decision, segments, previous, group_segments))
     return Plan(planned, committed)

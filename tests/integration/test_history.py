@@ -218,6 +218,29 @@ def test_expiry_is_not_blocked_by_a_stalled_upload(tmp_path: Path) -> None:
         release.set()
 
 
+def test_the_groups_history_expires_only_what_the_rollups_receipt_names(tmp_path: Path) -> None:
+    """`_groups/` is an input of the nightly rollup too (group_daily): its segments wait for the
+    receipt the rollup leaves in their own day directory, as the partitions' do."""
+    root = tmp_path / "h"
+    old = time.time() - 8 * DAY
+    day = root / "_groups" / "date=2026-03-01"
+    read, late = [day / f"part-000000000000{i}-abcdef01.parquet" for i in (1, 2)]
+    day.mkdir(parents=True)
+    for p in (read, late):
+        p.write_bytes(b"x" * 1234)
+        os.utime(p, (old, old))
+    receipt = Manifest(date(2026, 3, 1), "run-1", True, (), group_segments=(Segment(read.name, 1234, int(old * 1000)),))
+    (day / ROLLUP_RECEIPT).write_text(receipt.groups_receipt().to_json())
+    h = History.for_groups(settings(root, retention_s=7 * DAY), 60.0, expiry_interval_s=0.05)
+    try:
+        h.start()
+        eventually(lambda: _assert(h.stats().expired_segments_total == 1), timeout=5, interval=0.02)
+        time.sleep(0.2)  # a few more passes: the segment the rollup never read stays
+        assert not read.exists() and late.exists() and h.stats().expired_segments_total == 1
+    finally:
+        h.close(timeout_s=2)
+
+
 # --- failures -------------------------------------------------------------------------------------
 
 

@@ -10,9 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mirrorlag.history.expiry import receipt_names
 from mirrorlag.history.group_schema import GROUPS_DIR, SCHEMA as GROUPS_SCHEMA
+from mirrorlag.history.layout import ROLLUP_RECEIPT
 from mirrorlag.rollup.job import run_days
+from mirrorlag.rollup.manifest import Action
 from mirrorlag.rollup.options import RollupOptions
+from mirrorlag.rollup.paths import DayStatus
 from tests.rollup.history import H, M, day_ms, every, series, write
 
 DAY = date(2024, 5, 6)
@@ -88,3 +92,37 @@ def test_the_report_shows_the_groups_least_ready_first(rolled):
     assert "Failover readiness of the consumer groups" in section
     assert section.index(">audit<") < section.index(">billing<")  # never READY, then 66.5 %
     assert "NOT_CHECKPOINTED" in section and "REREAD_HIGH" in section and "5,020" in section
+
+
+def test_the_groups_segments_are_inputs_of_the_day_receipted_for_expiry_and_a_late_one_rolls_it_again(spark, tmp_path):
+    history, out = tmp_path / "history", tmp_path / "out"
+    write(history, DAY, series("A->B", "orders", 0, every(T0, T0 + 24 * H, M), ["IN_SYNC"] * 1440, [0] * 1440))
+    groups_dir = history / GROUPS_DIR / f"date={DAY}"
+    groups_dir.mkdir(parents=True)
+    morning = _group_rows("billing", every(T0, T0 + 12 * H, M), {0: ("READY", 10)})
+    pq.write_table(pa.Table.from_pylist(morning, schema=GROUPS_SCHEMA), groups_dir / "part-0.parquet")
+    nightly = RollupOptions(str(history), str(out), [DAY], report=False, lookback=True, now_ms=T0 + 30 * H)
+    [first] = run_days(spark, nightly)
+    manifest = json.loads((out / "_manifests" / f"date={DAY}.json").read_text())
+    assert [name for name, _, _ in manifest["group_segments"]] == ["part-0.parquet"]
+    # The sidecar's expiry of _groups/ waits for a receipt in that directory naming its segments.
+    receipt = json.loads((groups_dir / ROLLUP_RECEIPT).read_text())
+    assert [name for name, _, _ in receipt["segments"]] == ["part-0.parquet"] and receipt["group_segments"] == []
+    assert receipt_names((groups_dir / ROLLUP_RECEIPT).read_text()) == {"part-0.parquet"}
+
+    # Unchanged: the next night leaves the day alone.
+    [again] = run_days(spark, nightly)
+    assert again.action is Action.UNCHANGED
+    # The afternoon's group rows arrive late (the partitions' history unchanged): rolled up again.
+    afternoon = _group_rows("billing", every(T0 + 12 * H, T0 + 24 * H, M), {0: ("REREAD_HIGH", 5_000)})
+    pq.write_table(pa.Table.from_pylist(afternoon, schema=GROUPS_SCHEMA), groups_dir / "part-1.parquet")
+    [late] = run_days(spark, nightly)
+    assert late.status is DayStatus.PRESENT and first.status is DayStatus.PRESENT
+    [billing] = spark.read.parquet(str(out / "group_daily")).collect()
+    assert (billing["samples"], billing["reread_max"], billing["worst_state"]) == (1440, 5000, "REREAD_HIGH")
+    receipt = json.loads((groups_dir / ROLLUP_RECEIPT).read_text())
+    assert sorted(name for name, _, _ in receipt["segments"]) == ["part-0.parquet", "part-1.parquet"]
+    # A group segment gone (expired by age alone, say): the committed day is kept, not replaced.
+    (groups_dir / "part-0.parquet").unlink()
+    [kept] = run_days(spark, nightly)
+    assert kept.action is Action.KEEP and "1 group segments" in kept.why

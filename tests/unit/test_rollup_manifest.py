@@ -68,3 +68,26 @@ def test_trend_dependents_are_the_committed_days_within_28_days_after():
     assert deps == [DAY + timedelta(days=i) for i in range(1, 28)]
     assert trend_dependents([DAY, DAY + timedelta(days=2)], committed)[:2] == [DAY + timedelta(days=1), DAY + timedelta(days=3)]
     assert trend_dependents([], committed) == []
+
+
+def test_the_groups_segments_are_inputs_too():
+    G = Segment("part-g.parquet", 300, END + 2 * M)
+    with_groups = Manifest(DAY, "r0", True, (A, B), {"flow_daily": ("f.parquet",)}, 60.0, END, (G,))
+    assert Manifest.from_json(with_groups.to_json(), "x") == with_groups
+    # A manifest from before the groups' history was an input reads as naming none.
+    old = previous(A, B).to_json().replace('"group_segments": [],', "")
+    assert '"group_segments"' not in old and Manifest.from_json(old, "x").group_segments == ()
+    # The receipt for _groups/date=DAY/ names the group segments as its segments.
+    assert with_groups.groups_receipt().segments == (G,) and with_groups.groups_receipt().group_segments == ()
+
+    def dg(prev, groups, **kw):
+        return decide(DAY, prev, [A, B], now_ms=END + 120 * M, settle_ms=60 * M, max_gap_seconds=60.0,
+                      asked=False, force=False, group_segments=groups, **kw)
+
+    assert dg(with_groups, [G]).action is Action.UNCHANGED
+    late = dg(previous(A, B), [G])
+    assert late.action is Action.ROLL and late.why == "the consumer groups' inputs changed"
+    gone = dg(with_groups, [])
+    assert gone.action is Action.KEEP and "1 group segments" in gone.why
+    # The settle time counts the groups' newest segment too.
+    assert not dg(previous(A, B), [Segment("part-h.parquet", 1, END + 100 * M)]).final
