@@ -79,8 +79,8 @@ def flows_figure(flows: Sequence[dict[str, Any]]) -> plt.Figure:
 
 
 def _spans(series: Series) -> list[tuple[float, float, str]]:
-    """Runs of points not IN_SYNC as (start hour, end hour, color): a sample to the end of the
-    time it counts for (Series.ends), a slot to the end of its 5 minutes."""
+    """Runs of points not IN_SYNC as (start hour, end hour, color): each point to the end of the
+    time its samples count for (Series.ends), else a slot to the end of its 5 minutes."""
     spans: list[tuple[float, float, str]] = []
     hours, states = series.hours, series.states
     for i, state in enumerate(states):

@@ -55,7 +55,7 @@ PARTIAL = pa.schema([
     pa.field("time_code", pa.binary()), pa.field("time_code_other", pa.binary()),
     *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
-    pa.field("series", pa.binary()),  # slots.SLOT records: the report's curves
+    pa.field("series", pa.binary()),  # slots.SLOT records (HELD once merged): the report's curves
 ])
 
 
@@ -619,7 +619,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
         out[m] = histogram_column(entries, nulls)
     records, lengths = _flat(parts.column("series"), groups.order, slots.SLOT)
     curves = slots.Slots.of_records(np.repeat(groups.of_sorted(), lengths), records)
-    out["series"] = _blobs(curves.records, curves.counts(groups.n))
+    out["series"] = _blobs(curves.held(cap), curves.counts(groups.n))
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 
 

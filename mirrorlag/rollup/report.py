@@ -191,7 +191,8 @@ def _worst(d: ReportData, c: Charts) -> str:
                'as the tables count it')
     else:
         how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
-               f'worst state), of the samples the tables count ({WRITERS})')
+               'worst state, held to the next slot with samples for as long as the tables count its last sample), '
+               f'of the samples the tables count ({WRITERS})')
     return (
         '<section id="worst-partitions"><h2>Worst partitions</h2>'
         f'<p class="note">The {len(d.worst_partitions)} partitions with the most time out of sync (ties: highest p95 '

@@ -49,7 +49,7 @@ def _series(per: DataFrame, rows: list[dict[str, Any]]) -> list[Series]:
     out = []
     for r in rows:
         curve = slots.decode(found.get(tuple(r[k] for k in PARTITION_KEY)) or b"")
-        out.append(Series(partition_label(r), curve.hours, curve.record_lag, curve.time_lag_s, curve.states))
+        out.append(Series(partition_label(r), curve.hours, curve.record_lag, curve.time_lag_s, curve.states, curve.until))
     return out
 
 

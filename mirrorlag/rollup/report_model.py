@@ -22,13 +22,10 @@ class Series:
     record_lag: list[float | None]
     time_lag_s: list[float | None]
     states: list[str | None]
-    # Per point, the hour its state holds until (the time the rollup counts for it); empty: each
-    # point is a 5-minute slot, holding to the slot's end.
+    # Per point, the hour its state holds until (the time the rollup counts for it; a slot's:
+    # slots.Slots.held); empty: each point holds to its 5-minute slot's end.
     ends: list[float] = field(default_factory=list)
-
-    @property
-    def every_sample(self) -> bool:
-        return bool(self.ends)
+    every_sample: bool = False  # a point per sample (sample_series), else per 5-minute slot
 
 
 def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
@@ -39,7 +36,7 @@ def sample_series(label: str, ms: list[int], states: list[str], record_lag: list
     hour = 3_600_000.0
     return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
                   [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),
-                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)])
+                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)], every_sample=True)
 
 
 @dataclass

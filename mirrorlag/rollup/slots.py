@@ -9,7 +9,10 @@ spike a plot of all 5,760 samples would show.
 
 A partition's slots travel as one binary value of SLOT records (numpy's packed structured
 array): the map side reduces its rows to slots, the merge reduces the slots of all parts again
-(a slot cut by a segment boundary is in two parts), both with `reduce`.
+(a slot cut by a segment boundary is in two parts), both with `reduce`. The merge then gives each
+slot the time its state holds until (`held`, HELD records): its samples count to the partition's
+next sample, at most the cap past the last of them (partition_day.py), so at a poll of 5 minutes
+or more the shading runs across the slots between two samples as the tables count them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ SLOT_MS = 300_000
 SLOTS = 86_400_000 // SLOT_MS
 NULL = np.iinfo(np.int64).min  # no value in the slot (every sample's lag was null)
 SLOT = np.dtype([("record_lag", "<i8"), ("time_lag_ms", "<i8"), ("slot", "<i2"), ("rank", "u1")])
+# A merged slot: with the end of the time its state holds, in ms since the start of the day.
+HELD = np.dtype([*((name, SLOT.fields[name][0]) for name in SLOT.names), ("until_ms", "<i4")])
+DAY_MS = SLOTS * SLOT_MS
 
 # A slot shows its worst state: AT_RISK (records being lost) over STALLED over any other state out
 # of sync (LAGGING, RESET, REWIND, UNKNOWN, unrecognized) over IN_SYNC over GONE. The rank keeps the
@@ -82,6 +88,20 @@ class Slots:
     def counts(self, groups: int) -> np.ndarray:
         return np.bincount(self.group, minlength=groups)
 
+    def held(self, cap_ms: np.ndarray) -> np.ndarray:
+        """The records as HELD, each slot's state holding to its group's next slot with samples,
+        at most `cap_ms[group]` past the slot's end (its last sample is in the slot: to a slot's
+        resolution, the time the tables count for it), never past midnight."""
+        out = np.empty(self.records.size, HELD)
+        for name in SLOT.names:
+            out[name] = self.records[name]
+        end = (self.records["slot"].astype(np.int64) + 1) * SLOT_MS + cap_ms[self.group]
+        if end.size > 1:
+            same = self.group[1:] == self.group[:-1]
+            end[:-1] = np.where(same, np.minimum(end[:-1], self.records["slot"][1:].astype(np.int64) * SLOT_MS), end[:-1])
+        out["until_ms"] = np.minimum(end, DAY_MS)
+        return out
+
 
 def of_samples(group: np.ndarray, ts_ms: np.ndarray, timed: np.ndarray, state: np.ndarray,
                record_lag: tuple[np.ndarray, np.ndarray], time_lag: tuple[np.ndarray, np.ndarray],
@@ -106,16 +126,19 @@ class Curve:
     record_lag: list[int | None]
     time_lag_s: list[float | None]
     states: list[str | None]
+    until: list[float]  # the hour each slot's state holds until (Slots.held)
 
 
 def decode(blob: bytes) -> Curve:
-    r = np.frombuffer(blob, SLOT)
+    """A merged partition's curve (HELD records)."""
+    r = np.frombuffer(blob, HELD)
     return Curve(
         hours=(r["slot"].astype(np.float64) * SLOT_MS / 3_600_000).tolist(),
         record_lag=[None if v == NULL else v for v in r["record_lag"].tolist()],
         time_lag_s=[None if v == NULL else v / 1000.0 for v in r["time_lag_ms"].tolist()],
         states=[state_name(x) for x in r["rank"].tolist()],
+        until=(r["until_ms"].astype(np.float64) / 3_600_000).tolist(),
     )
 
 
-assert len(State) < (1 << _CODE_BITS) - 1 and SLOTS < 1 << 15
+assert len(State) < (1 << _CODE_BITS) - 1 and SLOTS < 1 << 15 and DAY_MS < 1 << 31

@@ -168,6 +168,30 @@ def test_the_report_curves_are_each_five_minutes_maxima_and_worst_state():
     assert day["series"] == _day(samples)["series"]
 
 
+def test_a_slots_state_holds_as_long_as_the_tables_count_its_samples():
+    """The long history's shading (slots.Slots.held): a 10-minute poll STALLED all day is shaded
+    the whole day, as its tables count 86,400 s (before: every other 5-minute slot); a 15 s poll
+    that stops for 20 minutes is shaded 60 s (its cap) into the gap, and no more."""
+    from mirrorlag.rollup import slots
+    from mirrorlag.rollup.charts import _spans
+    from mirrorlag.rollup.report_model import Series
+
+    def shaded(day: dict) -> list[tuple[float, float]]:
+        c = slots.decode(day["series"])
+        return [(a, b) for a, b, _ in _spans(Series("p", c.hours, c.record_lag, c.time_lag_s, c.states, c.until))]
+
+    m = 60_000
+    [ten] = merged([rows([(START + i * 10 * m, STALLED, 5) for i in range(144)], interval_ms=10 * m)])
+    assert ten["stalled_ms"] == 24 * H and shaded(ten) == [(0.0, 24.0)]
+    quarter = [(START + i * 15_000, STALLED, 5) for i in range(4 * 60 * 2)]  # 00:00-02:00
+    quarter += [(START + 2 * H + 20 * m + i * 15_000, STALLED, 5) for i in range(4 * 60)]  # 02:20-03:20
+    [gap] = merged([rows(quarter, interval_ms=15_000)])
+    (a0, a1), (b0, b1) = shaded(gap)
+    # 01:59:45 + 60 s, the first run's last sample's cap (to the slot's resolution: its slot ends at 02:00)
+    assert (a0, b0) == (0.0, 2 + 20 / 60) and a1 == 2 + 1 / 60
+    assert b1 == 3 + 20 / 60 + 1 / 60  # the day's last sample: to its cap, not to midnight
+
+
 def test_polls_of_the_same_partitions_take_the_transpose_and_give_the_same_parts(monkeypatch):
     # The sidecar writes every poll's partitions in one order: the map side then orders rows by
     # a transpose and sorts each partition's values as a row. Same parts as the general path.
