@@ -40,8 +40,10 @@ def answer(snapshot: GroupsSnapshot, as_json: bool) -> int:
     failed = [f for f in snapshot.flows if f.error is not None]
     if failed:
         reason = "; ".join(f"{f.flow}: {f.error}" for f in failed)
-        if as_json:
-            json.dump({"status": "UNKNOWN", "reason": reason}, sys.stdout, indent=2)
+        if as_json:  # per flow, as the partition check's UNKNOWN lists its clusters
+            json.dump({"status": "UNKNOWN", "reason": reason, "flows": [
+                {"flow": str(f.flow), "source": f.flow.source, "target": f.flow.target, "read": f.error is None,
+                 "error": f.error} for f in snapshot.flows]}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             print(f"UNKNOWN: {reason}")
