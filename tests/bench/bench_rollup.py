@@ -137,6 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--interval", type=int, default=15, help="seconds between polls")
+    parser.add_argument("--chunk-polls", type=int, default=120,
+                        help="polls a generated segment holds (a sidecar's segment holds at most 1 M rows: "
+                             "10 polls at 100k partitions)")
     parser.add_argument("--day", default="2026-11-20")
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "mirrorlag-rollup-bench",
                         help="history root; generated when the day is not there yet")
@@ -152,12 +155,13 @@ def main() -> None:
     from mirrorlag.rollup.session import build_session
 
     day = date.fromisoformat(args.day)
-    history = args.data / f"history-{args.partitions}-{args.interval}"
+    chunked = "" if args.chunk_polls == 120 else f"-c{args.chunk_polls}"
+    history = args.data / f"history-{args.partitions}-{args.interval}{chunked}"
     day_dir = history / f"date={day.isoformat()}"
     if not day_dir.exists() or not any(day_dir.glob("*.parquet")):
         t0 = time.perf_counter()
         shutil.rmtree(day_dir, ignore_errors=True)
-        rows = generate(history, day, args.partitions, args.interval)
+        rows = generate(history, day, args.partitions, args.interval, args.chunk_polls)
         print(f"generated {rows:,} rows in {time.perf_counter() - t0:.0f} s under {day_dir}")
     size = sum(f.stat().st_size for f in day_dir.glob("*.parquet"))
     print(f"history: {day_dir} ({size / 1e6:,.0f} MB)")
