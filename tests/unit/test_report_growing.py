@@ -41,3 +41,28 @@ def test_the_words_take_their_numbers_from_the_rule():
     assert f"{trend_rule.MIN_CHANGE:,.0f} records" in report.GROWING
     assert f"{trend_rule.MIN_CHANGE_SECONDS:,.0f} s" in report.GROWING
     assert "time out of sync" in report.GROWING
+
+
+def _flow() -> dict:
+    keys = ["topics", "partitions", "samples", "record_lag_p50", "record_lag_p95", "record_lag_p99", "record_lag_max",
+            "time_lag_p95_s", "time_lag_max_s", "out_of_sync_seconds", "at_risk_seconds", "stall_episodes",
+            "longest_stall_seconds", "unknown_state_samples", "null_record_lag_samples", "null_time_lag_samples"]
+    return {"flow": "A->B", "source": "A", "target": "B", **{k: 1 for k in keys}, "coverage": 1.0,
+            "covered_seconds": 86_400.0, "first_ts": None, "last_ts": None}
+
+
+def test_recomputed_trends_replace_the_tags_and_the_card():
+    """report.with_trends: a page whose flow grew on time out of sync, its trends recomputed to
+    growth on p95 lag only."""
+    from mirrorlag.rollup.report_model import TrendViews
+
+    flows = [_flow()]
+    oos = {"flow": "A->B", "level": "flow", "growing": False, "out_of_sync_growing": True}
+    html = report.render(_data(flows=flows, flow_trends={"A->B": oos}, growing={"flow": 1},
+                               growing_by={"time out of sync": {"flow": 1}}))
+    assert "growing: time out of sync" in html and "1 flow (time out of sync)" in html
+    p95 = dict(oos, growing=True, out_of_sync_growing=False)
+    again = report.with_trends(html, flows, TrendViews([], {"A->B": p95}, {"flow": 1}, {"p95 lag": {"flow": 1}}), 10)
+    assert again is not None
+    assert "1 flow (p95 lag)" in again and "growing: p95 lag" in again
+    assert "growing: time out of sync" not in again.split('<section id="trends">')[0]
