@@ -61,7 +61,10 @@ record_lag_p95 and out_of_sync_seconds with their day-over-day (`_dod`) and week
 their t-statistics (`_t`) and day counts (`days_7d`, `days_28d`), `growing` (trend_rule.py: the
 last 7 days against the same weekdays of the 3 weeks before) and its parts: `change_7d` (records,
 trimmed mean of the 7 days' changes), `change_7d_ratio`, `noise_7d` (records: the series' own
-week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline).
+week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline);
+`out_of_sync_growing` the same rule on daily out-of-sync seconds (its own minimum change, in
+seconds) with its parts `out_of_sync_change_7d` (seconds), `out_of_sync_change_7d_ratio`,
+`out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d` and `out_of_sync_up_7d`.
 
 `<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file (a provisional
 day's says so). A file of the day's commit: written to `<out>/_reports/date=YYYY-MM-DD/` under the

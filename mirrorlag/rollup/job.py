@@ -58,7 +58,7 @@ class DayResult:
     covered_seconds: float = 0.0  # partition-seconds with samples
     out_of_sync_seconds: float = 0.0  # partition-seconds
     stall_episodes: int = 0
-    growing: int = 0  # partitions, topics and flows flagged growing
+    growing: int = 0  # partitions, topics and flows flagged growing (p95 lag or time out of sync)
     unknown_state_samples: int = 0
     null_record_lag_samples: int = 0
     report: str | None = None

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from mirrorlag.rollup import trend_rule as rule
 from mirrorlag.rollup.writers import GAP_POLLS, HANDOFF_MS
-from mirrorlag.rollup.report_model import ReportData, TrendViews, out_of_sync_share, partition_label
+from mirrorlag.rollup.report_model import ReportData, TrendViews, growing_on, out_of_sync_share, partition_label
 
 CSS = """
 body { font: 15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #222;
@@ -133,16 +133,31 @@ def _summary(d: ReportData) -> str:
         _card(pct(share, 2), "of the watched partition-time out of sync", "bad" if (share or 0) > 0.01 else "ok"),
         _card(n(episodes), "stall episodes", "bad" if episodes else "ok"),
         _card(dur(longest), "longest stall", "bad" if longest else "ok"),
-        _card(n(sum(growing.values())), "growing (last 7 days vs the 3 weeks before, see Trends): " + (", ".join(f"{v} {k}s" for k, v in sorted(growing.items())) or "none"),
+        _card(n(sum(growing.values())), "growing (last 7 days vs the 3 weeks before, see Trends): " + _growing_counts(d),
               "bad" if growing else "ok"),
     ]) + "</div>"
+
+
+def _growing_counts(d: ReportData) -> str:
+    """E.g. "3 partitions (p95 lag), 1 topic (time out of sync)": an entity growing on both
+    measures is named under each (the card's number counts it once)."""
+    parts = [f"{v} {level}{'' if v == 1 else 's'} ({label})"
+             for label, levels in d.growing_by.items() for level, v in sorted(levels.items())]
+    return ", ".join(parts) or "none"
+
+
+def _grow_tags(t: dict[str, Any]) -> str:
+    """A trend row's growth tags, one per measure growing; "no" when none, "–" without a row."""
+    labels = growing_on(t)
+    if labels:
+        return " ".join(f'<span class="tag grow">growing: {label}</span>' for label in labels)
+    return '<span class="tag flat">no</span>' if t else "–"
 
 
 def _flows(d: ReportData, c: Charts) -> str:
     rows = []
     for f in d.flows:
         t = d.flow_trends.get(f["flow"], {})
-        grow = t.get("growing")
         rows.append([
             (escape(f["flow"]), "l"), (n(f["topics"]), ""), (n(f["partitions"]), ""), (pct(f["coverage"]), ""),
             (n(f["record_lag_p50"]), ""), (n(f["record_lag_p95"]), ""), (n(f["record_lag_p99"]), ""), (n(f["record_lag_max"]), ""),
@@ -151,7 +166,7 @@ def _flows(d: ReportData, c: Charts) -> str:
             (dur(f["at_risk_seconds"]), ""), (n(f["stall_episodes"]), ""), (dur(f["longest_stall_seconds"]), ""),
             (signed(t.get("record_lag_p95_dod")), ""), (signed(t.get("record_lag_p95_wow")), ""),
             (signed(t.get("slope_28d")) + tstat(t.get("slope_28d_t")), ""),
-            ('<span class="tag grow">growing</span>' if grow else ('<span class="tag flat">no</span>' if t else "–"), ""),
+            (_grow_tags(t), ""),
         ])
     headers = [("flow", True), ("topics", False), ("partitions", False), ("coverage", False),
                ("lag p50", False), ("lag p95", False), ("lag p99", False), ("lag max", False),
@@ -162,7 +177,8 @@ def _flows(d: ReportData, c: Charts) -> str:
         '<section id="flows"><h2>Flows at a glance</h2>'
         '<p class="note">Record lag in records (percentiles over all samples of the flow\'s partitions), time lag '
         'and out-of-sync time as durations; out of sync and at risk are partition-time (a flow of 100 partitions '
-        'has 100 partition-days a day); share is of the partition-time the history covers. Δ compares this day\'s p95 record lag with the day before and a week before.</p>'
+        'has 100 partition-days a day); share is of the partition-time the history covers. Δ compares this day\'s p95 record lag with the day before and a week before; '
+        'growing: on p95 lag, time out of sync or both (see Trends).</p>'
         + _table(headers, rows) + _img(c.flows, "out-of-sync share and record-lag percentiles per flow")
         + "</section>"
     )
@@ -224,7 +240,13 @@ GROWING = (
     f'lowest day) by at least {rule.MIN_CHANGE:,.0f} records, {rule.MIN_RATIO:.0%} and {rule.NOISE_MULTIPLE:g}× '
     "the series' own week-to-week wobble: a quiet weekend, a busy Friday or one bad day is not growth. "
     'On simulated steady series it flags under 1 % of days; +10 % a week is flagged within 14 days in about '
-    '95 % of series. Under 3 weeks of history: no flag.'
+    '95 % of series. '
+    f'<b>growing: time out of sync</b> is the same rule on the daily seconds out of sync, with a minimum of '
+    f'{rule.MIN_CHANGE_SECONDS:,.0f} s ({rule.MIN_CHANGE_SECONDS / 60:g} minutes) a day instead of records: a few '
+    'minutes a day more is not growth. On simulated steady partitions it flags under 1.1 % of days (a topic summing '
+    "many partitions' occasional incidents: about 2.5 %); +10 % a week is flagged within 14 days in about 60 % of "
+    'series out of sync for 2 hours a day or more (less below: the minimum waits), a step of +30 % within a week. '
+    'Under 3 weeks of history: no flag.'
 )
 
 
@@ -257,7 +279,7 @@ def _trends(d: ReportData) -> str:
             cell("slope_7d", signed(r["slope_7d"]) + tstat(r["slope_7d_t"])),
             cell("slope_28d", signed(r["slope_28d"]) + tstat(r["slope_28d_t"])),
             (f'{r["days_7d"]} / {r["days_28d"]}', ""),
-            ('<span class="tag grow">growing</span>' if r["growing"] else "", ""),
+            (_grow_tags(r) if growing_on(r) else "", ""),
         ])
     headers = [("level", True), ("name", True), ("lag p95", False), ("Δ day", False), ("Δ week", False),
                ("out of sync", False), ("Δ day", False), ("Δ week", False), ("slope 7 d", False),
@@ -351,7 +373,7 @@ def with_trends(html: str, flows: list[dict[str, Any]], trend: TrendViews, worst
         return None
     d = ReportData(day=date.min, history="", out="", max_gap_seconds=0.0, worst_n=worst_n, flows=flows,
                    worst_partitions=[], series=[], heat_labels=[], heat_share=[], heat_topics_total=0,
-                   trend_rows=trend.rows, flow_trends=trend.flows, growing=trend.growing)
+                   trend_rows=trend.rows, flow_trends=trend.flows, growing=trend.growing, growing_by=trend.growing_by)
     c = Charts(base64.b64decode(png[1]), None, None)
     html = _CARDS_AND_FLOWS.sub(lambda _: _summary(d) + _flows(d, c), html)
     return _TRENDS.sub(lambda _: _trends(d), html)

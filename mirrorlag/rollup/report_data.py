@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from mirrorlag.rollup import partials, slots, trends
-from mirrorlag.rollup.report_model import Series, TrendViews, partition_label, sample_series
+from mirrorlag.rollup.report_model import Series, TrendViews, growing_on, partition_label, sample_series
 from mirrorlag.rollup.samples import HISTORY_SCHEMA
 from mirrorlag.rollup.schema import PARTITION_KEY
 
@@ -99,10 +99,15 @@ def trend_views(trend_rows: list[dict[str, Any]], n: int) -> TrendViews:
     """From the day's trend rows (trends.py; a row per partition, topic and flow: collected in
     one query, as every figure here is a ranking or a count of them)."""
     growing: dict[str, int] = {}
+    by: dict[str, dict[str, int]] = {}
     for r in trend_rows:
-        if r["growing"]:
+        labels = growing_on(r)
+        if labels:
             growing[r["level"]] = growing.get(r["level"], 0) + 1
-    return TrendViews(_worst_trends(trend_rows, n), {r["flow"]: r for r in trend_rows if r["level"] == "flow"}, growing)
+        for label in labels:
+            by.setdefault(label, {})[r["level"]] = by.get(label, {}).get(r["level"], 0) + 1
+    return TrendViews(_worst_trends(trend_rows, n), {r["flow"]: r for r in trend_rows if r["level"] == "flow"},
+                      growing, by)
 
 
 def _key(r: dict[str, Any]) -> tuple:

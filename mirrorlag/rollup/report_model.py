@@ -54,7 +54,8 @@ class ReportData:
     heat_topics_total: int
     trend_rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flow_trends: dict[str, dict[str, Any]]  # flow name -> its trend row
-    growing: dict[str, int]  # level -> how many are flagged growing
+    growing: dict[str, int]  # level -> how many are flagged growing (on either measure)
+    growing_by: dict[str, dict[str, int]] = field(default_factory=dict)  # GROWING_FLAGS label -> level -> how many
     # Why the day is provisional (manifest.provisional_why; its rows say final = false); None: final.
     provisional: str | None = None
     groups: list[dict[str, Any]] = field(default_factory=list)  # group_daily's rows (failover readiness)
@@ -81,11 +82,21 @@ class DayViews:
     heat: list[dict[str, Any]]  # topic rows: most time out of sync
 
 
+# A trend row's growth flags (trends.MEASURES: the rule on each measure), as the report names them.
+GROWING_FLAGS = {"growing": "p95 lag", "out_of_sync_growing": "time out of sync"}
+
+
 @dataclass
 class TrendViews:
     rows: list[dict[str, Any]]  # topics and partitions worst by at least one measure
     flows: dict[str, dict[str, Any]]  # flow name -> its trend row
-    growing: dict[str, int]  # level -> how many are flagged growing
+    growing: dict[str, int]  # level -> how many are flagged growing (on either measure)
+    growing_by: dict[str, dict[str, int]] = field(default_factory=dict)  # GROWING_FLAGS label -> level -> how many
+
+
+def growing_on(row: dict[str, Any]) -> list[str]:
+    """The measures a trend row is growing on, by their GROWING_FLAGS labels."""
+    return [label for flag, label in GROWING_FLAGS.items() if row.get(flag)]
 
 
 NO_TRENDS = TrendViews([], {}, {})  # what the charts are drawn from: they need the day's own rows only
@@ -106,5 +117,6 @@ def gather(views: DayViews, trend: TrendViews, flows: list[dict[str, Any]], day:
         trend_rows=trend.rows,
         flow_trends=trend.flows,
         growing=trend.growing,
+        growing_by=trend.growing_by,
         provisional=provisional,
     )

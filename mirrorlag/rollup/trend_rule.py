@@ -11,8 +11,9 @@ The last 7 days are compared with the same weekdays of the 3 weeks before, so a 
   positive);
 - `noise`: the median absolute change from a day to the same weekday a week later in the 3
   baseline weeks (the series' own week-to-week wobble; 0 when there is no such pair);
-- `growing`: at least MIN_UP of the 7 days above their baseline, and change ≥ MIN_CHANGE (the
-  metric's units: records of p95 record lag), ratio ≥ MIN_RATIO and change ≥ NOISE_MULTIPLE × noise.
+- `growing`: at least MIN_UP of the 7 days above their baseline, and change ≥ `min_change` (the
+  metric's units: MIN_CHANGE records of p95 record lag, MIN_CHANGE_SECONDS seconds out of sync a
+  day), ratio ≥ MIN_RATIO and change ≥ NOISE_MULTIPLE × noise.
 
 Why this and not a slope: a least-squares slope with t > 2 (the rule before) reads a weekly shape
 and day-to-day correlation as growth (7-17 % of steady days flagged); weekly means over 28 days
@@ -35,6 +36,10 @@ BASELINE_WEEKS = 3
 MIN_BASELINE_WEEKS = 2  # same weekdays a day's baseline needs
 MIN_DAYS = 5  # of the last 7, days with a value and a baseline
 MIN_CHANGE = 100.0  # records of p95 record lag
+# Seconds out of sync a day. A partition out of sync for minutes a day swings by far more than
+# 10 % from week to week, so there this floor, not the relative minimum, keeps steady days quiet;
+# less lets such days through, more hides +10 %/week at an hour or two a day (RESULTS.md).
+MIN_CHANGE_SECONDS = 600.0
 MIN_RATIO = 0.10  # +10 % over the baseline
 NOISE_MULTIPLE = 1.5  # the change is past the series' own week-to-week wobble
 MIN_UP = 5  # of the last 7, days above their baseline
@@ -51,8 +56,9 @@ class Growth:
     growing: np.ndarray
 
 
-def judge(y: np.ndarray) -> Growth:
-    """`y`: (..., 28) daily values, oldest first, the last one the day judged; nan: no value."""
+def judge(y: np.ndarray, min_change: float = MIN_CHANGE) -> Growth:
+    """`y`: (..., 28) daily values, oldest first, the last one the day judged; nan: no value.
+    `min_change`: the least change that is growth, in y's units (MIN_CHANGE: p95 record lag)."""
     y = np.asarray(y, dtype=float)
     if y.shape[-1] != WINDOW:
         raise ValueError(f"judge: the last axis holds {WINDOW} days, got {y.shape[-1]}")
@@ -74,7 +80,7 @@ def judge(y: np.ndarray) -> Growth:
         ratio = np.where(b > 0, change / b, np.where(change > 0, np.inf, np.where(change < 0, -np.inf, 0.0)))
         ratio = np.where(np.isnan(change), np.nan, ratio)
     noise = _median(np.abs(y[..., 7:21] - y[..., 0:14]))  # a day to the same weekday a week later
-    growing = (~np.isnan(change) & (up >= MIN_UP) & (change >= MIN_CHANGE) & (ratio >= MIN_RATIO)
+    growing = (~np.isnan(change) & (up >= MIN_UP) & (change >= min_change) & (ratio >= MIN_RATIO)
                & (change >= NOISE_MULTIPLE * noise))
     return Growth(change, ratio, noise, days, up, growing)
 

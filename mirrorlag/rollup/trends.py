@@ -11,7 +11,11 @@ the job computed them, the days before as written).
   the same arithmetic here, column by column): the last 7 days against the same weekdays of the 3
   weeks before, past a minimum change in records, a relative one and the series' own
   week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records), `change_7d_ratio`,
-  `noise_7d` (records), `compared_7d` and `up_7d` (days).
+  `noise_7d` (records), `compared_7d` and `up_7d` (days);
+- `out_of_sync_growing`: the same rule on the 28 days of daily out-of-sync seconds, with its own
+  minimum change in seconds (trend_rule.MIN_CHANGE_SECONDS); its parts `out_of_sync_change_7d`
+  (seconds), `..._change_7d_ratio`, `out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d`
+  and `out_of_sync_up_7d`.
 
 Only entities with a row on the day itself get a trend row. The sums are centred on each
 entity's means, so a flat series has a slope of exactly 0, not a rounding error that some t
@@ -20,6 +24,7 @@ statistic would blow up.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Mapping
 
@@ -41,7 +46,24 @@ COLUMNS = [
     "out_of_sync_seconds", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
     "slope_7d", "slope_7d_t", "days_7d", "slope_28d", "slope_28d_t", "days_28d", "growing",
     "change_7d", "change_7d_ratio", "noise_7d", "compared_7d", "up_7d",
+    "out_of_sync_change_7d", "out_of_sync_change_7d_ratio", "out_of_sync_noise_7d", "out_of_sync_compared_7d",
+    "out_of_sync_up_7d", "out_of_sync_growing",
 ]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A daily figure trend_rule judges: its day columns `{days}0` (27 days before the day) ..
+    `{days}27` (the day), its output columns' prefix and its minimum change (its units)."""
+    days: str
+    out: str
+    min_change: float
+
+
+# p95 record lag keeps its unprefixed columns (growing, change_7d, ...).
+P95 = Measure("_d", "", rule.MIN_CHANGE)
+OUT_OF_SYNC = Measure("_o", "out_of_sync_", rule.MIN_CHANGE_SECONDS)
+MEASURES = (P95, OUT_OF_SYNC)
 
 
 def _on(x: Column, offset: int, value: Column) -> Column:
@@ -74,7 +96,8 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         (_on(x, 0, oos) - _on(x, -1, oos)).alias("out_of_sync_seconds_dod"),
         (_on(x, 0, oos) - _on(x, -7, oos)).alias("out_of_sync_seconds_wow"),
     ]
-    aggs += [_on(x, i - (rule.WINDOW - 1), y).alias(f"_d{i}") for i in range(rule.WINDOW)]
+    for m, v in ((P95, y), (OUT_OF_SYNC, oos.cast("double"))):
+        aggs += [_on(x, i - (rule.WINDOW - 1), v).alias(f"{m.days}{i}") for i in range(rule.WINDOW)]
     for n in WINDOWS:
         inside = (x > -n) & y.isNotNull()
         dx, dy = x - F.col(f"_mx{n}"), y - F.col(f"_my{n}")
@@ -86,7 +109,8 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         ]
     g = d.groupBy(*keys).agg(*aggs).where(F.col("_today"))
     g = g.select("*", *[c for n in WINDOWS for c in _slope(n)])
-    g = _growth(g)
+    for m in MEASURES:
+        g = _growth(g, m)
     out = [
         F.lit(day.isoformat()).alias("date"),
         F.lit(level).alias("level"),
@@ -110,44 +134,45 @@ def _slope(n: int) -> list[Column]:
     return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
 
 
-def _growth(g: DataFrame) -> DataFrame:
-    """trend_rule.judge on the columns _d0 (27 days before the day) .. _d27 (the day): the same
-    steps in the same order, so the figures equal numpy's. In stages, each reading the one
-    before's columns: as one expression each figure would repeat the ones it uses (the ratio
-    would hold the 7 differences several times over, each evaluated again per row)."""
-    d = [F.col(f"_d{i}") for i in range(rule.WINDOW)]
+def _growth(g: DataFrame, m: Measure) -> DataFrame:
+    """trend_rule.judge(y, m.min_change) on m's day columns: the same steps in the same order, so
+    the figures equal numpy's. In stages, each reading the one before's columns: as one
+    expression each figure would repeat the ones it uses (the ratio would hold the 7 differences
+    several times over, each evaluated again per row)."""
+    o, t = m.out, m.days + "_"  # t: the measure's working columns, dropped by the final select
+    d = [F.col(f"{m.days}{i}") for i in range(rule.WINDOW)]
     stage = []
     for k, i in enumerate(range(rule.WINDOW - 7, rule.WINDOW)):
         weeks = [d[i - 7 * (w + 1)] for w in range(rule.BASELINE_WEEKS)]
         count = sum(w.isNotNull().cast("int") for w in weeks)
         base = F.when(count >= rule.MIN_BASELINE_WEEKS, F.try_divide(sum(F.coalesce(w, F.lit(0.0)) for w in weeks), count))
-        stage += [base.alias(f"_b{k}")]
+        stage += [base.alias(f"{t}b{k}")]
     steps = F.array_sort(F.array_compact(F.array(*[F.abs(d[j] - d[j - 7]) for j in range(7, 7 * rule.BASELINE_WEEKS)])))
-    g = g.select("*", *stage, steps.alias("_steps"))
+    g = g.select("*", *stage, steps.alias(f"{t}steps"))
     last = [d[i] for i in range(rule.WINDOW - 7, rule.WINDOW)]
-    g = g.select("*", *[(x - F.col(f"_b{k}")).alias(f"_c{k}") for k, x in enumerate(last)],
-                 *[F.when(x.isNotNull(), F.col(f"_b{k}")).alias(f"_u{k}") for k, x in enumerate(last)])
-    diffs, bases = [F.col(f"_c{k}") for k in range(7)], [F.col(f"_u{k}") for k in range(7)]
+    g = g.select("*", *[(x - F.col(f"{t}b{k}")).alias(f"{t}c{k}") for k, x in enumerate(last)],
+                 *[F.when(x.isNotNull(), F.col(f"{t}b{k}")).alias(f"{t}u{k}") for k, x in enumerate(last)])
+    diffs, bases = [F.col(f"{t}c{k}") for k in range(7)], [F.col(f"{t}u{k}") for k in range(7)]
     days = sum(c.isNotNull().cast("int") for c in diffs)
     up = sum(F.coalesce(c > 0, F.lit(False)).cast("int") for c in diffs)
     total = sum(F.coalesce(c, F.lit(0.0)) for c in diffs)
-    n, steps = F.size("_steps"), F.col("_steps")
-    g = g.select("*", days.alias("compared_7d"), up.alias("up_7d"), total.alias("_total"),
-                 F.greatest(*diffs).alias("_top"), F.least(*diffs).alias("_bottom"),
-                 sum(F.coalesce(c, F.lit(0.0)) for c in bases).alias("_bsum"),
+    n, steps = F.size(f"{t}steps"), F.col(f"{t}steps")
+    g = g.select("*", days.alias(f"{o}compared_7d"), up.alias(f"{o}up_7d"), total.alias(f"{t}total"),
+                 F.greatest(*diffs).alias(f"{t}top"), F.least(*diffs).alias(f"{t}bottom"),
+                 sum(F.coalesce(c, F.lit(0.0)) for c in bases).alias(f"{t}bsum"),
                  F.when(n > 0, (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2)
-                 .otherwise(F.lit(0.0)).alias("noise_7d"))
-    days = F.col("compared_7d")
-    change = F.when(days >= rule.MIN_DAYS, F.try_divide(F.col("_total") - F.col("_top") - F.col("_bottom"), days - 2))
-    g = g.select("*", change.alias("change_7d"), F.try_divide(F.col("_bsum"), days).alias("_base"))
-    c, b = F.col("change_7d"), F.col("_base")
+                 .otherwise(F.lit(0.0)).alias(f"{o}noise_7d"))
+    days = F.col(f"{o}compared_7d")
+    change = F.when(days >= rule.MIN_DAYS, F.try_divide(F.col(f"{t}total") - F.col(f"{t}top") - F.col(f"{t}bottom"), days - 2))
+    g = g.select("*", change.alias(f"{o}change_7d"), F.try_divide(F.col(f"{t}bsum"), days).alias(f"{t}base"))
+    c, b = F.col(f"{o}change_7d"), F.col(f"{t}base")
     ratio = (F.when(c.isNull(), F.lit(None)).when(b > 0, F.try_divide(c, b))
              .when(c > 0, F.lit(float("inf"))).when(c < 0, F.lit(float("-inf"))).otherwise(F.lit(0.0)))
-    g = g.withColumn("change_7d_ratio", ratio.cast("double"))
-    r, nz = F.col("change_7d_ratio"), F.col("noise_7d")
-    growing = (c.isNotNull() & (F.col("up_7d") >= rule.MIN_UP) & (c >= rule.MIN_CHANGE) & (r >= rule.MIN_RATIO)
+    g = g.withColumn(f"{o}change_7d_ratio", ratio.cast("double"))
+    r, nz = F.col(f"{o}change_7d_ratio"), F.col(f"{o}noise_7d")
+    growing = (c.isNotNull() & (F.col(f"{o}up_7d") >= rule.MIN_UP) & (c >= m.min_change) & (r >= rule.MIN_RATIO)
                & (c >= rule.NOISE_MULTIPLE * nz))
-    return g.withColumn("growing", F.coalesce(growing, F.lit(False)))
+    return g.withColumn(f"{o}growing", F.coalesce(growing, F.lit(False)))
 
 
 _READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key

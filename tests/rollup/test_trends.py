@@ -1,5 +1,6 @@
 """Trends on daily tables written by hand: slopes and t-statistics against numpy's least squares,
-`growing` and its parts against trend_rule's numpy reference on the same series."""
+`growing` and `out_of_sync_growing` with their parts against trend_rule's numpy reference on the
+same series."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ RULE_SERIES: dict[int, list[float | None]] = {
     15: [5000.0] * 21 + [6000.0] * 7,  # a step of +20 %
     16: [None] * 14 + [1000.0] * 7 + [2000.0] * 7,  # two weeks of history: one baseline week is too few
 }
+# Partitions judged on out-of-sync seconds (p95 a flat 100 records): name -> seconds per day.
+OOS_RULE_SERIES: dict[int, list[float | None]] = {
+    20: _weekly(3_600, sd=0.10),  # an hour a day with a weekly shape: not growing
+    21: [3_600.0] * 21 + [4_680.0] * 7,  # a step of +30 % (+1,080 s)
+    22: [180.0] * 21 + [360.0] * 7,  # minutes a day doubled: +180 s is under the 600 s floor
+    23: [None if k % 6 == 0 else v for k, v in enumerate(_weekly(7_200, per_week=0.15))],  # days missing
+    24: [3_600.0] * 27 + [40_000.0],  # one incident day
+    25: [86_400.0] * 28,  # out of sync all day, every day: capped, nothing to grow
+    26: [0.0] * 21 + [900.0] * 7,  # in sync for 3 weeks, then 15 minutes a day: ratio inf
+}
 
 
 def _series() -> dict[int, dict[date, tuple[float, float]]]:
@@ -51,6 +62,7 @@ def _series() -> dict[int, dict[date, tuple[float, float]]]:
         4: {d: (50, 5.0) for d in days if d != DAY - timedelta(days=1)},  # yesterday missing
         5: {DAY - timedelta(days=1): (999, 1.0)},  # not there today: no trend row
         **{p: {d: (v, 0.0) for d, v in zip(MONTH, values) if v is not None} for p, values in RULE_SERIES.items()},
+        **{p: {d: (100, v) for d, v in zip(MONTH, values) if v is not None} for p, values in OOS_RULE_SERIES.items()},
     }
 
 
@@ -60,7 +72,7 @@ def _write(out: Path) -> None:
     for p, by_day in data.items():
         for d, (p95, oos) in by_day.items():
             rows.setdefault(d, []).append({"source": "A", "target": "B", "topic": "t", "partition": p,
-                                           "record_lag_p95": int(p95), "out_of_sync_seconds": oos})
+                                           "record_lag_p95": int(p95), "out_of_sync_seconds": float(oos)})
     for d, rs in rows.items():
         for level, keys in (("partition", ["source", "target", "topic", "partition"]), ("topic", ["source", "target", "topic"]),
                             ("flow", ["source", "target"])):
@@ -147,11 +159,20 @@ def test_topic_and_flow_levels(trend_rows):
     assert all(str(r["date"]) == DAY.isoformat() for r in trend_rows.values())
 
 
-@pytest.mark.parametrize("p", sorted(RULE_SERIES))
-def test_growth_equals_the_numpy_rule(trend_rows, p):
-    """Spark's growth figures and flag are trend_rule.judge's on the same 28 days."""
-    r = trend_rows[("partition", p)]
-    ref = trend_rule.judge(np.array([np.nan if v is None else v for v in RULE_SERIES[p]]))
+def _month(p: int, measure: int) -> np.ndarray:
+    """The partition's 28 days of one measure (0: p95 record lag, 1: out-of-sync seconds) as
+    written; nan: no row."""
+    by_day = _series()[p]
+    return np.array([by_day[d][measure] if d in by_day else np.nan for d in MONTH], dtype=float)
+
+
+@pytest.mark.parametrize("p", sorted(RULE_SERIES) + sorted(OOS_RULE_SERIES))
+@pytest.mark.parametrize("measure, prefix, min_change", [(0, "", trend_rule.MIN_CHANGE),
+                                                        (1, "out_of_sync_", trend_rule.MIN_CHANGE_SECONDS)])
+def test_growth_equals_the_numpy_rule(trend_rows, p, measure, prefix, min_change):
+    """Spark's growth figures and flag are trend_rule.judge's on the same 28 days, per measure."""
+    r = {k[len(prefix):]: v for k, v in trend_rows[("partition", p)].items() if k.startswith(prefix)}
+    ref = trend_rule.judge(_month(p, measure), min_change)
     assert r["compared_7d"] == int(ref.days) and r["up_7d"] == int(ref.up)
     if np.isnan(ref.change):
         assert r["change_7d"] is None and r["change_7d_ratio"] is None
@@ -168,3 +189,15 @@ def test_growth_verdicts(trend_rows):
     assert growing == {10: False, 11: True, 12: False, 13: True, 14: False, 15: True, 16: False}
     assert trend_rows[("partition", 12)]["change_7d"] == pytest.approx(0.2)  # +0.2 records: under 100
     assert trend_rows[("partition", 15)]["change_7d_ratio"] == pytest.approx(0.2)
+
+
+def test_out_of_sync_growth_verdicts(trend_rows):
+    """Out-of-sync seconds: growth past 600 s a day and 10 %, not minutes, one incident or the cap;
+    `growing` stays the p95 rule's."""
+    growing = {p: trend_rows[("partition", p)]["out_of_sync_growing"] for p in OOS_RULE_SERIES}
+    assert growing == {20: False, 21: True, 22: False, 23: True, 24: False, 25: False, 26: True}
+    assert not any(trend_rows[("partition", p)]["growing"] for p in OOS_RULE_SERIES)
+    assert not any(trend_rows[("partition", p)]["out_of_sync_growing"] for p in RULE_SERIES)
+    assert trend_rows[("partition", 21)]["out_of_sync_change_7d"] == pytest.approx(1_080.0)
+    assert trend_rows[("partition", 26)]["out_of_sync_change_7d_ratio"] == math.inf
+    assert trend_rows[("topic", None)]["out_of_sync_growing"] is True  # partition 0's 60 s more a day

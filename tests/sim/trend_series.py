@@ -1,5 +1,6 @@
-"""Daily p95 record-lag series for measuring the trend rule (trend_rule.py): how often it calls a
-steady series growing (false alarms, per partition-day) and how soon it sees real growth.
+"""Daily p95 record-lag and out-of-sync-seconds series for measuring the trend rule
+(trend_rule.py): how often it calls a steady series growing (false alarms, per partition-day) and
+how soon it sees real growth.
 
 Numpy only, seeded. A series is `level × weekly shape × (1 + noise)` per day, noise normal with
 standard deviation `sd` ("±10 %" here: sd 5 %, 95 % of days within ±10 %), independent or AR(1)
@@ -15,7 +16,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from mirrorlag.rollup.trend_rule import WINDOW, judge
+from mirrorlag.rollup.trend_rule import MIN_CHANGE_SECONDS, WINDOW, judge
 
 LEVEL = 10_000.0  # records: MIN_CHANGE (100) is 1 % of it, so the relative rule decides
 WEEK = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 0.6, 0.6])  # Monday .. Sunday
@@ -80,6 +81,11 @@ def growing(windows: np.ndarray) -> np.ndarray:
     return judge(windows).growing
 
 
+def growing_seconds(windows: np.ndarray) -> np.ndarray:
+    """The rule on out-of-sync seconds: its own minimum change."""
+    return judge(windows, MIN_CHANGE_SECONDS).growing
+
+
 def flags(y: np.ndarray, rule: Rule = growing) -> np.ndarray:
     """(series, day) -> flagged that day, for every day from the 7th on (the days before the
     series are missing)."""
@@ -105,7 +111,10 @@ def detection(y: np.ndarray, rule: Rule = growing, onset: int = ONSET) -> Detect
     t = np.arange(6, y.shape[1]) - onset + 1  # the day of growth each column judges
     after = f & (t >= 1)[None, :]
     first = np.where(after.any(axis=1), t[np.argmax(after, axis=1)], np.inf)
-    return Detection(float(np.mean(first <= WITHIN)), float(np.median(first)), float(np.quantile(first, 0.9)),
+    never = float(np.mean(np.isinf(first)))
+    with np.errstate(invalid="ignore"):  # inf - inf between two never-flagged series
+        p90 = np.inf if never > 0.1 else float(np.quantile(first, 0.9))
+    return Detection(float(np.mean(first <= WITHIN)), float(np.median(first)), p90,
                      float(np.mean((f & (t < 1)[None, :]).any(axis=1))))
 
 
@@ -135,9 +144,77 @@ GROWING: dict[str, Callable[[Rng, int], np.ndarray]] = {
 }
 
 
-def run(n: int, seed: int, rule: Rule = growing) -> tuple[dict[str, float], dict[str, Detection]]:
+# --- out-of-sync seconds a day: 0 .. 86,400 for a partition, a sum over partitions for a topic
+
+DAY_S = 86_400.0
+
+
+def capped(y: np.ndarray) -> np.ndarray:
+    return np.minimum(y, DAY_S)
+
+
+def oos_steady(rng: Rng, n: int, days: int = DAYS, *, level: float = 3_600.0, sd: float = 0.10,
+               rho: float = 0.0) -> np.ndarray:
+    """A partition out of sync for about `level` seconds a day, with the weekly shape."""
+    return capped(steady(rng, n, days, sd=sd, rho=rho, level=level))
+
+
+def incidents(rng: Rng, n: int, days: int = DAYS, share: float = 0.05, low: float = 600.0,
+              high: float = 20_000.0) -> np.ndarray:
+    """In sync but on a share of days, then out of sync for `low`..`high` seconds (log-uniform:
+    short incidents are the common ones)."""
+    size = np.exp(rng.uniform(np.log(low), np.log(high), (n, days)))
+    return np.round(np.where(rng.random((n, days)) < share, size, 0.0))
+
+
+def minutes(rng: Rng, n: int, days: int = DAYS, mean: float = 180.0) -> np.ndarray:
+    """Mostly in sync: a few minutes out of sync a day (exponential, mean `mean` seconds), none on
+    a quarter of the days."""
+    return np.round(np.where(rng.random((n, days)) < 0.25, 0.0, rng.exponential(mean, (n, days))))
+
+
+def topic_of(make: Callable[[Rng, int, int], np.ndarray], partitions: int) -> Callable[[Rng, int, int], np.ndarray]:
+    """A topic's row: the sum of `partitions` partitions' seconds."""
+    return lambda rng, n, days=DAYS: make(rng, n * partitions, days).reshape(n, partitions, days).sum(axis=1)
+
+
+def oos_grown(y: np.ndarray, per_week: float | None = None, step: float | None = None) -> np.ndarray:
+    return capped(grown(y, per_week, step))
+
+
+GROWN = ONSET + AFTER
+OOS_STEADY: dict[str, Callable[[Rng, int], np.ndarray]] = {
+    "3,600 s/day weekly sd 10%": lambda rng, n: oos_steady(rng, n),
+    "1,800 s/day weekly sd 20%": lambda rng, n: oos_steady(rng, n, level=1_800.0, sd=0.20),
+    "7,200 s/day weekly AR(1) 0.8 sd 5%": lambda rng, n: oos_steady(rng, n, level=7_200.0, sd=0.05, rho=0.8),
+    "80,000 s/day sd 10% (capped at 86,400)": lambda rng, n: oos_steady(rng, n, level=80_000.0),
+    "incidents: 5% of days 600-20,000 s": incidents,
+    "incidents: 20% of days 600-20,000 s": lambda rng, n: incidents(rng, n, share=0.20),
+    "minutes: mean 180 s/day": minutes,
+    "minutes: mean 600 s/day": lambda rng, n: minutes(rng, n, mean=600.0),
+    "topic of 20 incident partitions": lambda rng, n: topic_of(incidents, 20)(rng, n),
+    "topic of 20 minutes partitions": lambda rng, n: topic_of(minutes, 20)(rng, n),
+}
+OOS_GROWING: dict[str, Callable[[Rng, int], np.ndarray]] = {
+    "3,600 s/day sd 10% +10%/week": lambda rng, n: oos_grown(oos_steady(rng, n, GROWN), 0.10),
+    "1,800 s/day sd 20% +10%/week": lambda rng, n: oos_grown(oos_steady(rng, n, GROWN, level=1_800.0, sd=0.20), 0.10),
+    "7,200 s/day sd 10% +10%/week": lambda rng, n: oos_grown(oos_steady(rng, n, GROWN, level=7_200.0), 0.10),
+    "14,400 s/day sd 10% +10%/week": lambda rng, n: oos_grown(oos_steady(rng, n, GROWN, level=14_400.0), 0.10),
+    "3,600 s/day sd 10% step +30%": lambda rng, n: oos_grown(oos_steady(rng, n, GROWN), step=0.30),
+    "minutes 180 s/day step x5": lambda rng, n: oos_grown(minutes(rng, n, GROWN), step=4.0),
+    "minutes 180 s/day +10%/week": lambda rng, n: oos_grown(minutes(rng, n, GROWN), 0.10),
+}
+
+
+def run(n: int, seed: int, rule: Rule = growing, steady_kinds: dict[str, Callable[[Rng, int], np.ndarray]] = STEADY,
+        growing_kinds: dict[str, Callable[[Rng, int], np.ndarray]] = GROWING) -> tuple[dict[str, float], dict[str, Detection]]:
     """False-alarm share per steady series kind and detection per growing kind, n series each."""
     rng = np.random.default_rng(seed)
-    fa = {name: false_alarms(make(rng, n), rule) for name, make in STEADY.items()}
-    det = {name: detection(make(rng, n), rule) for name, make in GROWING.items()}
+    fa = {name: false_alarms(make(rng, n), rule) for name, make in steady_kinds.items()}
+    det = {name: detection(make(rng, n), rule) for name, make in growing_kinds.items()}
     return fa, det
+
+
+def run_seconds(n: int, seed: int, rule: Rule = growing_seconds) -> tuple[dict[str, float], dict[str, Detection]]:
+    """run() on the out-of-sync-seconds kinds."""
+    return run(n, seed, rule, OOS_STEADY, OOS_GROWING)

@@ -40,7 +40,7 @@ def _trend(level: str, topic: str, partition: int | None, **measures) -> dict:
     from mirrorlag.rollup.trends import RANKED
 
     row = {"level": level, "flow": "A->B", "source": "A", "target": "B", "topic": topic, "partition": partition,
-           "growing": False, **{m: None for m in RANKED}}
+           "growing": False, "out_of_sync_growing": False, **{m: None for m in RANKED}}
     return {**row, **measures}
 
 
@@ -51,8 +51,9 @@ def test_worst_trends_rank_each_measure_and_keep_a_row_once():
         _trend("partition", "t", 0, slope_28d=5.0, record_lag_p95_dod=3, growing=True),
         _trend("partition", "t", 1, slope_28d=5.0, record_lag_p95_dod=9),  # tie on slope: dod decides
         _trend("partition", "t", 2, slope_28d=-1.0, out_of_sync_seconds_dod=60.0),  # worst by another measure only
-        _trend("partition", "t", 3, slope_28d=0.0, record_lag_p95_dod=0),  # nothing positive: never worst
-        _trend("topic", "t", None, slope_28d=1.0, slope_7d=2.0, growing=True),
+        _trend("partition", "t", 3, slope_28d=0.0, record_lag_p95_dod=0,  # nothing positive: never worst
+               out_of_sync_growing=True),
+        _trend("topic", "t", None, slope_28d=1.0, slope_7d=2.0, growing=True, out_of_sync_growing=True),
         _trend("partition", "u", 0, slope_7d=2.0),  # ties with the topic on slope_7d: the key decides
         _trend("flow", "", None, slope_28d=9.0, growing=True),  # flows are not ranked
     ]
@@ -66,7 +67,9 @@ def test_worst_trends_rank_each_measure_and_keep_a_row_once():
         ("t", 2, ["out_of_sync_seconds_dod"]),  # ordered by slope_28d: -1.0, then a null last
         ("u", 0, ["slope_7d"]),
     ]
-    assert views.growing == {"partition": 1, "topic": 1, "flow": 1}
+    assert views.growing == {"partition": 2, "topic": 1, "flow": 1}  # on either measure, each once
+    assert views.growing_by == {"p95 lag": {"partition": 1, "topic": 1, "flow": 1},
+                                "time out of sync": {"partition": 1, "topic": 1}}
     assert list(views.flows) == ["A->B"]
 
 

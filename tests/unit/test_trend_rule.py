@@ -104,3 +104,14 @@ def test_the_report_says_what_growing_means():
     assert "same weekdays of the 3 weeks before" in trends and "at least 5 of the 7 days" in trends
     assert "100 records, 10% and 1.5×" in trends and "t &gt; 2" not in page
     assert "growing (last 7 days vs the 3 weeks before, see Trends): none" in page
+
+
+def test_min_change_is_the_measures_own():
+    """Out-of-sync seconds: +500 s a day on 1,800 s (+28 %) is growth past 100 but not past
+    MIN_CHANGE_SECONDS; +900 s is."""
+    base = _weekly(level=1_800.0)
+    for extra, seconds in ((500.0, False), (900.0, True)):
+        y = base.copy()
+        y[-7:] += extra
+        assert judge(y, min_change=100.0).growing
+        assert bool(judge(y, min_change=trend_rule.MIN_CHANGE_SECONDS).growing) is seconds
