@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop.wait()
     log.info("stopping")
     if not sidecar.stop(timeout_s=4.5):
-        log.warning("a poll was still waiting on a broker; exiting without it")
+        log.warning("a poll or a client's close was still waiting on a broker; exiting without it")
         logging.shutdown()
         os._exit(0)  # the in-flight request thread would otherwise hold the interpreter open
     return 0

@@ -247,26 +247,45 @@ class Sidecar:
         self._scheduler.start()
 
     def stop(self, timeout_s: float = 4.5) -> bool:
-        """Stop polling, flush the history, stop serving; False when an in-flight poll was left.
+        """Stop polling, flush the history, stop serving; False when an in-flight poll, or the
+        clients' close, was left (the caller then exits without waiting for librdkafka).
 
         The poll gets at most 2.5 s to finish; the history's final segment gets the rest (at
-        least 1 s), since rows already taken must not be lost on a SIGTERM.
+        least 1 s), since rows already taken must not be lost on a SIGTERM. The Kafka clients
+        close on threads of their own meanwhile: a consumer of a cluster that cannot be reached
+        takes ~5 s to close, which must not hold up the history or the exit.
         """
         deadline = time.monotonic() + timeout_s
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         self.watch.stop()
+        closing: list[threading.Thread] = []
         finished = self._poll_lock.acquire(timeout=min(2.5, timeout_s))
-        if finished:
-            self.poller.close()  # never under a running poll: librdkafka would free what it uses
-            self._poll_lock.release()
+        if finished:  # never under a running poll: librdkafka would free what it uses
+            closing.append(_close_then_release(self.poller.close, self._poll_lock, "poller"))
         if self.groups is not None and self._groups_lock.acquire(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
-            self.groups.close()  # likewise never under a running read (else left to the process's exit)
-            self._groups_lock.release()
+            # likewise never under a running read (else left to the process's exit)
+            closing.append(_close_then_release(self.groups.close, self._groups_lock, "groups"))
         if self.group_history is not None:  # its rows are few: a share of what is left
             self.group_history.close(timeout_s=max(0.5, (deadline - time.monotonic()) / 3))
         if self.history is not None:
             self.history.close(timeout_s=max(1.0, deadline - time.monotonic()))
         if self.server is not None:
             self.server.stop()
-        return finished
+        for thread in closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return finished and not any(thread.is_alive() for thread in closing)
+
+
+def _close_then_release(close: Callable[[], None], lock: threading.Lock, what: str) -> threading.Thread:
+    """`close()` on a daemon thread of its own, then `lock` released (held by the caller)."""
+    def run() -> None:
+        try:
+            close()
+        except Exception:  # a close that fails leaves nothing to save
+            log.exception("closing the %s's clients failed", what)
+        finally:
+            lock.release()
+    thread = threading.Thread(target=run, name=f"mirrorlag-close-{what}", daemon=True)
+    thread.start()
+    return thread
