@@ -237,7 +237,7 @@ def _heatmap(d: ReportData, c: Charts) -> str:
 GROWING = (
     f'<b>growing</b> means the p95 record lag of the last 7 days is above the same weekdays of the 3 weeks '
     f'before (their mean) on at least {rule.MIN_UP} of the 7 days, and on average (without the highest and '
-    f'lowest day) by at least {rule.MIN_CHANGE:,.0f} records, {rule.MIN_RATIO:.0%} and {rule.NOISE_MULTIPLE:g}× '
+    f'lowest day) by at least {rule.MIN_CHANGE:,.0f} records, {rule.MIN_RATIO:.0%} and {rule.NOISE_MULTIPLE[rule.MEDIAN]:g}× '
     "the series' own week-to-week wobble: a quiet weekend, a busy Friday or one bad day is not growth. "
     'On simulated steady series it flags under 1 % of days; +10 % a week is flagged within 14 days in about '
     '95 % of series. '

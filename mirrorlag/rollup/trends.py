@@ -171,7 +171,7 @@ def _growth(g: DataFrame, m: Measure) -> DataFrame:
     g = g.withColumn(f"{o}change_7d_ratio", ratio.cast("double"))
     r, nz = F.col(f"{o}change_7d_ratio"), F.col(f"{o}noise_7d")
     growing = (c.isNotNull() & (F.col(f"{o}up_7d") >= rule.MIN_UP) & (c >= m.min_change) & (r >= rule.MIN_RATIO)
-               & (c >= rule.NOISE_MULTIPLE * nz))
+               & (c >= rule.NOISE_MULTIPLE[rule.MEDIAN] * nz))
     return g.withColumn(f"{o}growing", F.coalesce(growing, F.lit(False)))
 
 

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from mirrorlag.rollup.trend_rule import MIN_CHANGE_SECONDS, WINDOW, judge
+from mirrorlag.rollup.trend_rule import MIN_CHANGE_SECONDS, NOISE_SECONDS, WINDOW, judge
 
 LEVEL = 10_000.0  # records: MIN_CHANGE (100) is 1 % of it, so the relative rule decides
 WEEK = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 0.6, 0.6])  # Monday .. Sunday
@@ -82,8 +82,8 @@ def growing(windows: np.ndarray) -> np.ndarray:
 
 
 def growing_seconds(windows: np.ndarray) -> np.ndarray:
-    """The rule on out-of-sync seconds: its own minimum change."""
-    return judge(windows, MIN_CHANGE_SECONDS).growing
+    """The rule on out-of-sync seconds: its own minimum change and wobble (root mean square)."""
+    return judge(windows, MIN_CHANGE_SECONDS, NOISE_SECONDS).growing
 
 
 def flags(y: np.ndarray, rule: Rule = growing) -> np.ndarray:

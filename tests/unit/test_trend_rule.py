@@ -71,6 +71,28 @@ def test_a_change_within_the_series_own_wobble_is_not_growth():
     y = wobble * np.r_[np.ones(21), np.full(7, 1.15)]
     g = judge(y)
     assert g.ratio > trend_rule.MIN_RATIO and g.noise == 4000.0 and not g.growing
+    g = judge(y, noise=trend_rule.RMS)  # every week-to-week change 4,000: the root mean square too
+    assert g.noise == 4000.0 and not g.growing
+
+
+def test_seconds_count_the_few_large_week_to_week_changes_of_incidents():
+    """A topic's out-of-sync seconds: 3 weeks of incidents on 6 days (2,000-15,000 s), then
+    6,000 s on 6 of the 7 days. Half the week-to-week changes are between quiet days, so their
+    median (1,000 s) calls +3,400 s growth; their root mean square (7,031 s, NOISE_SECONDS) does not."""
+    y = np.zeros(28)
+    y[[1, 4, 9, 12, 15, 19]] = [12_000.0, 3_000.0, 15_000.0, 2_000.0, 9_000.0, 4_000.0]
+    y[21:] = [6_000.0, 6_000.0, 6_000.0, 6_000.0, 6_000.0, 0.0, 6_000.0]
+    median = judge(y, trend_rule.MIN_CHANGE_SECONDS, trend_rule.MEDIAN)
+    assert (median.change, median.up, median.noise) == (3_400.0, 5, 1_000.0) and median.growing
+    g = judge(y, trend_rule.MIN_CHANGE_SECONDS, trend_rule.NOISE_SECONDS)
+    steps = np.abs(y[7:21] - y[0:14])
+    assert g.noise == pytest.approx(np.sqrt(np.mean(steps ** 2))) and g.noise == pytest.approx(7_030.5, abs=0.1)
+    assert g.change == 3_400.0 and not g.growing
+
+
+def test_an_unknown_noise_is_refused():
+    with pytest.raises(ValueError, match="noise"):
+        judge(_weekly(), noise="mean")
 
 
 def test_missing_days_and_short_histories():
@@ -114,4 +136,4 @@ def test_min_change_is_the_measures_own():
         y = base.copy()
         y[-7:] += extra
         assert judge(y, min_change=100.0).growing
-        assert bool(judge(y, min_change=trend_rule.MIN_CHANGE_SECONDS).growing) is seconds
+        assert bool(judge(y, trend_rule.MIN_CHANGE_SECONDS, trend_rule.NOISE_SECONDS).growing) is seconds
