@@ -13,9 +13,10 @@ the job computed them, the days before as written).
   week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records), `change_7d_ratio`,
   `noise_7d` (records), `compared_7d` and `up_7d` (days);
 - `out_of_sync_growing`: the same rule on the 28 days of daily out-of-sync seconds, with its own
-  minimum change in seconds (trend_rule.MIN_CHANGE_SECONDS); its parts `out_of_sync_change_7d`
-  (seconds), `..._change_7d_ratio`, `out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d`
-  and `out_of_sync_up_7d`.
+  minimum change in seconds (trend_rule.MIN_CHANGE_SECONDS) and its own wobble: the root mean
+  square of the week-to-week changes, not their median (trend_rule.NOISE_SECONDS: a sum of
+  incidents is skewed); its parts `out_of_sync_change_7d` (seconds), `..._change_7d_ratio`,
+  `out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d` and `out_of_sync_up_7d`.
 
 Only entities with a row on the day itself get a trend row. The sums are centred on each
 entity's means, so a flat series has a slope of exactly 0, not a rounding error that some t
@@ -54,15 +55,17 @@ COLUMNS = [
 @dataclass(frozen=True)
 class Measure:
     """A daily figure trend_rule judges: its day columns `{days}0` (27 days before the day) ..
-    `{days}27` (the day), its output columns' prefix and its minimum change (its units)."""
+    `{days}27` (the day), its output columns' prefix, its minimum change (its units) and how its
+    wobble is measured (trend_rule.MEDIAN or RMS)."""
     days: str
     out: str
     min_change: float
+    noise: str = rule.MEDIAN
 
 
 # p95 record lag keeps its unprefixed columns (growing, change_7d, ...).
 P95 = Measure("_d", "", rule.MIN_CHANGE)
-OUT_OF_SYNC = Measure("_o", "out_of_sync_", rule.MIN_CHANGE_SECONDS)
+OUT_OF_SYNC = Measure("_o", "out_of_sync_", rule.MIN_CHANGE_SECONDS, rule.NOISE_SECONDS)
 MEASURES = (P95, OUT_OF_SYNC)
 
 
@@ -135,8 +138,8 @@ def _slope(n: int) -> list[Column]:
 
 
 def _growth(g: DataFrame, m: Measure) -> DataFrame:
-    """trend_rule.judge(y, m.min_change) on m's day columns: the same steps in the same order, so
-    the figures equal numpy's. In stages, each reading the one before's columns: as one
+    """trend_rule.judge(y, m.min_change, m.noise) on m's day columns: the same steps in the same
+    order, so the figures equal numpy's. In stages, each reading the one before's columns: as one
     expression each figure would repeat the ones it uses (the ratio would hold the 7 differences
     several times over, each evaluated again per row)."""
     o, t = m.out, m.days + "_"  # t: the measure's working columns, dropped by the final select
@@ -157,11 +160,14 @@ def _growth(g: DataFrame, m: Measure) -> DataFrame:
     up = sum(F.coalesce(c > 0, F.lit(False)).cast("int") for c in diffs)
     total = sum(F.coalesce(c, F.lit(0.0)) for c in diffs)
     n, steps = F.size(f"{t}steps"), F.col(f"{t}steps")
+    if m.noise == rule.MEDIAN:
+        wobble = (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2
+    else:  # the squares added in ascending order, as trend_rule._rms
+        wobble = F.sqrt(F.try_divide(F.aggregate(steps, F.lit(0.0), lambda acc, x: acc + x * x), n))
     g = g.select("*", days.alias(f"{o}compared_7d"), up.alias(f"{o}up_7d"), total.alias(f"{t}total"),
                  F.greatest(*diffs).alias(f"{t}top"), F.least(*diffs).alias(f"{t}bottom"),
                  sum(F.coalesce(c, F.lit(0.0)) for c in bases).alias(f"{t}bsum"),
-                 F.when(n > 0, (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2)
-                 .otherwise(F.lit(0.0)).alias(f"{o}noise_7d"))
+                 F.when(n > 0, wobble).otherwise(F.lit(0.0)).alias(f"{o}noise_7d"))
     days = F.col(f"{o}compared_7d")
     change = F.when(days >= rule.MIN_DAYS, F.try_divide(F.col(f"{t}total") - F.col(f"{t}top") - F.col(f"{t}bottom"), days - 2))
     g = g.select("*", change.alias(f"{o}change_7d"), F.try_divide(F.col(f"{t}bsum"), days).alias(f"{t}base"))
@@ -171,7 +177,7 @@ def _growth(g: DataFrame, m: Measure) -> DataFrame:
     g = g.withColumn(f"{o}change_7d_ratio", ratio.cast("double"))
     r, nz = F.col(f"{o}change_7d_ratio"), F.col(f"{o}noise_7d")
     growing = (c.isNotNull() & (F.col(f"{o}up_7d") >= rule.MIN_UP) & (c >= m.min_change) & (r >= rule.MIN_RATIO)
-               & (c >= rule.NOISE_MULTIPLE[rule.MEDIAN] * nz))
+               & (c >= rule.NOISE_MULTIPLE[m.noise] * nz))
     return g.withColumn(f"{o}growing", F.coalesce(growing, F.lit(False)))
 
 

@@ -48,6 +48,10 @@ OOS_RULE_SERIES: dict[int, list[float | None]] = {
     24: [3_600.0] * 27 + [40_000.0],  # one incident day
     25: [86_400.0] * 28,  # out of sync all day, every day: capped, nothing to grow
     26: [0.0] * 21 + [900.0] * 7,  # in sync for 3 weeks, then 15 minutes a day: ratio inf
+    # A topic's incidents on 6 of 21 days, then 6,000 s on 6 of 7: past the median wobble (1,000 s),
+    # within the root mean square (7,031 s) the seconds are judged on.
+    27: [0.0, 12_000.0, 0.0, 0.0, 3_000.0, 0.0, 0.0, 0.0, 0.0, 15_000.0, 0.0, 0.0, 2_000.0, 0.0, 0.0, 9_000.0,
+         0.0, 0.0, 0.0, 4_000.0, 0.0] + [6_000.0] * 5 + [0.0, 6_000.0],
 }
 
 
@@ -167,12 +171,14 @@ def _month(p: int, measure: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("p", sorted(RULE_SERIES) + sorted(OOS_RULE_SERIES))
-@pytest.mark.parametrize("measure, prefix, min_change", [(0, "", trend_rule.MIN_CHANGE),
-                                                        (1, "out_of_sync_", trend_rule.MIN_CHANGE_SECONDS)])
-def test_growth_equals_the_numpy_rule(trend_rows, p, measure, prefix, min_change):
-    """Spark's growth figures and flag are trend_rule.judge's on the same 28 days, per measure."""
+@pytest.mark.parametrize("measure, prefix, min_change, noise", [
+    (0, "", trend_rule.MIN_CHANGE, trend_rule.MEDIAN),
+    (1, "out_of_sync_", trend_rule.MIN_CHANGE_SECONDS, trend_rule.NOISE_SECONDS)])
+def test_growth_equals_the_numpy_rule(trend_rows, p, measure, prefix, min_change, noise):
+    """Spark's growth figures and flag are trend_rule.judge's on the same 28 days, per measure
+    (its own minimum change and wobble)."""
     r = {k[len(prefix):]: v for k, v in trend_rows[("partition", p)].items() if k.startswith(prefix)}
-    ref = trend_rule.judge(_month(p, measure), min_change)
+    ref = trend_rule.judge(_month(p, measure), min_change, noise)
     assert r["compared_7d"] == int(ref.days) and r["up_7d"] == int(ref.up)
     if np.isnan(ref.change):
         assert r["change_7d"] is None and r["change_7d_ratio"] is None
@@ -192,10 +198,11 @@ def test_growth_verdicts(trend_rows):
 
 
 def test_out_of_sync_growth_verdicts(trend_rows):
-    """Out-of-sync seconds: growth past 600 s a day and 10 %, not minutes, one incident or the cap;
-    `growing` stays the p95 rule's."""
+    """Out-of-sync seconds: growth past 600 s a day and 10 %, not minutes, one incident, the cap or
+    a change within a sum of incidents' wobble (its root mean square); `growing` stays the p95 rule's."""
     growing = {p: trend_rows[("partition", p)]["out_of_sync_growing"] for p in OOS_RULE_SERIES}
-    assert growing == {20: False, 21: True, 22: False, 23: True, 24: False, 25: False, 26: True}
+    assert growing == {20: False, 21: True, 22: False, 23: True, 24: False, 25: False, 26: True, 27: False}
+    assert trend_rows[("partition", 27)]["out_of_sync_noise_7d"] == pytest.approx(7_030.5, abs=0.1)
     assert not any(trend_rows[("partition", p)]["growing"] for p in OOS_RULE_SERIES)
     assert not any(trend_rows[("partition", p)]["out_of_sync_growing"] for p in RULE_SERIES)
     assert trend_rows[("partition", 21)]["out_of_sync_change_7d"] == pytest.approx(1_080.0)
