@@ -63,7 +63,8 @@ last 7 days against the same weekdays of the 3 weeks before) and its parts: `cha
 trimmed mean of the 7 days' changes), `change_7d_ratio`, `noise_7d` (records: the series' own
 week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline);
 `out_of_sync_growing` the same rule on daily out-of-sync seconds (its own minimum change, in
-seconds) with its parts `out_of_sync_change_7d` (seconds), `out_of_sync_change_7d_ratio`,
+seconds, and its own wobble: the root mean square of the week-to-week changes, not their median)
+with its parts `out_of_sync_change_7d` (seconds), `out_of_sync_change_7d_ratio`,
 `out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d` and `out_of_sync_up_7d`.
 
 `<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file (a provisional

@@ -242,10 +242,13 @@ GROWING = (
     'On simulated steady series it flags under 1 % of days; +10 % a week is flagged within 14 days in about '
     '95 % of series. '
     f'<b>growing: time out of sync</b> is the same rule on the daily seconds out of sync, with a minimum of '
-    f'{rule.MIN_CHANGE_SECONDS:,.0f} s ({rule.MIN_CHANGE_SECONDS / 60:g} minutes) a day instead of records: a few '
-    'minutes a day more is not growth. On simulated steady partitions it flags under 1.1 % of days (a topic summing '
-    "many partitions' occasional incidents: about 2.5 %); +10 % a week is flagged within 14 days in about 60 % of "
-    'series out of sync for 2 hours a day or more (less below: the minimum waits), a step of +30 % within a week. '
+    f'{rule.MIN_CHANGE_SECONDS:,.0f} s ({rule.MIN_CHANGE_SECONDS / 60:g} minutes) a day instead of records, and '
+    f'past {rule.NOISE_MULTIPLE[rule.RMS]:g}× the root mean square of the week-to-week changes instead of '
+    f'{rule.NOISE_MULTIPLE[rule.MEDIAN]:g}× their median, so the few large changes a topic\'s occasional incidents '
+    'make count: a few minutes a day more, or a week that happens to hold a few more incidents, is not growth. '
+    'On simulated steady partitions and topics it flags under 1 % of days (1.1 % where the level wanders from day '
+    'to day); +10 % a week is flagged within 14 days in about 60 % of series out of sync for 2 hours a day or more '
+    '(less below: the minimum waits), a step of +30 % within a week. '
     'Under 3 weeks of history: no flag.'
 )
 

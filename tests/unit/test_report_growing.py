@@ -41,6 +41,7 @@ def test_the_words_take_their_numbers_from_the_rule():
     assert f"{trend_rule.MIN_CHANGE:,.0f} records" in report.GROWING
     assert f"{trend_rule.MIN_CHANGE_SECONDS:,.0f} s" in report.GROWING
     assert "time out of sync" in report.GROWING
+    assert trend_rule.NOISE_SECONDS == trend_rule.RMS and "1× the root mean square" in report.GROWING
 
 
 def _flow() -> dict:

@@ -1,7 +1,8 @@
 """The trend rule against simulated daily p95 and out-of-sync-seconds series
 (tests/sim/trend_series.py): how often it calls a steady series growing, and how soon it notices
 +10 %/week or a step. Fixed seeds; the bigger run is `pytest -m soak` (numbers in
-tests/bench/RESULTS.md, "Issue 32" and "Issue 32: out-of-sync seconds trended")."""
+tests/bench/RESULTS.md, "Issue 32", "Issue 32: out-of-sync seconds trended" and "Issue 32: the
+topic's wobble")."""
 
 from __future__ import annotations
 
