@@ -118,7 +118,8 @@ def remote_from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.e
     return remote
 
 
-def cmd_rollup(args: argparse.Namespace) -> int:
+def cmd_rollup(args: argparse.Namespace, session=None) -> int:
+    """`session`: an existing SparkSession to run in (runner.run), instead of starting one."""
     try:
         from mirrorlag.rollup.options import RollupOptions
         from mirrorlag.rollup.runner import run
@@ -144,7 +145,7 @@ def cmd_rollup(args: argparse.Namespace) -> int:
         lookback=args.date is None and args.date_from is None, settle_seconds=args.settle_minutes * 60.0,
         force=args.force, now_ms=int(now.timestamp() * 1000),
     )
-    return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level, remote=remote)
+    return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level, remote=remote, session=session)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,7 +104,10 @@ def _quiet_python_loggers(log_level: str) -> None:
 
 
 def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
-        console: Console | None = None, remote: str | None = None) -> int:
+        console: Console | None = None, remote: str | None = None, session=None) -> int:
+    """`session`: a SparkSession already running (a PySpark application that rolls up among its own
+    jobs; the test suite's one session), used as it is and left running; else one is started here
+    from `master`/`remote` and `confs`, and stopped at the end."""
     _quiet_python_loggers(log_level)
     if console is None:
         console = Console(highlight=False)
@@ -126,9 +129,12 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
             return _exit(opts, results)
 
     t0 = time.perf_counter()
-    where = f"Spark Connect at {masked(remote)}" if remote else f"Spark ({master or 'local[*]'})"
-    with console.status(f"starting {where} ..."):
-        spark = build_session(master, confs, log_level, remote=remote)
+    if session is None:
+        where = f"Spark Connect at {masked(remote)}" if remote else f"Spark ({master or 'local[*]'})"
+        with console.status(f"starting {where} ..."):
+            spark = build_session(master, confs, log_level, remote=remote)
+    else:
+        spark = session
     if not is_connect(spark) and any(spark.sparkContext.getConf().contains(k) for k in TUNED):
         opts = dataclasses.replace(opts, tune_spark=False)  # the user's, through spark-submit
     try:
@@ -148,9 +154,9 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
                 _no_history_at_all(opts, plan)
             results = run_days(spark, opts, on_start=started, on_done=done, plan=plan)
     finally:
-        if is_connect(spark):
+        if session is None and is_connect(spark):  # started here: stopped here
             connect_stop(spark)
-        else:
+        elif session is None:
             spark.stop()
     console.print(_summary(opts, results, time.perf_counter() - t0))
     return _exit(opts, results)

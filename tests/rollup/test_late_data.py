@@ -1,7 +1,9 @@
-"""Late data and finality through the real command line (DESIGN §7, issue 32): a day rolled up
-from half its history, the rest arriving later, the next run rolling it up again and the later
-days' trends recomputed; a re-run with fewer inputs refused; a provisional day; a run killed
-between its table writes; expiry racing a failed rollup."""
+"""Late data and finality through the command line (DESIGN §7, issue 32): a day rolled up from
+half its history, the rest arriving later, the next run rolling it up again and the later days'
+trends recomputed; a re-run with fewer inputs refused; a provisional day; a run killed between its
+table writes; expiry racing a failed rollup. The provisional day and the killed run are processes
+of their own, as cron starts them; the other runs go through the command's own entry in this
+process, on the suite's Spark session (tests/rollup/cli_run.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from mirrorlag.history.expiry import Expirer, local_receipt
 from mirrorlag.history.layout import ROLLUP_RECEIPT
 from mirrorlag.rollup.manifest import Manifest
 from mirrorlag.rollup.paths import committed_files, manifests, table_days
+from tests.rollup.cli_run import rollup
 from tests.rollup.history import H, day_ms, every, series, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,14 +33,17 @@ D1, D2, D3 = (TODAY - timedelta(days=k) for k in (3, 2, 1))
 COMMON = ("--no-report", "--max-gap-seconds", "300")
 
 
-def mirrorlag(*args: str, timeout: float = 900, spark_logs: bool = False) -> subprocess.CompletedProcess:
-    """`spark_logs`: a failing Spark job, whose executor logs its Python worker's traceback
-    (Spark's log, ERROR level): then only mirrorlag's own last line is checked."""
+def mirrorlag(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`mirrorlag rollup` in a process of its own, as cron runs it."""
     proc = subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", *COMMON, *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
-    if not spark_logs:
-        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc
+
+
+def nightly(spark, *args: str) -> subprocess.CompletedProcess:
+    """`mirrorlag rollup` in this process, on the suite's session (cli_run)."""
+    return rollup(spark, *COMMON, *args)
 
 
 def hours(history: Path, day: date, first: int, last: int, lag: int, name: str, state: str = "IN_SYNC") -> Path:
@@ -62,18 +68,18 @@ def manifest_text(out: Path, day: date) -> str:
 
 
 @pytest.fixture(scope="module")
-def late(tmp_path_factory):
+def late(spark, tmp_path_factory):
     """D1 rolled up from its first 12 hours (p95 100, in sync); D2 and D3 at 5,000 out of sync."""
     root = tmp_path_factory.mktemp("late")
     history, out = root / "history", root / "out"
     hours(history, D1, 0, 12, 100, "part-a.parquet")
     for day in (D2, D3):
         hours(history, day, 0, 24, 5000, "part-0.parquet", "LAGGING")
-    first = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    first = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
     return history, out, first
 
 
-def test_late_segments_roll_the_day_up_again_and_the_later_trends_follow(late):
+def test_late_segments_roll_the_day_up_again_and_the_later_trends_follow(spark, late):
     history, out, first = late
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     # The nightly form (no --date): the lookback's days without history are no failure.
@@ -85,7 +91,7 @@ def test_late_segments_roll_the_day_up_again_and_the_later_trends_follow(late):
 
     # The second half of D1 arrives late: lag 10,000 and out of sync.
     hours(history, D1, 12, 24, 10_000, "part-b.parquet", "LAGGING")
-    second = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    second = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert f"✓ {D1}" in second.stdout
     assert f"↻ {D2}  trends recomputed" in second.stdout and f"↻ {D3}  trends recomputed" in second.stdout
@@ -106,25 +112,25 @@ def test_late_segments_roll_the_day_up_again_and_the_later_trends_follow(late):
 
     # Nothing new: nothing rolled up, no Spark started, nothing written.
     written = {d: manifest_text(out, d) for d in (D1, D2, D3)}
-    third = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    third = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
     assert third.returncode == 0 and f"{D1}  unchanged" in third.stdout and "starting Spark" not in third.stdout
     assert {d: manifest_text(out, d) for d in (D1, D2, D3)} == written
 
 
-def test_fewer_inputs_keep_the_day_refused_without_force(late):
+def test_fewer_inputs_keep_the_day_refused_without_force(spark, late):
     history, out, _ = late
     written = manifest_text(out, D1)
     assert len(Manifest.from_json(written, "D1").segments) == 2  # the test above ran first (file order)
     gone = history / f"date={D1}" / "part-b.parquet"
     gone.rename(gone.with_name(".part-b.parquet.away"))  # expired, say
-    nightly = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0")
-    assert nightly.returncode == 0 and f"! {D1}  kept as rolled up" in nightly.stdout
-    asked = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1))
+    kept = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    assert kept.returncode == 0 and f"! {D1}  kept as rolled up" in kept.stdout
+    asked = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1))
     assert asked.returncode == 2 and asked.stderr.count("\n") == 1, asked.stderr
     assert asked.stderr.startswith(f"mirrorlag: error: {D1}: not rolled up again: it was rolled up from 2 segments")
     assert "1 of them are gone or smaller" in asked.stderr and "--force" in asked.stderr
     assert manifest_text(out, D1) == written
-    forced = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1), "--force")
+    forced = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1), "--force")
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr[-3000:]
     assert rows(out, "flow_daily", D1)[0]["samples"] == 144
     assert flow_trend(out, D2)["record_lag_p95_dod"] == pytest.approx(4900, rel=0.02)  # the later trends follow
@@ -152,10 +158,10 @@ def test_today_is_provisional_and_stays_out_of_the_trends(tmp_path):
     assert tomorrow.returncode == 2 and "has not begun" in tomorrow.stderr
 
 
-def test_a_run_killed_between_its_writes_leaves_the_previous_day(tmp_path):
+def test_a_run_killed_between_its_writes_leaves_the_previous_day(spark, tmp_path):
     history, out = tmp_path / "history", tmp_path / "out"
     hours(history, D2, 0, 12, 100, "part-a.parquet")
-    first = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D2))
+    first = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D2))
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     committed = manifest_text(out, D2)
     before = {t: rows(out, t, D2) for t in ("partition_daily", "topic_daily", "flow_daily", "trends")}
@@ -181,21 +187,20 @@ def test_a_run_killed_between_its_writes_leaves_the_previous_day(tmp_path):
     assert {t: rows(out, t, D2) for t in before} == before
     assert table_days(str(out / "flow_daily"), None) == [D2]
 
-    again = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    again = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert rows(out, "flow_daily", D2)[0]["samples"] == 288
     for t in before:  # the leftovers are gone
         assert len(list((out / t / f"date={D2}").glob("*.parquet"))) == 1
 
 
-def test_expiry_racing_a_failed_rollup_keeps_the_segments(tmp_path):
+def test_expiry_racing_a_failed_rollup_keeps_the_segments(spark, tmp_path):
     history, out = tmp_path / "history", tmp_path / "out"
     # Named as the sidecar names them: expiry looks at nothing else.
     good = hours(history, D1, 0, 24, 100, "part-0000000000001-abcdef01.parquet")
     bad = history / f"date={D1}" / "part-0000000000002-abcdef02.parquet"
     bad.write_bytes(b"not parquet at all")
-    failed = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1),
-                       spark_logs=True)
+    failed = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1))
     last = failed.stderr.strip().splitlines()[-1]
     assert failed.returncode == 2 and last.startswith(f"mirrorlag: error: {D1}: Spark failed"), last
     later = time.time() + 30 * 86400.0  # the segments are long past retention, within the hard limit
@@ -203,6 +208,6 @@ def test_expiry_racing_a_failed_rollup_keeps_the_segments(tmp_path):
                       receipts=local_receipt, clock=lambda: later)
     assert expirer.run_once() == 0 and good.exists() and bad.exists()
     bad.unlink()
-    done = mirrorlag("--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1))
+    done = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0", "--date", str(D1))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert expirer.run_once() == 1 and not good.exists()
