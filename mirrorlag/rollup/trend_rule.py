@@ -1,4 +1,4 @@
-"""When a daily figure is "growing": the rule in numpy, the reference trends.py computes in Spark.
+"""When a daily figure is "growing": the rule in numpy, which trends.py runs in Spark's Python workers.
 
 The last 7 days are compared with the same weekdays of the 3 weeks before, so a weekly shape
 (quiet weekends, a busy Friday) is never read as growth:
@@ -115,13 +115,7 @@ def _median(v: np.ndarray) -> np.ndarray:
 
 
 def _rms(v: np.ndarray) -> np.ndarray:
-    """Root mean square over the last axis of the values that are not nan; 0 where there are none.
-    The squares are added one by one in ascending order, as trends.py's Spark does (the same float)."""
-    s = np.sort(v, axis=-1)  # nan sorts last
+    """Root mean square over the last axis of the values that are not nan; 0 where there are none."""
     n = (~np.isnan(v)).sum(axis=-1)
-    total = np.zeros(v.shape[:-1])
-    for k in range(v.shape[-1]):
-        x = s[..., k]
-        total = np.where(np.isnan(x), total, total + x * x)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, np.sqrt(total / n), 0.0)
+        return np.where(n > 0, np.sqrt(np.nansum(v * v, axis=-1) / n), 0.0)

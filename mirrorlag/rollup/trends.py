@@ -7,8 +7,8 @@ the job computed them, the days before as written).
   with its t-statistic (slope / standard error, n - 2 degrees of freedom);
   (shown, no longer what `growing` means: on a weekly shape or correlated days it is
   "significant" on far too many steady days, issue 32);
-- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (the numpy reference;
-  the same arithmetic here, column by column): the last 7 days against the same weekdays of the 3
+- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (trend_rule.judge itself,
+  run in the executors' Python workers on each entity's 28 days): the last 7 days against the same weekdays of the 3
   weeks before, past a minimum change in records, a relative one and the series' own
   week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records), `change_7d_ratio`,
   `noise_7d` (records), `compared_7d` and `up_7d` (days);
@@ -27,14 +27,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Mapping
+from typing import Iterator, Mapping
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, DoubleType, IntegerType, StructField, StructType
 
 from mirrorlag.rollup import trend_rule as rule
 from mirrorlag.rollup.paths import join, table_days, table_path
 from mirrorlag.rollup.schema import LEVEL_KEYS, PARTITION_KEY
+from mirrorlag.rollup.session import local_workers_use_this_python
 
 WINDOWS = (7, 28)
 # Measures the report ranks, largest (worst) first.
@@ -54,19 +59,23 @@ COLUMNS = [
 
 @dataclass(frozen=True)
 class Measure:
-    """A daily figure trend_rule judges: its day columns `{days}0` (27 days before the day) ..
-    `{days}27` (the day), its output columns' prefix, its minimum change (its units) and how its
-    wobble is measured (trend_rule.MEDIAN or RMS)."""
-    days: str
+    """A daily figure trend_rule judges: its column of the day's rows, its output columns' prefix,
+    its minimum change (its units) and how its wobble is measured (trend_rule.MEDIAN or RMS)."""
+    column: str
     out: str
     min_change: float
     noise: str = rule.MEDIAN
 
 
 # p95 record lag keeps its unprefixed columns (growing, change_7d, ...).
-P95 = Measure("_d", "", rule.MIN_CHANGE)
-OUT_OF_SYNC = Measure("_o", "out_of_sync_", rule.MIN_CHANGE_SECONDS, rule.NOISE_SECONDS)
+P95 = Measure("y", "", rule.MIN_CHANGE)
+OUT_OF_SYNC = Measure("oos", "out_of_sync_", rule.MIN_CHANGE_SECONDS, rule.NOISE_SECONDS)
 MEASURES = (P95, OUT_OF_SYNC)
+# trend_rule.Growth's figures as columns: the column's name (after the measure's prefix), the
+# Growth field, its Arrow and Spark types.
+_GROWTH = (("change_7d", "change", pa.float64(), DoubleType()), ("change_7d_ratio", "ratio", pa.float64(), DoubleType()),
+           ("noise_7d", "noise", pa.float64(), DoubleType()), ("compared_7d", "days", pa.int32(), IntegerType()),
+           ("up_7d", "up", pa.int32(), IntegerType()), ("growing", "growing", pa.bool_(), BooleanType()))
 
 
 def _on(x: Column, offset: int, value: Column) -> Column:
@@ -75,7 +84,7 @@ def _on(x: Column, offset: int, value: Column) -> Column:
 
 def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
     keys = LEVEL_KEYS[level]
-    first = day - timedelta(days=max(WINDOWS) - 1)
+    first = day - timedelta(days=rule.WINDOW - 1)
     d = daily.where(F.col("date").between(F.lit(first), F.lit(day))).select(
         *keys,
         F.datediff(F.col("date"), F.lit(day)).alias("x"),  # -27 .. 0: days before the day
@@ -98,9 +107,9 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         _on(x, 0, oos).alias("out_of_sync_seconds"),
         (_on(x, 0, oos) - _on(x, -1, oos)).alias("out_of_sync_seconds_dod"),
         (_on(x, 0, oos) - _on(x, -7, oos)).alias("out_of_sync_seconds_wow"),
+        # The 28 days as they are, for trend_rule.judge in the executors (_judge_batches).
+        F.collect_list(F.struct(x, *[F.col(m.column).cast("double") for m in MEASURES])).alias("_days"),
     ]
-    for m, v in ((P95, y), (OUT_OF_SYNC, oos.cast("double"))):
-        aggs += [_on(x, i - (rule.WINDOW - 1), v).alias(f"{m.days}{i}") for i in range(rule.WINDOW)]
     for n in WINDOWS:
         inside = (x > -n) & y.isNotNull()
         dx, dy = x - F.col(f"_mx{n}"), y - F.col(f"_my{n}")
@@ -112,8 +121,10 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         ]
     g = d.groupBy(*keys).agg(*aggs).where(F.col("_today"))
     g = g.select("*", *[c for n in WINDOWS for c in _slope(n)])
-    for m in MEASURES:
-        g = _growth(g, m)
+    fields = [f for f in g.schema.fields if f.name != "_days"]
+    schema = StructType(fields + [StructField(f"{m.out}{name}", spark_type) for m in MEASURES
+                                  for name, _, _, spark_type in _GROWTH])
+    g = g.mapInArrow(_judge_batches, schema)
     out = [
         F.lit(day.isoformat()).alias("date"),
         F.lit(level).alias("level"),
@@ -137,48 +148,30 @@ def _slope(n: int) -> list[Column]:
     return [slope.alias(f"slope_{n}d"), t.cast("double").alias(f"slope_{n}d_t")]
 
 
-def _growth(g: DataFrame, m: Measure) -> DataFrame:
-    """trend_rule.judge(y, m.min_change, m.noise) on m's day columns: the same steps in the same
-    order, so the figures equal numpy's. In stages, each reading the one before's columns: as one
-    expression each figure would repeat the ones it uses (the ratio would hold the 7 differences
-    several times over, each evaluated again per row)."""
-    o, t = m.out, m.days + "_"  # t: the measure's working columns, dropped by the final select
-    d = [F.col(f"{m.days}{i}") for i in range(rule.WINDOW)]
-    stage = []
-    for k, i in enumerate(range(rule.WINDOW - 7, rule.WINDOW)):
-        weeks = [d[i - 7 * (w + 1)] for w in range(rule.BASELINE_WEEKS)]
-        count = sum(w.isNotNull().cast("int") for w in weeks)
-        base = F.when(count >= rule.MIN_BASELINE_WEEKS, F.try_divide(sum(F.coalesce(w, F.lit(0.0)) for w in weeks), count))
-        stage += [base.alias(f"{t}b{k}")]
-    steps = F.array_sort(F.array_compact(F.array(*[F.abs(d[j] - d[j - 7]) for j in range(7, 7 * rule.BASELINE_WEEKS)])))
-    g = g.select("*", *stage, steps.alias(f"{t}steps"))
-    last = [d[i] for i in range(rule.WINDOW - 7, rule.WINDOW)]
-    g = g.select("*", *[(x - F.col(f"{t}b{k}")).alias(f"{t}c{k}") for k, x in enumerate(last)],
-                 *[F.when(x.isNotNull(), F.col(f"{t}b{k}")).alias(f"{t}u{k}") for k, x in enumerate(last)])
-    diffs, bases = [F.col(f"{t}c{k}") for k in range(7)], [F.col(f"{t}u{k}") for k in range(7)]
-    days = sum(c.isNotNull().cast("int") for c in diffs)
-    up = sum(F.coalesce(c > 0, F.lit(False)).cast("int") for c in diffs)
-    total = sum(F.coalesce(c, F.lit(0.0)) for c in diffs)
-    n, steps = F.size(f"{t}steps"), F.col(f"{t}steps")
-    if m.noise == rule.MEDIAN:
-        wobble = (F.get(steps, F.floor((n - 1) / 2).cast("int")) + F.get(steps, F.floor(n / 2).cast("int"))) / 2
-    else:  # the squares added in ascending order, as trend_rule._rms
-        wobble = F.sqrt(F.try_divide(F.aggregate(steps, F.lit(0.0), lambda acc, x: acc + x * x), n))
-    g = g.select("*", days.alias(f"{o}compared_7d"), up.alias(f"{o}up_7d"), total.alias(f"{t}total"),
-                 F.greatest(*diffs).alias(f"{t}top"), F.least(*diffs).alias(f"{t}bottom"),
-                 sum(F.coalesce(c, F.lit(0.0)) for c in bases).alias(f"{t}bsum"),
-                 F.when(n > 0, wobble).otherwise(F.lit(0.0)).alias(f"{o}noise_7d"))
-    days = F.col(f"{o}compared_7d")
-    change = F.when(days >= rule.MIN_DAYS, F.try_divide(F.col(f"{t}total") - F.col(f"{t}top") - F.col(f"{t}bottom"), days - 2))
-    g = g.select("*", change.alias(f"{o}change_7d"), F.try_divide(F.col(f"{t}bsum"), days).alias(f"{t}base"))
-    c, b = F.col(f"{o}change_7d"), F.col(f"{t}base")
-    ratio = (F.when(c.isNull(), F.lit(None)).when(b > 0, F.try_divide(c, b))
-             .when(c > 0, F.lit(float("inf"))).when(c < 0, F.lit(float("-inf"))).otherwise(F.lit(0.0)))
-    g = g.withColumn(f"{o}change_7d_ratio", ratio.cast("double"))
-    r, nz = F.col(f"{o}change_7d_ratio"), F.col(f"{o}noise_7d")
-    growing = (c.isNotNull() & (F.col(f"{o}up_7d") >= rule.MIN_UP) & (c >= m.min_change) & (r >= rule.MIN_RATIO)
-               & (c >= rule.NOISE_MULTIPLE[m.noise] * nz))
-    return g.withColumn(f"{o}growing", F.coalesce(growing, F.lit(False)))
+def _judge_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """In the executors: each entity's 28 days laid out as trend_rule's (n, 28) matrix per
+    measure (nan: no row, or no value), judged by trend_rule.judge itself, so the flags are the
+    reference's by construction. Built as Spark columns, the rule's ~200 expressions cost ~10 s
+    of planning a day, whatever the day's size (tests/bench/RESULTS.md)."""
+    for batch in batches:
+        days = batch.column("_days")
+        n = batch.num_rows
+        rows = np.repeat(np.arange(n), pc.list_value_length(days).fill_null(0).to_numpy(zero_copy_only=False))
+        x, *measures = days.flatten().flatten()  # the struct's fields, offsets applied
+        column = x.to_numpy(zero_copy_only=False) + (rule.WINDOW - 1)
+        names = [f for f in batch.schema.names if f != "_days"]
+        arrays = [batch.column(f) for f in names]
+        for m, values in zip(MEASURES, measures):
+            matrix = np.full((n, rule.WINDOW), np.nan)
+            # As max() would: nan (null) where a day has no value, the larger of a duplicate day's.
+            np.fmax.at(matrix, (rows, column), values.to_numpy(zero_copy_only=False))
+            growth = rule.judge(matrix, m.min_change, m.noise)
+            for name, field, arrow_type, _ in _GROWTH:
+                v = getattr(growth, field)
+                floating = pa.types.is_floating(arrow_type)
+                arrays.append(pa.array(v, type=arrow_type, mask=np.isnan(v) if floating else None))
+                names.append(f"{m.out}{name}")
+        yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 _READ = ["record_lag_p95", "out_of_sync_seconds"]  # of each day's row, besides its key
@@ -188,6 +181,7 @@ def compute_trends(spark: SparkSession, out: str, day: date, today: Mapping[str,
     """Trend rows of the day from the daily tables under `out`. `today`: the day's own tables by
     level as computed, not yet written; the days before are then read from `out`, listed now,
     so the job can write the day's tables while its trends are worked out."""
+    local_workers_use_this_python(spark)  # the rule runs in Python workers (_judge_batches)
     frames = []
     for level, keys in LEVEL_KEYS.items():
         path = table_path(out, level)
