@@ -7,11 +7,11 @@ the job computed them, the days before as written).
   with its t-statistic (slope / standard error, n - 2 degrees of freedom);
   (shown, no longer what `growing` means: on a weekly shape or correlated days it is
   "significant" on far too many steady days, issue 32);
-- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (trend_rule.judge itself,
-  run in the executors' Python workers on each entity's 28 days): the last 7 days against the same weekdays of the 3
-  weeks before, past a minimum change in records, a relative one and the series' own
-  week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records), `change_7d_ratio`,
-  `noise_7d` (records), `compared_7d` and `up_7d` (days);
+- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (trend_rule.judge
+  itself, run in the executors' Python workers on each entity's 28 days): the last 7 days against
+  the same weekdays of the 3 weeks before, past a minimum change in records, a relative one and
+  the series' own week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records),
+  `change_7d_ratio`, `noise_7d` (records), `compared_7d` and `up_7d` (days);
 - `out_of_sync_growing`: the same rule on the 28 days of daily out-of-sync seconds, with its own
   minimum change in seconds (trend_rule.MIN_CHANGE_SECONDS) and its own wobble: the root mean
   square of the week-to-week changes, not their median (trend_rule.NOISE_SECONDS: a sum of
@@ -151,8 +151,8 @@ def _slope(n: int) -> list[Column]:
 def _judge_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In the executors: each entity's 28 days laid out as trend_rule's (n, 28) matrix per
     measure (nan: no row, or no value), judged by trend_rule.judge itself, so the flags are the
-    reference's by construction. Built as Spark columns, the rule's ~200 expressions cost ~10 s
-    of planning a day, whatever the day's size (tests/bench/RESULTS.md)."""
+    reference's by construction. Built as Spark columns instead, the rule's ~200 expressions per
+    measure cost more to plan than a small day's whole work (tests/bench/RESULTS.md)."""
     for batch in batches:
         days = batch.column("_days")
         n = batch.num_rows
