@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirrorlag.child_process import ChildProcess
 from mirrorlag.errors import MirrorlagError
 
 
@@ -45,12 +45,12 @@ def free_port() -> int:
 
 
 @dataclass
-class EmbeddedBroker:
-    """One tansu process on a loopback port. Use as a context manager or call start()/stop()."""
+class EmbeddedBroker(ChildProcess):
+    """One tansu process on a loopback port. Use as a context manager or call start()/stop(); after
+    kill(), start() brings it back on the same port, empty (tansu keeps its logs in memory)."""
 
     name: str = "broker"
     port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -82,35 +82,6 @@ class EmbeddedBroker:
                 time.sleep(0.05)
         self.stop()
         raise MirrorlagError(f"tansu broker {self.name} did not listen on port {self.port}")
-
-    def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: no clean shutdown. start() again brings it back on the same port
-        (empty: tansu keeps its logs in memory)."""
-        proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # a paused broker dies as well
-            proc.kill()
-            proc.wait(timeout=5)
-
-    def pause(self) -> None:
-        """SIGSTOP: a broker that accepts connections and never answers (slow-broker tests)."""
-        if self.process:
-            self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.process:
-            self.process.send_signal(signal.SIGCONT)
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()

@@ -116,29 +116,40 @@ def running_mirror(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]
 
 
 @contextmanager
-def steady_producer(bootstrap: str, topic: str, every_s: float) -> Iterator[None]:
-    """One record every `every_s` into partition 0 of `topic`, one record per batch (tansu's LEO
-    quirk, DESIGN §8), from a thread, until the block ends."""
+def every(period_s: float, action: Callable[[], Any]) -> Iterator[None]:
+    """`action()` every `period_s` from a thread of its own, until the block ends."""
     import threading
-
-    from confluent_kafka import Producer
 
     stop = threading.Event()
 
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-        while not stop.wait(every_s):
-            producer.produce(topic, value=b"v", partition=0)
-            producer.poll(0)
-        producer.flush(10)
+    def run() -> None:
+        while not stop.wait(period_s):
+            action()
 
-    writer = threading.Thread(target=produce, daemon=True)
-    writer.start()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
     try:
         yield
     finally:
         stop.set()
-        writer.join(timeout=15)
+        worker.join(timeout=15)
+
+
+@contextmanager
+def steady_producer(bootstrap: str, topic: str, every_s: float) -> Iterator[None]:
+    """One record every `every_s` into partition 0 of `topic`, one record per batch (tansu's LEO
+    quirk, DESIGN §8), from a thread, until the block ends."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+
+    def produce() -> None:
+        producer.produce(topic, value=b"v", partition=0)
+        producer.poll(0)
+
+    with every(every_s, produce):
+        yield
+    producer.flush(10)
 
 
 def mirrored_topic(tmp_path: Path, clusters: Any, name: str, flush_ms: int = 6000,
