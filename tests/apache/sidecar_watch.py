@@ -68,4 +68,5 @@ class PollWatch:
     def describe(poll: Poll) -> str:
         return f"{poll.taken_at:.1f} " + ", ".join(
             f"p{p} {r['state']} leo={r['leo']} lro={r['lro']}({r['lro_feed']}) lag={r['record_lag']} "
-            f"t={r['time_lag_s']}" for p, r in sorted(poll.rows.items()))
+            f"t={r['time_lag_s']} start={r['log_start']} lost={r['records_lost']}+{r['records_lost_unverified']}"
+            for p, r in sorted(poll.rows.items()))
