@@ -2,8 +2,8 @@
 
 Each test runs MM2 (dedicated mode, each pinned version) on a topic of its own and the sidecar
 (`mirrorlag run` on the same mm2.properties) beside it, and holds every poll's answer to LRO_true
-and lag_true read from the source and the remote topic (truth.py), and its timing to DESIGN §3's
-bounds measured from the event's own time in the same run.
+and lag_true read from the source and the remote topic (truth.py), and its timing to the bounds
+of docs/states.md ("How fast each state turns"), measured from the event's own time in the same run.
 """
 
 from __future__ import annotations

@@ -116,18 +116,25 @@ def test_a_healthy_slow_partition_beside_the_mirror_reads_in_sync_at_every_poll(
         while (r := row())["state"] != "IN_SYNC" or not watched(r["lro_feed"]):
             assert time.monotonic() < deadline, r
             time.sleep(0.3)
-        seen = []
+        polls: dict[float, tuple[str, float, str]] = {}  # taken_at -> (state, time lag, feed), each poll once
         end = time.monotonic() + watch_s
         while time.monotonic() < end:
-            r = row()
-            seen.append((r["state"], r["time_lag_s"], r["lro_feed"]))
-            time.sleep(0.5)
-        assert {s for s, _, _ in seen} == {"IN_SYNC"}, seen
+            doc = status(port)
+            r = next(r for r in doc["partitions"] if r["topic"] == topic)
+            polls[doc["taken_at"]] = (r["state"], r["time_lag_s"], r["lro_feed"])
+            time.sleep(0.1)
+        seen = [(round(t - prev, 2), *polls[t]) for prev, t in zip(sorted(polls), sorted(polls)[1:])]
         if "target-progress" in feeds:
-            assert {f for _, _, f in seen} == {"target-progress"}, seen
-            assert max(t for _, t, _ in seen) <= 1.5 + 0.5, seen  # caught up to the previous poll at worst
+            assert {f for *_, f in seen} == {"target-progress"}, seen
+            # Caught up to the previous poll at worst: the time lag is the gap since that poll, as
+            # this run's own poll times measure it (a loaded machine polls late; the claim holds).
+            assert all(lag <= gap + 0.5 for gap, _, lag, _ in seen), seen
+            # So every poll that came within max of the one before reads IN_SYNC.
+            judged = [state for gap, state, _, _ in seen if gap <= 3.0 - 0.5]
+            assert len(judged) >= 3 and set(judged) == {"IN_SYNC"}, seen
         else:
-            assert max(t for _, t, _ in seen) > 3.0, seen  # past max between flushes: the resolution keeps it in sync
+            assert {s for _, s, _, _ in seen} == {"IN_SYNC"}, seen
+            assert max(t for _, _, t, _ in seen) > 3.0, seen  # past max between flushes: the resolution keeps it in sync
 
         mirror.send_signal(signal.SIGUSR1)  # the mirror stalls; the source goes on
         paused = time.monotonic()
