@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="plain status lines instead of the live table (the default when stdout is not a terminal)")
     demo.add_argument("--dir", type=Path, default=Path("mirrorlag-demo"), metavar="DIR",
                       help="keep the configs, logs and lag history here (default ./mirrorlag-demo)")
+    demo.add_argument("--kafka", choices=("embedded", "apache"), default="embedded",
+                      help="embedded: tansu brokers and `mirrorlag mirror` (the default); apache: Apache Kafka's "
+                           "KRaft brokers and the real MirrorMaker 2 (needs Java 17+ and Maven; jars fetched on first use)")
+    demo.add_argument("--kafka-version", default=None, metavar="V",
+                      help="with --kafka apache: the pinned Apache Kafka version (4.3.1, the default, or 3.9.2)")
     demo.add_argument("--history", type=Path, default=None, metavar="DIR",
                       help="the sidecar's lag history (30 s segments, for `mirrorlag rollup`; default: DIR/history of --dir)")
 
@@ -122,7 +127,7 @@ def _command(args: argparse.Namespace) -> int:
         from mirrorlag.demo.runner import run_demo
 
         return run_demo(port=args.port, duration_s=args.duration, ui=not args.no_ui, run_dir=args.dir,
-                        history=args.history)
+                        history=args.history, kafka=args.kafka, kafka_version=args.kafka_version)
     if args.command == "mirror":
         from mirrorlag.mirror.cli import cmd_mirror
 

@@ -3,7 +3,9 @@
 Two embedded brokers; a load generator with bursts and idle spells; `mirrorlag mirror` (MM2 on the
 wire) and `mirrorlag run` (the sidecar) as separate processes that share nothing but the brokers
 and the properties files; and a live table read from the sidecar's /status, as any client would.
-The mirror is rate-limited below the bursts and paused now and then, so lag comes and goes.
+The mirror is rate-limited below the bursts and paused now and then, so lag comes and goes. With
+`--kafka apache` the brokers are Apache Kafka's and the mirror is the real MirrorMaker 2, frozen
+(SIGSTOP) and thawed on the same schedule (topology.py).
 Ctrl-C (or a closed terminal, or --duration) stops everything it started; its run directory
 keeps the properties files, the processes' logs and the lag history for `mirrorlag check` and
 `mirrorlag rollup` afterwards.
@@ -16,7 +18,6 @@ import logging
 import shlex
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,7 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag.demo.consumer import GroupConsumer
 from mirrorlag.demo.loadgen import LoadGenerator
 from mirrorlag.demo.ui import LiveView, PlainView, View, group_summaries
-from mirrorlag.embedded import EmbeddedBroker
+from mirrorlag.apache_kafka.jars import KAFKA_4
+from mirrorlag.demo import topology
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER
 
@@ -77,25 +79,6 @@ def create_topics(bootstrap_servers: str, topics: dict[str, int]) -> None:
         future.result(timeout=15)
 
 
-def spawn(stack: ExitStack, name: str, args: list[str], log_dir: Path) -> subprocess.Popen[bytes]:
-    """A mirrorlag process in its own session (we stop it, in order), logging to a file."""
-    log_file = open(log_dir / f"{name}.log", "ab")
-    stack.callback(log_file.close)
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", *args], stdin=subprocess.DEVNULL,
-                            stdout=log_file, stderr=log_file, start_new_session=True)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    stack.callback(stop)
-    return proc
-
-
 def fetch_status(port: int) -> dict[str, Any] | None:
     try:
         return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2).read())
@@ -103,10 +86,12 @@ def fetch_status(port: int) -> dict[str, Any] | None:
         return None
 
 
-def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, history: Path | None = None) -> int:
+def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, history: Path | None = None,
+             kafka: str = "embedded", kafka_version: str | None = None) -> int:
     """`ui`: the live table, where stdout is a terminal (else plain lines: a pipe gets them too).
     `run_dir` keeps the configs, the logs (appended to, run after run) and, unless `history`
-    names another directory, the lag history."""
+    names another directory, the lag history. `kafka`: "embedded" (tansu and `mirrorlag mirror`)
+    or "apache" (Apache Kafka's brokers and MirrorMaker 2 at `kafka_version`)."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal must not orphan the brokers
         signal.signal(signum, lambda *_: stop.set())
@@ -118,7 +103,7 @@ def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, histo
     except OSError as exc:
         raise MirrorlagError(f"demo run directory {run_dir}: {exc.strerror}") from None
     mm2, own = run_dir / "mm2.properties", run_dir / "mirrorlag.properties"
-    logs = [run_dir / f"{name}.log" for name in ("mirror", "sidecar")]
+    logs = [run_dir / f"{name}.log" for name in ("mirror" if kafka == "embedded" else "mm2", "sidecar")]
     check = f"{_program()} check --config {shlex.quote(str(mm2))} --config {shlex.quote(str(own))}"
     view: View = LiveView() if ui and sys.stdout.isatty() else PlainView()
     url = f"http://127.0.0.1:{port}"
@@ -127,21 +112,23 @@ def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, histo
              f"  logs: {', '.join(p.name for p in logs)} | history: {history}\n"
              f"  the table's verdict, one-shot: {check}")
     with ExitStack() as stack:
-        source = stack.enter_context(EmbeddedBroker("source"))
-        target = stack.enter_context(EmbeddedBroker("target"))
-        create_topics(source.bootstrap_servers, TOPICS)
-        mm2.write_text(MM2_PROPERTIES.format(source=source.bootstrap_servers, target=target.bootstrap_servers))
+        if kafka == "apache":
+            view.say(f"demo: starting Apache Kafka {kafka_version or KAFKA_4} (two KRaft brokers) and MirrorMaker 2")
+            clusters = topology.apache(stack, run_dir, kafka_version or KAFKA_4)
+        else:
+            clusters = topology.embedded(stack, MIRROR_RATE)
+        create_topics(clusters.source, TOPICS)
+        mm2.write_text(MM2_PROPERTIES.format(source=clusters.source, target=clusters.target) + clusters.mm2_keys)
         own.write_text(MIRRORLAG_PROPERTIES.format(port=port)
                        + HISTORY_PROPERTIES.format(dir=javaproperties.escape(str(history))))
 
-        loadgen = LoadGenerator(source.bootstrap_servers, TOPICS, stop_event=stop)
+        loadgen = LoadGenerator(clusters.source, TOPICS, stop_event=stop)
         threading.Thread(target=loadgen.run, name="loadgen", daemon=True).start()
-        group = GroupConsumer(source.bootstrap_servers, "orders", TOPICS["orders"], stop_event=stop)
+        group = GroupConsumer(clusters.source, "orders", TOPICS["orders"], stop_event=stop)
         threading.Thread(target=group.run, name="group-consumer", daemon=True).start()
         stack.callback(stop.set)  # runs before the processes and brokers stop (ExitStack is LIFO)
-        mirror = spawn(stack, "mirror", ["mirror", "--config", str(mm2),
-                                         "--max-records-per-second", str(MIRROR_RATE)], run_dir)
-        sidecar = spawn(stack, "sidecar", ["run", "--config", str(mm2), "--config", str(own)], run_dir)
+        mirror = clusters.start_mirror(stack, mm2, run_dir)
+        sidecar = topology.spawn(stack, "sidecar", ["run", "--config", str(mm2), "--config", str(own)], run_dir)
 
         deadline = None if duration_s is None else time.monotonic() + duration_s
         controller = MirrorController(mirror)
@@ -156,11 +143,11 @@ def run_demo(port: int, duration_s: float | None, ui: bool, run_dir: Path, histo
         try:
             stack.enter_context(view.showing(caption(None)))
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-                for name, proc in (("mirror", mirror), ("sidecar", sidecar)):
-                    if proc.poll() is not None:
-                        raise MirrorlagError(f"the {name} exited with {proc.returncode}; see {run_dir / name}.log")
-                controller.step()
+                for name, code in ((mirror.name, mirror.exit_code()), ("sidecar", sidecar.poll())):
+                    if code is not None:
+                        raise MirrorlagError(f"the {name} exited with {code}; see {run_dir / name}.log")
                 status = fetch_status(port)
+                controller.step(status)
                 view.update(status, caption(status), _summary(status) if status else None)
                 stop.wait(1.0)
         except KeyboardInterrupt:
@@ -197,24 +184,33 @@ def _check_port_free(port: int) -> None:
 
 
 class MirrorController:
-    """Pauses and resumes the mirror process on MIRROR_SCHEDULE (SIGUSR1 / SIGUSR2)."""
+    """Pauses and resumes the mirror on MIRROR_SCHEDULE, from when the sidecar first reads every
+    partition caught up (a real MirrorMaker 2 takes seconds to start its connectors, and a pause
+    before then would show nothing the start did not)."""
 
-    def __init__(self, mirror: subprocess.Popen[bytes]) -> None:
+    def __init__(self, mirror: topology.Mirror) -> None:
         self.mirror = mirror
         self.index = 0
-        self.phase_end = time.monotonic() + MIRROR_SCHEDULE[0][0]
+        self.phase_end: float | None = None
 
     @property
     def phase(self) -> str:
+        if self.phase_end is None:
+            return "starting"
         return "copying" if MIRROR_SCHEDULE[self.index][1] else "paused (stalled)"
 
-    def step(self) -> None:
+    def step(self, status: dict[str, Any] | None) -> None:
+        if self.phase_end is None:
+            rows = (status or {}).get("partitions") or []
+            if rows and all(r["state"] == "IN_SYNC" for r in rows):
+                self.phase_end = time.monotonic() + MIRROR_SCHEDULE[0][0]
+            return
         if time.monotonic() < self.phase_end:
             return
         self.index = (self.index + 1) % len(MIRROR_SCHEDULE)
         seconds, copying = MIRROR_SCHEDULE[self.index]
         self.phase_end = time.monotonic() + seconds
-        self.mirror.send_signal(signal.SIGUSR2 if copying else signal.SIGUSR1)
+        (self.mirror.resume if copying else self.mirror.pause)()
 
 
 def _summary(status: dict[str, Any]) -> str:
