@@ -52,6 +52,14 @@ class ReplicationPolicy:
         source = self.topic_source(topic)
         return None if source is None else topic[len(source) + len(self.separator):]
 
+    def original_topic(self, topic: str) -> str:
+        """ReplicationPolicy.originalTopic: the name before every hop (`B.A.t` -> `t`)."""
+        while True:
+            upstream = self.upstream_topic(topic)
+            if upstream is None or upstream == topic:
+                return topic
+            topic = upstream
+
     @property
     def _internal_separator(self) -> str:
         return self.separator if self.internal_separator_enabled else "."

@@ -1,12 +1,19 @@
-"""A replica of MM2's OffsetSyncStore (connect/mirror OffsetSyncStore.java, 3.5+): the syncs MM2's
+"""A replica of MM2's OffsetSyncStore (connect/mirror OffsetSyncStore.java): the syncs MM2's
 checkpoint task keeps per source partition and the translation it does with them.
 
 MM2 keeps 64 slots per partition: slot 0 is the newest sync, and slot j holds a sync at most
 2^j upstream offsets older than slot 0's, so old offsets translate coarsely and recent ones
 finely. Until the store has read the sync topic to its end each sync replaces all slots, so
-after a restart a partition holds only its newest sync until more arrive. A replica fed the
-same topic from the start, read to its end before `read_to_end()`, holds what MM2 would hold
-had it restarted at the same moment: the translation MM2 gives at worst.
+after a restart a partition holds only its newest sync until more arrive; since 3.7.1
+(KAFKA-15905) only where the task could not read its checkpoints topic first, else older syncs
+are kept from the start (`SyncStore.must_read_to_end`). A replica fed the same topic from the
+start, read to its end before `read_to_end()`, holds what MM2 would hold had it restarted at the
+same moment without its checkpoints: the translation MM2 gives at worst.
+
+The rule is 3.5.2's and later's (KAFKA-15202: keep distinct older syncs when syncs are variably
+spaced; 3.5.0 and 3.5.1 keep fewer), unchanged through 3.9.2 and 4.3.1, whose own classes
+tests/apache/test_mm2_rules.py holds it to (every slot after every sync, and the translations).
+Offsets are taken to stay below 2^62, where Java's long arithmetic never overflows.
 
 Pure: syncs in, offsets out.
 """
@@ -31,7 +38,7 @@ def _invariant_b(i_sync: Sync, j_sync: Sync, i: int, j: int) -> bool:
 
 def _invariant_c(i_sync: Sync, j_sync: Sync, i: int) -> bool:
     bound = j_sync.upstream + (1 << max(i - 2, 0))
-    return i_sync is j_sync or i_sync.upstream >= bound
+    return i_sync is j_sync or (bound >= 0 and i_sync.upstream >= bound)
 
 
 def updated(slots: list[Sync], sync: Sync, read_to_end: bool) -> list[Sync]:
@@ -111,20 +118,28 @@ def upstream_of(slots: list[Sync] | None, downstream: int) -> int | None:
 
 @dataclass
 class SyncStore:
-    """The replica for every partition of one flow's sync topic, keyed by (source topic, partition)."""
+    """The replica for every partition of one flow's sync topic, keyed by (source topic, partition).
+
+    `must_read_to_end` is MM2's initializationMustReadToEnd: True (the default) drops older syncs
+    until `read_to_end()`; False keeps them from the start, as MirrorCheckpointTask starts its
+    store after it read its checkpoints topic (3.7.1+, KAFKA-15905: start(!checkpointsReadOk)).
+    Either way `ready` (translating at all) waits for `read_to_end()`."""
     _slots: dict[tuple[str, int], list[Sync]] = field(default_factory=dict)
     _read_to_end: bool = False
+    must_read_to_end: bool = True
 
     def apply(self, topic: str, partition: int, upstream: int, downstream: int) -> None:
         key = (topic, partition)
         sync = Sync(upstream, downstream)
         slots = self._slots.get(key)
-        self._slots[key] = [sync] * SYNCS_PER_PARTITION if slots is None else updated(slots, sync, self._read_to_end)
+        keep_older = self._read_to_end or not self.must_read_to_end
+        self._slots[key] = [sync] * SYNCS_PER_PARTITION if slots is None else updated(slots, sync, keep_older)
 
     @classmethod
     def keeping_history(cls) -> "SyncStore":
         """A store that never drops older syncs for being read at start: the densest history 64
-        exponentially spaced slots can hold (for mapping target offsets back, not MM2's answer)."""
+        exponentially spaced slots can hold, the slots of MM2's store after a restart that read
+        its checkpoints (must_read_to_end=False); ready at once (for mapping target offsets back)."""
         return cls(_read_to_end=True)
 
     def read_to_end(self) -> None:

@@ -1,11 +1,24 @@
-"""The mirror's MirrorCheckpointTask: checkpoints of each accepted consumer group, translated with
+r"""The mirror's MirrorCheckpointTask: checkpoints of each accepted consumer group, translated with
 MM2's own OffsetSyncStore rule (mirrorlag.groups.sync_store), and, where enabled, the groups'
 offsets synced into the target (MirrorCheckpointTask.syncGroupOffset).
 
-Like MM2 it reads the flow's offset-syncs topic from the beginning and translates nothing until it
-has read it to its end once; it writes a checkpoint only when the translation moved
-(checkpointIsMoreRecent), with the time it read the group as the record's timestamp; and it syncs
-a group into the target only while no consumer there is active, only forward.
+It follows MM2 3.7.1 and later (KAFKA-15905), the same in 3.9.2 and 4.3.1 (tests/apache/
+test_mm2_rules.py holds the rules to those versions' classes): at start it reads the checkpoints it
+wrote before, then the flow's offset-syncs topic from the beginning, keeping every sync if those
+checkpoints could be read (else each partition's newest only, until the topic's end, as MM2 before
+3.7.1 always did); it translates nothing until it has read the syncs to their end once; it writes a
+checkpoint only when the translation moved (checkpointIsMoreRecent, against the checkpoints it
+read too), with the time it read the group as the record's timestamp; and it syncs a group into
+the target only while no consumer there is active, only forward.
+
+Where it is not MM2:
+- the checkpoint's metadata is "" and synced offsets carry none: MM2 copies the group's commit
+  metadata into both;
+- the topic filter's default `topics.exclude` is MM2 3.x's (`.*[\-\.]internal, .*\.replica, __.*`);
+  MM2 4.1.0 and later (their jars; 3.9.x's not) exclude `mm2.*\.internal, .*\.replica, __.*`:
+  set it explicitly to mirror those;
+- it reads the target group's offsets when it syncs a group; MM2 reads them on its own schedule
+  and syncs with what it read last.
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config.group_filter import GroupFilter
 from mirrorlag.config.settings import FlowSettings
-from mirrorlag.formats import BadRecord, Checkpoint, decode_offset_sync, encode_checkpoint
+from mirrorlag.formats import BadRecord, Checkpoint, decode_checkpoint_key, decode_offset_sync, encode_checkpoint
 from mirrorlag.groups.checkpoints import CheckpointStore, Checkpointed
 from mirrorlag.groups.group_offsets import list_groups, read_offsets
 from mirrorlag.groups.sync_store import SyncStore, translate
@@ -30,6 +43,7 @@ log = logging.getLogger("mirrorlag.mirror")
 
 TopicPart = tuple[str, int]
 READ_TIMEOUT_S = 5.0
+LOAD_TIMEOUT_S = 60.0  # how long the checkpoints written before may take to read at start
 GROUPS_IN_FLIGHT = 8
 
 
@@ -44,10 +58,11 @@ class CheckpointOptions:
 
 def new_checkpoints(group: str, offsets: Mapping[TopicPart, int], store: SyncStore,
                     last: Mapping[tuple[str, str, int], Checkpointed], remote: Callable[[str], str | None]) -> list[Checkpoint]:
-    """MirrorCheckpointTask.checkpointsForGroup: the group's partitions on topics the flow copies
-    (`remote` names their remote topic, None for others), translated where the store can, -1
-    dropped, and only where more recent than the last checkpoint (an upstream rewind, or the
-    downstream offset advanced)."""
+    """MirrorCheckpointTask.checkpointsForGroup: the group's partitions on topics the checkpoint
+    task accepts (`remote` names their checkpoint's topic, None for others: checkpoint_topic),
+    translated where the store can, -1 dropped, and only where more recent than the last
+    checkpoint (an upstream rewind, or the downstream offset advanced). The metadata is "" (MM2:
+    the group's commit metadata)."""
     if not store.ready:
         return []
     out = []
@@ -63,6 +78,31 @@ def new_checkpoints(group: str, offsets: Mapping[TopicPart, int], store: SyncSto
             continue
         out.append(Checkpoint(group, remote_topic, partition, upstream, downstream, ""))
     return out
+
+
+def checkpoint_topic(flow: FlowSettings, topic: str) -> str | None:
+    """The topic on the target a group's offsets on source `topic` are checkpointed under, None
+    where MM2 writes no checkpoint (MirrorCheckpointTask.shouldCheckpointTopic, renameTopicPartition).
+
+    Only the flow's topic filter (`topics`, `topics.exclude`) decides: unlike the source
+    connector's, the checkpoint task's filter excludes no internal topic or cycle by itself, and
+    heartbeats only where the filter does. A topic that came from the target (`B.orders` on A,
+    for A->B) is checkpointed under its original name (`orders`), so that its groups can fail back."""
+    if flow.topics_include.fullmatch(topic) is None or flow.topics_exclude.fullmatch(topic) is not None:
+        return None
+    policy = flow.policy
+    if policy.topic_source(topic) == flow.target:
+        return policy.original_topic(topic)
+    return policy.remote_topic(flow.source, topic)
+
+
+def converted_offsets(newest: Mapping[tuple[str, str, int], Checkpointed]) -> dict[str, dict[TopicPart, int]]:
+    """CheckpointStore.computeConvertedUpstreamOffset: each group's newest checkpoints, as the
+    offsets to resume at on the target."""
+    by_group: dict[str, dict[TopicPart, int]] = {}
+    for (group, topic, partition), c in newest.items():
+        by_group.setdefault(group, {})[(topic, partition)] = c.downstream
+    return by_group
 
 
 def offsets_to_sync(converted: Mapping[TopicPart, int], on_target: Mapping[TopicPart, int] | None) -> dict[TopicPart, int]:
@@ -81,25 +121,70 @@ class CheckpointTask:
     target_admin: AdminClient
     producer: Producer  # into the target
     sync_reader: TopicReader | None  # the flow's offset-syncs topic (None: syncs disabled)
+    # The checkpoints topic itself (timed), read once at start as MM2's CheckpointStore does;
+    # None: nothing read, as when MM2 cannot read it (or before 3.7.1).
+    checkpoint_reader: TopicReader | None = None
     store: SyncStore = field(default_factory=SyncStore)
-    checkpoints: CheckpointStore = field(default_factory=CheckpointStore)  # what we wrote
+    checkpoints: CheckpointStore = field(default_factory=CheckpointStore)  # read at start, then what we wrote
     next_emit: float = 0.0
     next_sync: float = 0.0
+    load_timeout_s: float = LOAD_TIMEOUT_S
     warn: Callable[[str, str], None] = lambda key, message: log.warning("%s", message)
+    _load_deadline: float = 0.0
 
     @property
     def topic(self) -> str:
         return self.flow.policy.checkpoints_topic(self.flow.source)
 
+    @property
+    def started(self) -> bool:
+        """The checkpoints written before were read (or given up on) and the syncs' read began."""
+        return self.checkpoint_reader is None
+
     def start(self) -> None:
-        """Read the sync topic to its end once: MM2 translates nothing before."""
+        """MirrorCheckpointTask.start: first the checkpoints it wrote before (CheckpointStore.start),
+        then the sync topic, keeping every sync if those checkpoints could be read and else only
+        each partition's newest until the topic's end (OffsetSyncStore.start(!checkpointsReadOk));
+        nothing is translated before that end. A checkpoints topic not read through at once is
+        read on at each tick, nothing else done meanwhile, until `load_timeout_s`."""
+        now = time.monotonic()
+        self._load_deadline = now + self.load_timeout_s
+        self.next_emit = now + self.options.emit_interval_s
+        self.next_sync = now + self.options.sync_interval_s
+        if self.checkpoint_reader is None:
+            self._start_syncs(loaded=False)
+        else:
+            self._load_checkpoints(now)
+
+    def _load_checkpoints(self, now: float) -> None:
+        reader = self.checkpoint_reader
+        assert reader is not None
+        reader.drain(self._load_checkpoint)
+        loaded = all(reader.unread(t) is None for t in reader.topics)
+        if not loaded and now < self._load_deadline:
+            return
+        if not loaded:
+            self.warn(f"checkpoints:{self.flow.id}", f"{self.flow.id}: could not read {self.topic} on "
+                      f"{self.flow.target} in {self.load_timeout_s:g} s; translating with syncs read from now on")
+        reader.close()
+        self.checkpoint_reader = None
+        self._start_syncs(loaded)
+
+    def _load_checkpoint(self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
+        """CheckpointStore.readCheckpoints: the task's groups only."""
+        try:
+            group = decode_checkpoint_key(key)[0]
+        except BadRecord:
+            return
+        if self.options.groups.accepts(group):
+            self.checkpoints.apply(topic, key, value, timestamp_ms)
+
+    def _start_syncs(self, loaded: bool) -> None:
+        self.store.must_read_to_end = not loaded
         if self.sync_reader is not None:
             self.sync_reader.drain(self._apply_sync)
             if all(self.sync_reader.unread(t) is None for t in self.sync_reader.topics):
                 self.store.read_to_end()
-        now = time.monotonic()
-        self.next_emit = now + self.options.emit_interval_s
-        self.next_sync = now + self.options.sync_interval_s
 
     def _apply_sync(self, _topic: str, key: bytes | None, value: bytes | None) -> None:
         try:
@@ -109,9 +194,12 @@ class CheckpointTask:
         self.store.apply(sync.topic, sync.partition, sync.upstream_offset, sync.downstream_offset)
 
     def _remote(self, topic: str) -> str | None:
-        return self.flow.policy.remote_topic(self.flow.source, topic) if self.flow.should_replicate(topic) else None
+        return checkpoint_topic(self.flow, topic)
 
     def tick(self, now: float) -> None:
+        if not self.started:
+            self._load_checkpoints(now)
+            return  # MM2 polls nothing before its checkpoint store is initialized
         if self.sync_reader is not None:
             self.sync_reader.drain(self._apply_sync)
             if not self.store.ready and all(self.sync_reader.unread(t) is None for t in self.sync_reader.topics):
@@ -138,9 +226,7 @@ class CheckpointTask:
                 self.checkpoints.apply(self.topic, key, value, stamp_ms)
 
     def _sync_groups(self) -> None:
-        by_group: dict[str, dict[TopicPart, int]] = {}
-        for (group, topic, partition), c in self.checkpoints.newest.items():
-            by_group.setdefault(group, {})[(topic, partition)] = c.downstream
+        by_group = converted_offsets(self.checkpoints.newest)
         if not by_group:
             return
         described = self.target_admin.describe_consumer_groups(list(by_group), request_timeout=READ_TIMEOUT_S)
@@ -167,3 +253,5 @@ class CheckpointTask:
     def close(self) -> None:
         if self.sync_reader is not None:
             self.sync_reader.close()
+        if self.checkpoint_reader is not None:
+            self.checkpoint_reader.close()

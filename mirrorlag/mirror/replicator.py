@@ -459,8 +459,10 @@ class Mirror:
         alias, sync_topic = self._sync_location(flow)
         reader = TopicReader("offset-syncs", alias, assign_only_consumer(self.settings.clusters[alias]),
                              [sync_topic], ADMIN_TIMEOUT_S)
+        checkpoints = TopicReader("checkpoints", flow.target, assign_only_consumer(self.settings.clusters[flow.target]),
+                                  [flow.policy.checkpoints_topic(flow.source)], ADMIN_TIMEOUT_S, timed=True)
         task = CheckpointTask(flow, options, self._admin(flow.source), self._admin(flow.target),
-                              self._internal_producer(flow.target), reader, warn=self._warn)
+                              self._internal_producer(flow.target), reader, checkpoints, warn=self._warn)
         task.start()
         return task
 

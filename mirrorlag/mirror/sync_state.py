@@ -6,6 +6,10 @@ MM2's two queues around it: syncs the rule did not emit wait as the partition's 
 the next offset commit, and at most `MAX_OUTSTANDING_OFFSET_SYNCS` syncs are in flight, the rest
 wait as *pending* (newest per partition wins). No Kafka here: the caller passes `send` and reports
 each sent sync's completion.
+
+OffsetSyncWriter exists from 3.9.0 (KAFKA-16254 moved it out of MirrorSourceTask, where the same
+rule and queues lived before); 3.9.2's and 4.3.1's are the same, and tests/apache/
+test_mm2_rules.py holds this replica to both, operation by operation.
 """
 
 from __future__ import annotations

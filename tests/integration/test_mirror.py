@@ -348,8 +348,8 @@ def test_checkpoints_and_synced_group_offsets_by_mm2s_rule(tmp_path, own_cluster
             return {(c.group, c.topic, c.partition): (c, m.timestamp()[1])
                     for m in records for c in [decode_checkpoint(m.key(), m.value())]}
 
-        read = readers(own_clusters.target, f"{setup.src}.checkpoints.internal").until(
-            lambda r: {k[2] for k in newest(r) if k[0] == group} == {0, 1}, what="checkpoints")
+        checkpoints = readers(own_clusters.target, f"{setup.src}.checkpoints.internal")
+        read = checkpoints.until(lambda r: {k[2] for k in newest(r) if k[0] == group} == {0, 1}, what="checkpoints")
         got = newest(read)
         for p, g in committed.items():
             checkpoint, stamp = got[(group, setup.remote, p)]
@@ -365,5 +365,25 @@ def test_checkpoints_and_synced_group_offsets_by_mm2s_rule(tmp_path, own_cluster
             synced = {tp.partition: tp.offset for tp in answer.topic_partitions or () if tp.topic == setup.remote}
             time.sleep(0.3)
         assert synced == want
+
+        # Restarted, it reads the checkpoints it wrote before the syncs (MM2 3.7.1+, KAFKA-15905),
+        # so it keeps every sync again (p0's 6 still resumes at 1, not -1 from the newest (11, 11))
+        # and writes nothing it wrote already; a group new since writes its first checkpoint.
+        setup.stop(proc)
+        proc = setup.start(flush_ms=1000)
+        later = f"app-later-{setup.src}"
+        own_clusters.commit_group(later, {(setup.topic, p): o for p, o in committed.items()})
+        before = len(checkpoints.poll())
+
+        def later_at(p0: int) -> Callable[[list[Message]], bool]:
+            return lambda r: (c := newest(r[before:]).get((later, setup.remote, 0))) is not None and c[0].downstream_offset == p0
+
+        checkpoints.until(later_at(want[0]), what="the new group's checkpoints")
+        first = newest(checkpoints.records[before:])
+        assert {k[2]: first[k][0].downstream_offset for k in first if k[0] == later} == want
+        # One more pass, written after all of the first: had the first rewritten `group`, it shows now.
+        own_clusters.commit_group(later, {(setup.topic, 0): 11})
+        checkpoints.until(later_at(11), what="the new group's next checkpoint")
+        assert {k for k in newest(checkpoints.records[before:]) if k[0] == group} == set()
     finally:
         setup.stop(proc)

@@ -5,7 +5,7 @@ import pytest
 from mirrorlag.config import load_settings
 from mirrorlag.config.group_filter import compile_patterns
 from mirrorlag.groups.checkpoints import Checkpointed
-from mirrorlag.groups.sync_store import SyncStore
+from mirrorlag.groups.sync_store import SyncStore, kept
 from mirrorlag.mirror.checkpointer import new_checkpoints, offsets_to_sync
 
 
@@ -70,3 +70,75 @@ def test_group_filter_defaults_and_legacy_blacklist(tmp_path):
     assert not flow("emit.checkpoints.interval.seconds = -1\n").emit_checkpoints
     assert not flow("A->B.emit.offset-syncs.enabled = false\n").emit_checkpoints
     assert flow("A->B.sync.group.offsets.enabled = true\n").sync_group_offsets
+
+
+class _Reader:
+    """A TopicReader stand-in: hands out its records on the first drain."""
+
+    def __init__(self, topic, records, read_through=True):
+        self.topics, self.records, self.read_through, self.closed = [topic], list(records), read_through, False
+
+    def drain(self, apply):
+        for record in self.records:
+            apply(self.topics[0], *record)
+        self.records = []
+
+    def unread(self, topic):
+        return None if self.read_through else "not read to its end yet"
+
+    def close(self):
+        self.closed = True
+
+
+def _task(tmp_path, checkpoint_reader, syncs):
+    from mirrorlag.formats import OffsetSync, encode_offset_sync
+    from mirrorlag.mirror.checkpointer import CheckpointOptions, CheckpointTask
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+                    "A->B.enabled = true\ngroups = app-.*\n")
+    (flow,) = load_settings([path]).flows
+    sync_reader = _Reader("mm2-offset-syncs.B.internal", [encode_offset_sync(OffsetSync("t", 0, u, d)) for u, d in syncs])
+    warnings = []
+    task = CheckpointTask(flow, CheckpointOptions(flow.group_filter, emit_interval_s=3600), None, None, None,
+                          sync_reader, checkpoint_reader, load_timeout_s=30,
+                          warn=lambda key, message: warnings.append(message))
+    return task, warnings
+
+
+def test_a_restart_reads_its_checkpoints_then_keeps_every_sync(tmp_path):
+    """MM2 3.7.1+ (KAFKA-15905): the checkpoints it wrote (its groups' only) are read first, and
+    having read them the sync store keeps older syncs from the start."""
+    from mirrorlag.formats import Checkpoint, encode_checkpoint
+
+    mine = encode_checkpoint(Checkpoint("app-1", "A.t", 0, 150, 11, ""))
+    other = encode_checkpoint(Checkpoint("billing", "A.t", 0, 150, 11, ""))
+    reader = _Reader("A.checkpoints.internal", [(*mine, 1000), (*other, 1000)])
+    task, warnings = _task(tmp_path, reader, [(100, 10), (200, 110)])
+    task.start()
+    assert task.started and reader.closed and not warnings
+    assert set(task.checkpoints.newest) == {("app-1", "A.t", 0)}
+    assert not task.store.must_read_to_end and task.store.ready
+    assert [(s.upstream, s.downstream) for s in kept(task.store.slots("t", 0))] == [(200, 110), (100, 10)]
+    # The checkpoint read is the last one: the same translation is not written again.
+    assert new_checkpoints("app-1", {("t", 0): 150}, task.store, task.checkpoints.newest, remote) == []
+
+
+def test_checkpoints_not_read_hold_everything_back_then_fall_back_to_the_newest_syncs(tmp_path):
+    reader = _Reader("A.checkpoints.internal", [], read_through=False)
+    task, warnings = _task(tmp_path, reader, [(100, 10), (200, 110)])
+    task.start()
+    assert not task.started and not task.store.ready  # MM2 polls nothing before its checkpoints are read
+    task.tick(task._load_deadline - 1)
+    assert not task.started and task.sync_reader.records
+    task.tick(task._load_deadline + 1)
+    assert task.started and reader.closed and warnings
+    assert task.store.must_read_to_end and task.store.ready
+    assert {(s.upstream, s.downstream) for s in task.store.slots("t", 0)} == {(200, 110)}
+
+
+def test_without_a_checkpoint_reader_the_syncs_are_read_as_mm2_before_3_7_1(tmp_path):
+    task, _ = _task(tmp_path, None, [(100, 10), (200, 110)])
+    task.start()
+    assert task.started and task.store.must_read_to_end
+    assert {(s.upstream, s.downstream) for s in task.store.slots("t", 0)} == {(200, 110)}
