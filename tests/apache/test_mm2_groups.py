@@ -251,3 +251,53 @@ def _all_read(doc: dict, answer: dict) -> None:
 def _moved_seen(doc: dict, group: str, moved: int) -> None:
     rows = [r for r in doc.get("groups", []) if r["group"] == group and r["partition"] == 0]
     assert rows and rows[0]["committed"] == moved and rows[0]["checkpoint_age_s"] * 1000 > AGE_MAX_MS, rows
+
+
+def target_offsets(mirror: Mirror, topic: str, *groups: str) -> dict[tuple[str, int], int]:
+    """The groups' committed offsets on the target's remote topic, as MM2's group offset sync wrote them."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = mirror.clusters.admin("target")
+    out = {}
+    for group in groups:
+        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+        for tp in future.result(timeout=15).topic_partitions or ():
+            if tp.topic == mirror.remote(topic) and tp.offset >= 0:
+                out[group, tp.partition] = tp.offset
+    return out
+
+
+@pytest.mark.slow
+def test_idle_groups_resume_at_their_offsets_mm2_synced_to_the_target(mirror, translator, tmp_path):
+    """With sync.group.offsets.enabled MM2 writes an idle group's translated offset into the target's
+    own group offsets: mirrorlag resumes it there, which equals translateOffsets, and its re-read
+    equals consuming the target from there."""
+    topic = f"orders-{mirror.tag}"
+    mirror.clusters.create_topic(topic, len(COUNTS))
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce(COUNTS)
+    mirror.write_config(topic, {"sync.group.offsets.enabled": "true"})
+    mirror.start()
+    wait_copied(mirror, topic)
+    ready, behind = f"ready-{mirror.tag}", f"behind-{mirror.tag}"
+    mirror.clusters.commit_group(ready, {(topic, p): n for p, n in COUNTS.items()})
+    mirror.clusters.commit_group(behind, {(topic, p): g for p, g in BEHIND.items()})
+    committed = {ready: COUNTS, behind: BEHIND}
+    extra = tmp_path / "check.properties"
+    extra.write_text("")
+
+    def same() -> tuple[dict, dict]:
+        answer = mm2_answer(mirror, translator, topic, ready, behind)
+        synced = target_offsets(mirror, topic, ready, behind)
+        assert set(answer) == {(g, p) for g in committed for p in COUNTS} and synced == answer, (answer, synced)
+        code, rows = check_groups(mirror, extra)
+        assert mm2_answer(mirror, translator, topic, ready, behind) == answer
+        assert code == 0, rows
+        return answer, rows
+
+    answer, rows = eventually(same, timeout=60, interval=1)
+    for (group, p), resume in answer.items():
+        row, g = rows[group, p], committed[group][p]
+        reread, first = reread_true(mirror, topic, p, resume, g)
+        assert (row["state"], row["reread_records"], row["resume_source_offset"]) == (
+            "READY", reread, g if first is None else first), row
+    assert answer[behind, 0] < BEHIND[0] and rows[behind, 0]["reread_records"] > 0, answer
