@@ -13,7 +13,8 @@ truth.py) lies below the group's committed offset. Every figure is mirrorlag's a
   there re-reads;
 - MM2 restarted (3.7.1+ reloads its checkpoints and keeps its older syncs): the answers still
   equal MM2's, and a group that moved on without moving its translation (MM2 owes it no new
-  checkpoint) raises no CHECKPOINT_OLD on a checkpoint older than the limit.
+  checkpoint) raises no CHECKPOINT_OLD on a checkpoint older than the limit; a group that went
+  back gets MM2's new checkpoint, and mirrorlag follows it.
 """
 
 from __future__ import annotations
@@ -222,7 +223,18 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
         assert rows[behind, 0]["checkpoint_upstream"] == BEHIND[0], rows[behind, 0]  # MM2 did not write one
         assert rows[behind, 0]["checkpoint_age_s"] * 1000 > AGE_MAX_MS, rows[behind, 0]
         judged("moved without a new translation", after_move, rows)
-        eventually(lambda: _moved_seen(status(port), behind, moved), timeout=30)
+
+        # The group goes back below its checkpoint's upstream offset: MM2 writes a checkpoint for the
+        # rewind whatever the translation (here through the fewer syncs it holds since the restart,
+        # so further back than before), and mirrorlag follows it.
+        back = BEHIND[0] - 10
+        mirror.clusters.commit_group(behind, {(topic, 0): back})
+        committed[behind][0] = back
+        rewound, rows = agreed("went back")
+        assert rows[behind, 0]["checkpoint_upstream"] == back, rows[behind, 0]
+        assert rewound[behind, 0] <= restarted[behind, 0], rewound
+        judged("went back", rewound, rows)
+        eventually(lambda: _back_seen(status(port), behind, back, rewound[behind, 0]), timeout=30)
         samples = scrape(port)
         for group in committed:
             key = ("mirrorlag_group_ready", tuple(sorted({"source": mirror.src, "target": mirror.dst,
@@ -245,7 +257,8 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
     assert checkpointed and all(r["state"] == "READY" for r in checkpointed), \
         [r for r in checkpointed if r["state"] != "READY"][:5]
     assert {(r["group"], r["partition"]) for r in watch.rows} == set(restarted)
-    assert all(r["checkpoint_downstream"] in (None, restarted[r["group"], r["partition"]]) for r in watch.rows)
+    assert all(r["checkpoint_downstream"] in (None, restarted[r["group"], r["partition"]],
+                                              rewound[r["group"], r["partition"]]) for r in watch.rows)
 
 
 def _all_read(doc: dict, answer: dict) -> None:
@@ -253,9 +266,9 @@ def _all_read(doc: dict, answer: dict) -> None:
     assert {k: got.get(k) for k in answer} == answer, got
 
 
-def _moved_seen(doc: dict, group: str, moved: int) -> None:
+def _back_seen(doc: dict, group: str, back: int, resume: int) -> None:
     rows = [r for r in doc.get("groups", []) if r["group"] == group and r["partition"] == 0]
-    assert rows and rows[0]["committed"] == moved and rows[0]["checkpoint_age_s"] * 1000 > AGE_MAX_MS, rows
+    assert rows and (rows[0]["committed"], rows[0]["checkpoint_downstream"]) == (back, resume), rows
 
 
 def target_offsets(mirror: Mirror, topic: str, *groups: str) -> dict[tuple[str, int], int]:
