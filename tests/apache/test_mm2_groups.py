@@ -199,8 +199,9 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
         wait_copied(mirror, topic)
         # A group first committed after the restart, at an offset only syncs from before it cover:
         # MM2 (3.7.1+, its checkpoints reloaded) kept older syncs and translates it. Through the syncs
-        # it holds now, fewer than when it checkpointed the group behind at the same offset: that
-        # group keeps its better checkpoint (MM2 never moves one back), the late one resumes earlier.
+        # it holds now, fewer than when it checkpointed the group behind at the same offset (the
+        # syncs after it pushed some out of the slots): that group keeps its better checkpoint (MM2
+        # never moves one back but for a rewind), the late one resumes earlier.
         late = f"late-{mirror.tag}"
         mirror.clusters.commit_group(late, {(topic, p): g for p, g in BEHIND.items()})
         committed[late] = dict(BEHIND)
@@ -225,8 +226,8 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
         judged("moved without a new translation", after_move, rows)
 
         # The group goes back below its checkpoint's upstream offset: MM2 writes a checkpoint for the
-        # rewind whatever the translation (here through the fewer syncs it holds since the restart,
-        # so further back than before), and mirrorlag follows it.
+        # rewind whatever the translation (here through the syncs it holds now: the later syncs
+        # pushed (101, 101) out of its 64 slots, so further back than before), and mirrorlag follows it.
         back = BEHIND[0] - 10
         mirror.clusters.commit_group(behind, {(topic, 0): back})
         committed[behind][0] = back
