@@ -30,6 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import decode_offset_sync
 from mirrorlag.groups.readiness import NotCheckpointedBecause
+from mirrorlag.groups.sync_store import SyncStore, translate
 from tests.apache.conftest import Mirror
 from tests.apache.javac import compile_java, run_java
 from tests.apache.sidecar_watch import sidecar_properties
@@ -79,8 +80,8 @@ def reread_true(mirror: Mirror, topic: str, partition: int, resume: int, committ
     return sum(1 for s in read if s < committed), (read[0] if read else None)
 
 
-def sync_upstreams(mirror: Mirror, topic: str, partition: int) -> list[int]:
-    """The upstream offsets of every offset sync MM2 wrote for the partition (the source's sync topic)."""
+def syncs_written(mirror: Mirror, topic: str, partition: int) -> list[tuple[int, int]]:
+    """Every offset sync (upstream, downstream) MM2 wrote for the partition, in order (the source's sync topic)."""
     consumer = Consumer({"bootstrap.servers": mirror.pair.source.bootstrap_servers, "group.id": "mirrorlag-truth",
                          "enable.auto.commit": False, "log_level": 0})
     sync_topic = f"mm2-offset-syncs.{mirror.dst}.internal"
@@ -88,14 +89,14 @@ def sync_upstreams(mirror: Mirror, topic: str, partition: int) -> list[int]:
         tp = TopicPartition(sync_topic, 0)
         _, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
         consumer.assign([TopicPartition(sync_topic, 0, OFFSET_BEGINNING)])
-        out: list[int] = []
+        out: list[tuple[int, int]] = []
         while consumer.position([tp])[0].offset < high:
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 if message.error() is None:
                     sync = decode_offset_sync(message.key(), message.value())
                     if (sync.topic, sync.partition) == (topic, partition):
-                        out.append(sync.upstream_offset)
-        return sorted(set(out))
+                        out.append((sync.upstream_offset, sync.downstream_offset))
+        return out
     finally:
         consumer.close()
 
@@ -203,18 +204,26 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
         # syncs after it pushed some out of the slots): that group keeps its better checkpoint (MM2
         # never moves one back but for a rewind), the late one resumes earlier.
         late = f"late-{mirror.tag}"
+        # ... once MM2 wrote the sync of the last record it copied (at its next offset commit): the
+        # late group's translation is then final (else MM2 keeps a checkpoint from fewer syncs)
+        eventually(lambda: _synced_to_end(mirror, topic), timeout=30, interval=0.5)
         mirror.clusters.commit_group(late, {(topic, p): g for p, g in BEHIND.items()})
         committed[late] = dict(BEHIND)
         restarted, rows = agreed("after the restart")
         assert {k: v for k, v in restarted.items() if k[0] != late} == answer  # no group moved: nor did MM2's answer
-        assert all(0 <= restarted[late, p] <= answer[behind, p] for p in COUNTS), \
-            (restarted, sync_upstreams(mirror, topic, 0))
+        assert all(0 <= restarted[late, p] <= answer[behind, p] for p in COUNTS), restarted
+        for p in COUNTS:  # MM2's slots are mirrorlag's replica's, fed every sync it wrote
+            store = SyncStore.keeping_history()
+            for upstream, downstream in syncs_written(mirror, topic, p):
+                store.apply(topic, p, upstream, downstream)
+            assert translate(store.slots(topic, p), BEHIND[p]).downstream == restarted[late, p], \
+                (p, syncs_written(mirror, topic, p), restarted)
         judged("after the restart", restarted, rows)
 
         # The group behind moves on without passing a sync: translate(G) is what it was, so MM2
         # writes no new checkpoint (MirrorCheckpointTask.checkpointIsMoreRecent) and its newest
         # one, older than the limit, translated the old G. Nothing is owed: no CHECKPOINT_OLD.
-        syncs = [u for u in sync_upstreams(mirror, topic, 0) if u > BEHIND[0]]
+        syncs = [u for u, _ in syncs_written(mirror, topic, 0) if u > BEHIND[0]]
         moved = min([BEHIND[0] + 10, *(u - 1 for u in syncs)])
         assert moved > BEHIND[0], syncs
         mirror.clusters.commit_group(behind, {(topic, 0): moved})
@@ -260,6 +269,12 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
     assert {(r["group"], r["partition"]) for r in watch.rows} == set(restarted)
     assert all(r["checkpoint_downstream"] in (None, restarted[r["group"], r["partition"]],
                                               rewound[r["group"], r["partition"]]) for r in watch.rows)
+
+
+def _synced_to_end(mirror: Mirror, topic: str) -> None:
+    for p in COUNTS:
+        leo = mirror.clusters.end_offset(topic, p)
+        assert syncs_written(mirror, topic, p)[-1][0] == leo - 1, (p, leo)
 
 
 def _all_read(doc: dict, answer: dict) -> None:
