@@ -5,11 +5,13 @@ partitions those groups committed on (a replica of its OffsetSyncStore, fed from
 offset-syncs topic).
 
 Two stores of syncs, for partitions some group committed on only:
-- `syncs`, MM2's replica: it drops every older sync while the topic is first read, as MM2 does
-  after a restart, so it says what MM2 can translate at worst (why a group has no checkpoint);
-- `history`, the same exponentially spaced 64 slots without that drop: the syncs a checkpoint's
-  downstream offset is mapped back to the source through. A checkpoint MM2 wrote with syncs it
-  held before our start still finds them here, as long as the compacted topic held them.
+- `syncs`, MM2's replica: it drops every older sync while the topic is first read, as MM2 before
+  3.7.1 (or one that could not reload its checkpoints) does after a restart, so it says what MM2
+  can translate at worst (why a group has no checkpoint, whether MM2 owes one);
+- `history`, the same exponentially spaced 64 slots without that drop, as MM2 3.7.1+ reads the
+  topic after a restart: the syncs a checkpoint's downstream offset is mapped back to the source
+  through. A checkpoint MM2 wrote with syncs it held before our start still finds them here, as
+  long as the compacted topic held them.
 A partition first seen after the topic was read is seeded with its newest sync (from the
 offset-syncs feed, which keeps one per partition). Mapping back goes through the newest kept sync
 at or below the offset, so the source offset is a lower bound and a re-read an upper one.

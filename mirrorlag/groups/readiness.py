@@ -19,7 +19,7 @@ class GroupState(Enum):
     SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (MM2 < 3.4.1 translated so)
     UNMAPPED = "UNMAPPED"  # a resume point no kept sync maps back to the source: the cost is unknown
     NOT_CHECKPOINTED = "NOT_CHECKPOINTED"  # committed on a mirrored partition, no checkpoint
-    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # the group moved on and its checkpoint is older than the limit
+    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # MM2 owes a newer checkpoint and the newest is older than the limit
     REREAD_HIGH = "REREAD_HIGH"  # would read more records again than the limit
     READY = "READY"
 
@@ -32,10 +32,12 @@ class NotCheckpointedBecause(Enum):
     SYNCS_LOADING = "the offset syncs are not read to their end yet (MM2 translates nothing before)"
     NO_SYNC = "no offset sync for the partition"
     OLDER_THAN_SYNCS = "the group's offset is older than every kept offset sync"
-    # MM2 drops older syncs while it reads the sync topic at start: after a restart it cannot
-    # translate an offset only those syncs covered
-    OLDER_THAN_SYNCS_AFTER_RESTART = ("only syncs MM2 drops when it restarts lie at or below the group's offset "
-                                      "(after a restart MM2 cannot translate it)")
+    # MM2 before 3.7.1, and one that could not reload its checkpoints at start, drops older syncs
+    # while it reads the sync topic: after a restart it cannot translate an offset only those
+    # covered. 3.7.1+ keeps them (the real 3.9 and 4.x translate such a group after a restart).
+    OLDER_THAN_SYNCS_AFTER_RESTART = ("MM2 has not written it; an MM2 before 3.7.1 (or one that could not reload "
+                                      "its checkpoints) cannot after a restart: only syncs it then drops cover the "
+                                      "group's offset")
     NOT_WRITTEN = "MM2 has not written it (checkpoint task behind or down, or the group new)"
 
 
@@ -82,6 +84,20 @@ def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, sync
     return NotCheckpointedBecause.NOT_WRITTEN
 
 
+def _owed(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool) -> bool:
+    """Whether MM2 owes the partition a newer checkpoint than its newest. It writes one only when
+    the translation moves on or the group went back (MirrorCheckpointTask.checkpointIsMoreRecent):
+    a group that moved without passing a sync keeps its older checkpoint, which stays true (the
+    real MM2 does so, tests/apache/test_mm2_groups.py). Translated through the syncs every MM2
+    holds at least (the replica's), so a debt claimed is one MM2 has on any version."""
+    if e.checkpoint_downstream is None or e.checkpoint_upstream is None or not syncs_ready:
+        return False
+    translated = translate(slots, e.group_offset).downstream
+    if translated is None:
+        return False  # MM2 cannot translate it either: it writes nothing
+    return e.group_offset < e.checkpoint_upstream or translated > e.checkpoint_downstream
+
+
 def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
                         limits: Limits, now_ms: int, history: list[Sync] | None = None,
                         checkpoints_read: bool = True) -> PartitionReadiness:
@@ -106,9 +122,7 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     reread = max(0, held - source)
     if skipped:
         state = GroupState.SKIPS
-    elif age is not None and age > limits.checkpoint_max_age_ms and e.checkpoint_upstream != g:
-        # MM2 writes a checkpoint only when it moves (MirrorCheckpointTask.checkpointIsMoreRecent):
-        # an idle group's checkpoint ages and stays true; one the group has moved on from is late.
+    elif age is not None and age > limits.checkpoint_max_age_ms and _owed(e, slots, syncs_ready):
         state = GroupState.CHECKPOINT_OLD
     elif reread > limits.reread_max_records:
         state = GroupState.REREAD_HIGH

@@ -50,10 +50,38 @@ def test_reread_counts_only_records_the_target_holds():
     assert r.not_yet_mirrored == 200
 
 
-def test_an_old_checkpoint_the_group_moved_on_from_is_its_own_cause():
+def test_an_old_checkpoint_mm2_owes_a_newer_one_for_is_its_own_cause():
+    # the checkpoint translated 500 through (0, 0); the group is at 950 now, which translates
+    # through (900, 900) to 901: MM2 owes that checkpoint and is late with it
     slots = _slots((0, 0), (900, 900))
-    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 600_000), slots, True, LIMITS, NOW)
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 600_000, read_at=500), slots, True,
+                            LIMITS, NOW)
     assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000
+
+
+def test_a_group_moved_on_without_passing_a_sync_is_owed_nothing():
+    # 940 -> 950 translates to 901 both times: MM2 writes no new checkpoint (checkpointIsMoreRecent),
+    # and the old one, as old as it gets, still says where the group resumes (the real MM2 does so)
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=901, at=NOW - 600_000, read_at=940), slots, True,
+                            LIMITS, NOW)
+    assert r.state is GroupState.READY and r.checkpoint_age_ms == 600_000
+
+
+def test_a_group_that_went_back_is_owed_a_checkpoint():
+    # MM2 writes a checkpoint after an upstream rewind even when the translation is the same
+    slots = _slots((0, 0), (900, 900))
+    r = partition_readiness(_evidence(920, lro=999, checkpoint=901, at=NOW - 600_000, read_at=940), slots, True,
+                            LIMITS, NOW)
+    assert r.state is GroupState.CHECKPOINT_OLD
+
+
+def test_no_checkpoint_is_owed_that_mm2_cannot_translate():
+    # only the newest sync kept, above the group's offset: MM2 writes nothing, so owes nothing
+    slots = _slots((900, 900))
+    r = partition_readiness(_evidence(850, lro=999, checkpoint=1, at=NOW - 600_000, read_at=500), slots, True,
+                            LIMITS, NOW, history=_slots((0, 0), (900, 900)))
+    assert r.state is not GroupState.CHECKPOINT_OLD
 
 
 def test_an_idle_groups_old_checkpoint_is_still_true():

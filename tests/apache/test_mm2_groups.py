@@ -1,0 +1,337 @@
+"""Failover readiness of consumer groups on the real MirrorMaker 2's checkpoints, judged against MM2's
+own answer and against what a failed-over consumer really reads.
+
+MM2's answer for where a group resumes on the target is `RemoteClusterUtils.translateOffsets`
+(tests/apache/java/TranslateOffsets.java, compiled at test time against each pinned version's
+connect-mirror-client). The re-read is measured from the data: the remote partition consumed from
+that resume point, counting the records whose source offset (known by their unique values,
+truth.py) lies below the group's committed offset. Every figure is mirrorlag's as the real CLI
+(`mirrorlag check --groups --json`) and the running sidecar (`/status`, `/metrics`) give it:
+
+- a caught-up idle group is READY, resuming where MM2 says, re-reading nothing;
+- a group behind resumes where MM2 says, and re-reads exactly what consuming the target from
+  there re-reads;
+- MM2 restarted (3.7.1+ reloads its checkpoints and keeps its older syncs): the answers still
+  equal MM2's, and a group that moved on without moving its translation (MM2 owes it no new
+  checkpoint) raises no CHECKPOINT_OLD on a checkpoint older than the limit; a group that went
+  back gets MM2's new checkpoint, and mirrorlag follows it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from mirrorlag.embedded import free_port
+from mirrorlag.formats import decode_offset_sync
+from mirrorlag.groups.readiness import NotCheckpointedBecause
+from mirrorlag.groups.sync_store import SyncStore, translate
+from tests.apache.conftest import Mirror
+from tests.apache.javac import compile_java, run_java
+from tests.apache.sidecar_watch import sidecar_properties
+from tests.apache.truth import NumberedProducer, lro_true, read_partition
+from tests.helpers import eventually, mirrorlag, running_sidecar, scrape, status
+
+pytestmark = pytest.mark.integration
+
+COUNTS = {0: 250, 1: 40}  # records per partition before MM2 starts: syncs at MM2's own spacing
+BEHIND = {0: 150, 1: 10}  # the lagging group's committed offsets
+MORE = {0: 60, 1: 5}  # produced while MM2 is down
+AGE_MAX_MS = 2000  # mirrorlag.failover.checkpoint.max.age.ms: a checkpoint older than this is old
+
+
+@pytest.fixture(scope="session")
+def translator(kafka_jars, tmp_path_factory) -> Path:
+    return compile_java(kafka_jars, tmp_path_factory.mktemp(f"translate-{kafka_jars.version}"), "TranslateOffsets.java")
+
+
+def mm2_answer(mirror: Mirror, classes: Path, topic: str, *groups: str) -> dict[tuple[str, int], int]:
+    """RemoteClusterUtils.translateOffsets of each group, keyed (group, partition) on `topic`'s remote."""
+    out = run_java(mirror.pair.jars, classes, "TranslateOffsets", mirror.pair.target.bootstrap_servers,
+                   mirror.src, *groups)
+    answer = {}
+    for line in out.splitlines():
+        group, remote, partition, offset = line.split("\t")
+        if remote == mirror.remote(topic):
+            answer[group, int(partition)] = int(offset)
+    return answer
+
+
+def check_groups(mirror: Mirror, extra: Path) -> tuple[int, dict[tuple[str, int], dict]]:
+    """`mirrorlag check --groups --json`: its exit status and rows keyed (group, partition)."""
+    result = mirrorlag("check", "--groups", "--json", "--config", str(mirror.config), "--config", str(extra),
+                       "--timeout", "30", timeout=90)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return result.returncode, {(r["group"], r["partition"]): r for r in json.loads(result.stdout)}
+
+
+def reread_true(mirror: Mirror, topic: str, partition: int, resume: int, committed: int) -> tuple[int, int | None]:
+    """Consuming the remote partition from `resume`: how many records it reads whose source offset
+    is below `committed` (read already on the source), and the source offset of the first it reads."""
+    offset_of = {v: o for o, v in read_partition(mirror.pair.source.bootstrap_servers, topic, partition,
+                                                 "read_uncommitted")}
+    read = [offset_of[v] for o, v in read_partition(mirror.pair.target.bootstrap_servers, mirror.remote(topic),
+                                                   partition) if o >= resume]
+    return sum(1 for s in read if s < committed), (read[0] if read else None)
+
+
+def syncs_written(mirror: Mirror, topic: str, partition: int) -> list[tuple[int, int]]:
+    """Every offset sync (upstream, downstream) MM2 wrote for the partition, in order (the source's sync topic)."""
+    consumer = Consumer({"bootstrap.servers": mirror.pair.source.bootstrap_servers, "group.id": "mirrorlag-truth",
+                         "enable.auto.commit": False, "log_level": 0})
+    sync_topic = f"mm2-offset-syncs.{mirror.dst}.internal"
+    try:
+        tp = TopicPartition(sync_topic, 0)
+        _, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        consumer.assign([TopicPartition(sync_topic, 0, OFFSET_BEGINNING)])
+        out: list[tuple[int, int]] = []
+        while consumer.position([tp])[0].offset < high:
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                if message.error() is None:
+                    sync = decode_offset_sync(message.key(), message.value())
+                    if (sync.topic, sync.partition) == (topic, partition):
+                        out.append((sync.upstream_offset, sync.downstream_offset))
+        return out
+    finally:
+        consumer.close()
+
+
+def wait_copied(mirror: Mirror, topic: str) -> None:
+    def copied() -> None:
+        for p in COUNTS:
+            leo = mirror.clusters.end_offset(topic, p)
+            assert lro_true(mirror.pair.source.bootstrap_servers, topic, mirror.pair.target.bootstrap_servers,
+                            mirror.remote(topic), p) == leo - 1, f"partition {p} not copied yet"
+    eventually(copied, timeout=90, interval=0.5)
+
+
+class StatusWatch:
+    """Every `/status` groups row of `groups` the sidecar publishes, from a thread, until stopped."""
+
+    def __init__(self, port: int, groups: set[str]) -> None:
+        self.port, self.groups, self.rows = port, groups, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.3):
+            try:
+                doc = status(self.port)
+            except OSError:
+                continue
+            self.rows += [r for r in doc.get("groups", []) if r["group"] in self.groups]
+
+    def __enter__(self) -> "StatusWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, translator, tmp_path):
+    topic = f"orders-{mirror.tag}"
+    mirror.clusters.create_topic(topic, len(COUNTS))
+    producer = NumberedProducer(mirror.pair.source.bootstrap_servers, topic)
+    producer.produce(COUNTS)
+    mirror.write_config(topic)
+    mirror.start()
+    wait_copied(mirror, topic)
+    ready, behind = f"ready-{mirror.tag}", f"behind-{mirror.tag}"
+    mirror.clusters.commit_group(ready, {(topic, p): n for p, n in COUNTS.items()})
+    mirror.clusters.commit_group(behind, {(topic, p): g for p, g in BEHIND.items()})
+    committed = {ready: dict(COUNTS), behind: dict(BEHIND)}
+    port = free_port()
+    extra = sidecar_properties(tmp_path / "sidecar.properties", port,
+                               f"mirrorlag.failover.interval.ms = 500\n"
+                               f"mirrorlag.failover.checkpoint.max.age.ms = {AGE_MAX_MS}\n")
+
+    def agreed(stage: str) -> tuple[dict, dict]:
+        """mirrorlag's rows once they equal MM2's answer read just before them (a checkpoint MM2
+        wrote in between shows as a difference, and the next try reads both again)."""
+        def same() -> tuple[dict, dict]:
+            before = mm2_answer(mirror, translator, topic, *committed)
+            assert set(before) == {(g, p) for g in committed for p in COUNTS}, (stage, before)
+            # (a): MM2 resumes the caught-up group exactly at its end once the newest sync is out
+            assert all(before[ready, p] == n for p, n in COUNTS.items()), (stage, before)
+            code, rows = check_groups(mirror, extra)
+            got = {k: rows[k]["checkpoint_downstream"] for k in before}
+            assert got == before, (stage, "mirrorlag's resume offsets", got, "MM2's", before, rows)
+            assert code == 0, (stage, rows)  # every group READY
+            return before, rows
+        answer, rows = eventually(same, timeout=60, interval=1)
+        return answer, rows
+
+    def judged(stage: str, answer: dict, rows: dict) -> None:
+        for (group, p), resume in answer.items():
+            row, g = rows[group, p], committed[group][p]
+            assert row["committed"] == g and row["state"] == "READY", (stage, row)
+            assert row["skipped_records"] == 0 and row["active_on_target"] is False, (stage, row)
+            reread, first = reread_true(mirror, topic, p, resume, g)
+            # what a consumer failed over to the target really reads again, and where it starts (at
+            # the end: nothing to read, the next record is the source's next)
+            first = g if first is None else first
+            assert (row["reread_records"], row["resume_source_offset"]) == (reread, first), (stage, row)
+        for p, n in COUNTS.items():  # (a): the caught-up group resumes exactly at its end
+            assert answer[ready, p] == rows[ready, p]["committed"], (stage, answer)
+            assert rows[ready, p]["reread_records"] == 0
+        assert any(rows[behind, p]["reread_records"] > 0 for p in COUNTS), (stage, rows)  # (b) costs something
+
+    # (a), (b): MM2 as first started
+    answer, rows = agreed("first start")
+    judged("first start", answer, rows)
+
+    with ExitStack() as running:  # the watch stops first, then the sidecar
+        running.enter_context(running_sidecar(mirror.config, extra, port=port, log=tmp_path / "sidecar.log"))
+        eventually(lambda: _all_read(status(port), answer), timeout=30)
+        watch = running.enter_context(StatusWatch(port, {ready, behind, f"late-{mirror.tag}"}))
+
+        # (c): MM2 stopped, more records while it is down, started again: it reloads its checkpoints,
+        # copies the rest, and translates the groups as before
+        mirror.mm2.stop()
+        producer.produce(MORE)
+        mirror.start()
+        wait_copied(mirror, topic)
+        # A group first committed after the restart, at an offset only syncs from before it cover:
+        # MM2 (3.7.1+, its checkpoints reloaded) kept older syncs and translates it. Through the syncs
+        # it holds now, fewer than when it checkpointed the group behind at the same offset (the
+        # syncs after it pushed some out of the slots): that group keeps its better checkpoint (MM2
+        # never moves one back but for a rewind), the late one resumes earlier.
+        late = f"late-{mirror.tag}"
+        # ... once MM2 wrote the sync of the last record it copied (at its next offset commit): the
+        # late group's translation is then final (else MM2 keeps a checkpoint from fewer syncs)
+        eventually(lambda: _synced_to_end(mirror, topic), timeout=30, interval=0.5)
+        mirror.clusters.commit_group(late, {(topic, p): g for p, g in BEHIND.items()})
+        committed[late] = dict(BEHIND)
+        restarted, rows = agreed("after the restart")
+        assert {k: v for k, v in restarted.items() if k[0] != late} == answer  # no group moved: nor did MM2's answer
+        assert all(0 <= restarted[late, p] <= answer[behind, p] for p in COUNTS), restarted
+        for p in COUNTS:  # MM2's slots are mirrorlag's replica's, fed every sync it wrote
+            store = SyncStore.keeping_history()
+            for upstream, downstream in syncs_written(mirror, topic, p):
+                store.apply(topic, p, upstream, downstream)
+            assert translate(store.slots(topic, p), BEHIND[p]).downstream == restarted[late, p], \
+                (p, syncs_written(mirror, topic, p), restarted)
+        judged("after the restart", restarted, rows)
+
+        # The group behind moves on without passing a sync: translate(G) is what it was, so MM2
+        # writes no new checkpoint (MirrorCheckpointTask.checkpointIsMoreRecent) and its newest
+        # one, older than the limit, translated the old G. Nothing is owed: no CHECKPOINT_OLD.
+        syncs = [u for u, _ in syncs_written(mirror, topic, 0) if u > BEHIND[0]]
+        moved = min([BEHIND[0] + 10, *(u - 1 for u in syncs)])
+        assert moved > BEHIND[0], syncs
+        mirror.clusters.commit_group(behind, {(topic, 0): moved})
+        committed[behind][0] = moved
+        after_move, rows = agreed("moved without a new translation")
+        assert after_move == restarted
+        assert rows[behind, 0]["checkpoint_upstream"] == BEHIND[0], rows[behind, 0]  # MM2 did not write one
+        assert rows[behind, 0]["checkpoint_age_s"] * 1000 > AGE_MAX_MS, rows[behind, 0]
+        judged("moved without a new translation", after_move, rows)
+
+        # The group goes back below its checkpoint's upstream offset: MM2 writes a checkpoint for the
+        # rewind whatever the translation (here through the syncs it holds now: the later syncs
+        # pushed (101, 101) out of its 64 slots, so further back than before), and mirrorlag follows it.
+        back = BEHIND[0] - 10
+        mirror.clusters.commit_group(behind, {(topic, 0): back})
+        committed[behind][0] = back
+        rewound, rows = agreed("went back")
+        assert rows[behind, 0]["checkpoint_upstream"] == back, rows[behind, 0]
+        assert rewound[behind, 0] <= restarted[behind, 0], rewound
+        judged("went back", rewound, rows)
+        eventually(lambda: _back_seen(status(port), behind, back, rewound[behind, 0]), timeout=30)
+        samples = scrape(port)
+        for group in committed:
+            key = ("mirrorlag_group_ready", tuple(sorted({"source": mirror.src, "target": mirror.dst,
+                                                          "group": group}.items())))
+            assert samples.get(key) == 1, (group, key)
+
+    # Every row the running sidecar published, across the restart and the move, was READY, but the
+    # late group's before MM2's first checkpoint of it: not written yet, and nothing else.
+    early = [r for r in watch.rows if r["checkpoint_downstream"] is None]
+    assert all(r["group"] == f"late-{mirror.tag}" for r in early), early[:3]
+    # (the sidecar started before the restart: its replica of a restarted MM2 holds only the newest
+    # sync, so it names the older MM2's restart too, as no more than a possibility; a run that did
+    # not reach the checkpoints topic's end says that)
+    assert {(r["state"], r["because"]) for r in early} <= {
+        ("NOT_CHECKPOINTED", b.value) for b in (NotCheckpointedBecause.NOT_WRITTEN,
+                                                NotCheckpointedBecause.OLDER_THAN_SYNCS_AFTER_RESTART,
+                                                NotCheckpointedBecause.CHECKPOINTS_UNREAD)}, \
+        {(r["state"], r["because"]) for r in early}
+    checkpointed = [r for r in watch.rows if r["checkpoint_downstream"] is not None]
+    assert checkpointed and all(r["state"] == "READY" for r in checkpointed), \
+        [r for r in checkpointed if r["state"] != "READY"][:5]
+    assert {(r["group"], r["partition"]) for r in watch.rows} == set(restarted)
+    assert all(r["checkpoint_downstream"] in (None, restarted[r["group"], r["partition"]],
+                                              rewound[r["group"], r["partition"]]) for r in watch.rows)
+
+
+def _synced_to_end(mirror: Mirror, topic: str) -> None:
+    for p in COUNTS:
+        leo = mirror.clusters.end_offset(topic, p)
+        assert syncs_written(mirror, topic, p)[-1][0] == leo - 1, (p, leo)
+
+
+def _all_read(doc: dict, answer: dict) -> None:
+    got = {(r["group"], r["partition"]): r["checkpoint_downstream"] for r in doc.get("groups", [])}
+    assert {k: got.get(k) for k in answer} == answer, got
+
+
+def _back_seen(doc: dict, group: str, back: int, resume: int) -> None:
+    rows = [r for r in doc.get("groups", []) if r["group"] == group and r["partition"] == 0]
+    assert rows and (rows[0]["committed"], rows[0]["checkpoint_downstream"]) == (back, resume), rows
+
+
+def target_offsets(mirror: Mirror, topic: str, *groups: str) -> dict[tuple[str, int], int]:
+    """The groups' committed offsets on the target's remote topic, as MM2's group offset sync wrote them."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = mirror.clusters.admin("target")
+    out = {}
+    for group in groups:
+        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+        for tp in future.result(timeout=15).topic_partitions or ():
+            if tp.topic == mirror.remote(topic) and tp.offset >= 0:
+                out[group, tp.partition] = tp.offset
+    return out
+
+
+@pytest.mark.slow
+def test_idle_groups_resume_at_their_offsets_mm2_synced_to_the_target(mirror, translator, tmp_path):
+    """With sync.group.offsets.enabled MM2 writes an idle group's translated offset into the target's
+    own group offsets: mirrorlag resumes it there, which equals translateOffsets, and its re-read
+    equals consuming the target from there."""
+    topic = f"orders-{mirror.tag}"
+    mirror.clusters.create_topic(topic, len(COUNTS))
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce(COUNTS)
+    mirror.write_config(topic, {"sync.group.offsets.enabled": "true"})
+    mirror.start()
+    wait_copied(mirror, topic)
+    ready, behind = f"ready-{mirror.tag}", f"behind-{mirror.tag}"
+    mirror.clusters.commit_group(ready, {(topic, p): n for p, n in COUNTS.items()})
+    mirror.clusters.commit_group(behind, {(topic, p): g for p, g in BEHIND.items()})
+    committed = {ready: COUNTS, behind: BEHIND}
+    extra = tmp_path / "check.properties"
+    extra.write_text("")
+
+    def same() -> tuple[dict, dict]:
+        answer = mm2_answer(mirror, translator, topic, ready, behind)
+        synced = target_offsets(mirror, topic, ready, behind)
+        assert set(answer) == {(g, p) for g in committed for p in COUNTS} and synced == answer, (answer, synced)
+        code, rows = check_groups(mirror, extra)
+        assert mm2_answer(mirror, translator, topic, ready, behind) == answer
+        assert code == 0, rows
+        return answer, rows
+
+    answer, rows = eventually(same, timeout=60, interval=1)
+    for (group, p), resume in answer.items():
+        row, g = rows[group, p], committed[group][p]
+        reread, first = reread_true(mirror, topic, p, resume, g)
+        assert (row["state"], row["reread_records"], row["resume_source_offset"]) == (
+            "READY", reread, g if first is None else first), row
+    assert answer[behind, 0] < BEHIND[0] and rows[behind, 0]["reread_records"] > 0, answer
