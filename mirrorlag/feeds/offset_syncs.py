@@ -89,7 +89,11 @@ class _TopicSyncs:
         before = down[partition]
         down[partition] = downstream
         extra = (downstream - before) - (upstream - previous)  # (D' - D) - (U' - U)
-        if extra > 0 and previous != _NONE and downstream > before:
+        # On a transactional target (exactly.once.source.support = enabled) every transaction's
+        # commit marker takes a target offset: D' - D > U' - U without a record written twice
+        # (the real MM2 counted one "duplicate" per transaction), and an aborted retry's records
+        # are never read. No duplicate is counted there.
+        if extra > 0 and previous != _NONE and downstream > before and not self.flow.target_transactional:
             self.duplicated[partition] = 1
             return extra
         self.duplicated[partition] = 0
@@ -260,11 +264,13 @@ class OffsetSyncsFeed(LroFeed):
 
     def duplicates(self) -> tuple[DuplicateCount, ...]:
         """Per flow and topic with syncs (of those the poller lists, once it is given them; not
-        those another writer can feed too), the target records written more than once so far."""
+        those another writer can feed too, nor those of a transactional target, where syncs cannot
+        tell a duplicate from a marker), the target records written more than once so far."""
         listed = self.topic_keys
         return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
                             for s in self._topics.values()
-                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)))
+                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)
+                            and not s.flow.target_transactional))
 
     def _shared(self, syncs: _TopicSyncs) -> bool:
         writers = self.writers.get(syncs.flow.target)
