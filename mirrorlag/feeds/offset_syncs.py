@@ -291,9 +291,12 @@ class OffsetSyncsFeed(LroFeed):
 
 
 def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
-    """One feed per cluster that holds offset-syncs topics of the configured flows."""
+    """One feed per cluster that holds offset-syncs topics of the configured flows that emit them
+    (emit.offset-syncs.enabled); the writers of each remote topic count every flow, syncs or not."""
     by_cluster: dict[str, dict[str, FlowSettings]] = {}
     for flow in settings.flows:
+        if not flow.emit_offset_syncs:
+            continue
         cluster, topic = sync_topic_location(flow)
         by_cluster.setdefault(cluster, {})[topic] = flow
     writers = {target: RemoteWriters(target, settings.flows) for target in {flow.target for flow in settings.flows}}

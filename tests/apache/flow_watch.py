@@ -113,16 +113,18 @@ class TxnProducer:
 
 
 def start_mm2(jars: KafkaJars, directory: Path, clusters: Mapping[str, str], flows: list[str],
-              extra: Mapping[str, object], targets: tuple[str, ...], name: str = "mm2") -> MirrorMaker2:
+              extra: Mapping[str, object], targets: tuple[str, ...], name: str = "mm2",
+              without: tuple[str, ...] = ()) -> MirrorMaker2:
     """An mm2.properties of the test's own clusters and flows in `directory`, and MM2 started on it
     (the caller stops it)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    config = directory / f"{name}.properties"
-    config.write_text(mm2_properties(clusters, flows, extra))
+    config = write_config(directory / f"{name}.properties", clusters, flows, extra, without)
     return MirrorMaker2(jars, directory, name, properties=config, targets=targets).start()
 
 
-def write_config(path: Path, clusters: Mapping[str, str], flows: list[str], extra: Mapping[str, object]) -> Path:
+def write_config(path: Path, clusters: Mapping[str, str], flows: list[str], extra: Mapping[str, object],
+                 without: tuple[str, ...] = ()) -> Path:
+    """mm2_properties' text less the top-level keys in `without`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(mm2_properties(clusters, flows, extra))
+    lines = mm2_properties(clusters, flows, extra).splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if line.split("=", 1)[0].strip() not in without))
     return path
