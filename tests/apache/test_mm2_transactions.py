@@ -1,13 +1,14 @@
 """Transactions on the real MirrorMaker 2, judged against the truth read from the data.
 
 - A source topic written in committed transactions and one aborted one (on Kafka the aborted
-  records and both kinds of marker take offsets), mirrored by one MM2 through two flows from the
-  same source broker under two aliases: one whose consumer reads read_uncommitted (MM2's default:
-  it copies the aborted records too) and one at read_committed (`<source>.consumer.isolation.level`,
-  its offset syncs on the target: `offset-syncs.topic.location = target`). Once everything each
-  consumer would read is copied, both read IN_SYNC at record lag 0 though markers (and, for the
-  read_committed flow, aborted records) stand between the last copy and the LEO; frozen, neither
-  hides the records produced since; thawed, both are IN_SYNC at 0 again.
+  records and both kinds of marker take offsets), mirrored by one MM2 through three flows from the
+  same source broker under three aliases: one whose consumer reads read_uncommitted (MM2's default:
+  it copies the aborted records too) and two at read_committed, set in each of the forms MM2
+  honours (`<source>.consumer.isolation.level` and `<source>-><target>.consumer.isolation.level`),
+  their offset syncs on the target (`offset-syncs.topic.location = target`). Once everything each
+  consumer would read is copied, all read IN_SYNC at record lag 0 though markers (and, for the
+  read_committed flows, aborted records) stand between the last copy and the LEO; frozen, none
+  hides the records produced since; thawed, all are IN_SYNC at 0 again.
 - MM2 writing the target transactionally (`<target>.exactly.once.source.support = enabled`): the
   commit markers take target offsets, so target progress is off (named in `/status`), no
   duplicate is counted, and no lag is invented or hidden.
@@ -26,7 +27,7 @@ from mirrorlag.embedded import free_port
 from tests.apache.flow_watch import FlowWatch, TxnProducer, check_rows, last_data_offset, start_mm2
 from tests.apache.sidecar_watch import MAX_S, POLL_S, sidecar_properties
 from tests.apache.truth import NumberedProducer, lag_true, lro_true, read_partition
-from tests.helpers import eventually, labels, running_sidecar, scrape
+from tests.helpers import eventually, labels, running_sidecar, scrape, status
 
 pytestmark = pytest.mark.integration
 
@@ -35,8 +36,8 @@ def test_transactional_source_at_both_isolation_levels(apache_pair, tmp_path):
     """Committed and aborted transactions copied at read_uncommitted and read_committed: caught up
     is IN_SYNC at 0 on both flows; a freeze shows every record owed; a thaw catches up again."""
     pair, tag = apache_pair, uuid.uuid4().hex[:8]
-    ru, rc, dst = f"u{tag}", f"c{tag}", f"d{tag}"
-    ru_flow, rc_flow = f"{ru}->{dst}", f"{rc}->{dst}"
+    ru, rc, rk, dst = f"u{tag}", f"c{tag}", f"k{tag}", f"d{tag}"
+    ru_flow, rc_flow, rk_flow = f"{ru}->{dst}", f"{rc}->{dst}", f"{rk}->{dst}"
     source, target = pair.source.bootstrap_servers, pair.target.bootstrap_servers
     topic = f"txn-{tag}"
     pair.clusters.create_topic(topic, 1)
@@ -49,27 +50,33 @@ def test_transactional_source_at_both_isolation_levels(apache_pair, tmp_path):
     last = {ru_flow: last_data_offset(source, topic, 0, "read_uncommitted"),
             rc_flow: last_data_offset(source, topic, 0, "read_committed")}
     assert last == {ru_flow: 20, rc_flow: 15}, last
-    remote = {ru_flow: f"{ru}.{topic}", rc_flow: f"{rc}.{topic}"}
+    last[rk_flow] = last[rc_flow]
+    remote = {ru_flow: f"{ru}.{topic}", rc_flow: f"{rc}.{topic}", rk_flow: f"{rk}.{topic}"}
 
     def truth(flow: str) -> int:
         return lro_true(source, topic, target, remote[flow], 0)
 
     def copied_all() -> None:
-        for flow in (ru_flow, rc_flow):
+        for flow in remote:
             assert truth(flow) == last[flow], (flow, truth(flow), last[flow])
 
-    clusters = {ru: source, rc: source, dst: target}
-    extra = {f"{ru_flow}.topics": topic, f"{rc_flow}.topics": topic,
+    # Three aliases of one source broker: MM2's default level; read_committed set for the source
+    # cluster's consumer; and set for one flow's (`A->B.consumer.`). Each flow's offset syncs in a
+    # topic of its own (two on the source would share mm2-offset-syncs.<target>.internal).
+    clusters = {ru: source, rc: source, rk: source, dst: target}
+    extra = {f"{ru_flow}.topics": topic, f"{rc_flow}.topics": topic, f"{rk_flow}.topics": topic,
              f"{rc}.consumer.isolation.level": "read_committed",
+             f"{rk_flow}.consumer.isolation.level": "read_committed",
              f"{rc_flow}.offset-syncs.topic.location": "target",
+             f"{rk_flow}.offset-syncs.topic.location": "target",
              "emit.checkpoints.enabled": "false"}
-    mm2 = start_mm2(pair.jars, tmp_path / "mm2", clusters, [ru_flow, rc_flow], extra, (dst,))
+    mm2 = start_mm2(pair.jars, tmp_path / "mm2", clusters, [ru_flow, rc_flow, rk_flow], extra, (dst,))
     try:
         eventually(copied_all, timeout=120, interval=0.5)
         # What MM2 really did: read_committed copied no aborted record; read_uncommitted copied them.
         values = {flow: [v for _, v in read_partition(target, remote[flow], 0, "read_uncommitted")]
                   for flow in remote}
-        assert len(values[rc_flow]) == 15 and len(values[ru_flow]) >= 19, values
+        assert len(values[rc_flow]) == len(values[rk_flow]) == 15 and len(values[ru_flow]) >= 19, values
 
         port = free_port()
         side = sidecar_properties(tmp_path / "sidecar.properties", port)
@@ -81,11 +88,14 @@ def test_transactional_source_at_both_isolation_levels(apache_pair, tmp_path):
             for flow in remote:
                 row = caught.rows[(flow, 0)]
                 assert row["leo"] == leo and row["lro"] <= truth(flow), watch.describe(caught)
+            # The level mirrorlag reads each flow's LEO at is the one MM2's consumer really used.
+            levels = {f["flow"]: f["mm2_isolation_level"] for f in status(port)["flows"]}
+            assert levels == {ru_flow: "read_uncommitted", rc_flow: "read_committed", rk_flow: "read_committed"}, levels
             doc_feeds = caught.feeds
             syncs_on_target = [f for f in doc_feeds if f.get("feed") == "offset-syncs" and f.get("cluster") == dst]
             assert syncs_on_target and f"mm2-offset-syncs.{rc}.internal" in syncs_on_target[0]["topics"], doc_feeds
             metrics = scrape(port)
-            for flow, alias in ((ru_flow, ru), (rc_flow, rc)):
+            for flow, alias in ((ru_flow, ru), (rc_flow, rc), (rk_flow, rk)):
                 series = ("mirrorlag_replication_record_lag", labels(source=alias, target=dst, topic=topic, partition=0))
                 assert metrics.get(series) == 0, (series, {k: v for k, v in metrics.items() if k[0] == series[0]})
             code, rows, out = check_rows(mm2.properties, side, topic=topic)
@@ -115,7 +125,7 @@ def test_transactional_source_at_both_isolation_levels(apache_pair, tmp_path):
             mm2.resume()
             watch.until(lambda p: all(p.rows[(f, 0)]["state"] == "IN_SYNC" and p.rows[(f, 0)]["record_lag"] == 0
                                       for f in remote), 60, "IN_SYNC at 0 after the thaw")
-            assert {flow: truth(flow) for flow in remote} == {ru_flow: leo - 2, rc_flow: leo - 2}
+            assert {flow: truth(flow) for flow in remote} == dict.fromkeys(remote, leo - 2)
     finally:
         mm2.stop()
 
