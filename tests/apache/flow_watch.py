@@ -102,14 +102,21 @@ class TxnProducer:
         self.producer.init_transactions(30)
 
     def transaction(self, records: int, partition: int = 0, commit: bool = True) -> None:
-        self.producer.begin_transaction()
-        for _ in range(records):
-            self.producer.produce(self.topic, value=f"{partition}:{next(self.counter)}".encode(), partition=partition)
-        assert self.producer.flush(30) == 0
+        self.begin(records, partition)
         if commit:
             self.producer.commit_transaction(30)
         else:
             self.producer.abort_transaction(30)
+
+    def begin(self, records: int, partition: int = 0) -> None:
+        """A transaction left open with `records` written (in the log, above the LSO)."""
+        self.producer.begin_transaction()
+        for _ in range(records):
+            self.producer.produce(self.topic, value=f"{partition}:{next(self.counter)}".encode(), partition=partition)
+        assert self.producer.flush(30) == 0
+
+    def commit(self) -> None:
+        self.producer.commit_transaction(30)
 
 
 def start_mm2(jars: KafkaJars, directory: Path, clusters: Mapping[str, str], flows: list[str],
