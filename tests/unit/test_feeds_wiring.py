@@ -36,3 +36,39 @@ def test_a_flow_without_syncs_still_shares_the_remote_topic(tmp_path: Path) -> N
     finally:
         for feed in feeds:
             feed.close()
+
+
+BOTH_WAYS = """\
+clusters = P, Q
+P.bootstrap.servers = 127.0.0.1:1
+Q.bootstrap.servers = 127.0.0.1:1
+P->Q.enabled = true
+Q->P.enabled = true
+P->Q.topics = orders
+Q->P.topics = orders, payments
+Q->P.offset-syncs.topic.location = target
+"""
+
+
+def test_flows_sharing_one_sync_topic_each_keep_their_own_syncs(tmp_path: Path) -> None:
+    """P->Q (syncs on its source P) and Q->P (syncs on its target P) both write P's
+    mm2-offset-syncs.Q.internal: a sync belongs to the one flow that copies its source topic;
+    a topic both copy is no flow's evidence, and /status says why."""
+    from mirrorlag.formats import OffsetSync, encode_offset_sync
+    from mirrorlag.model import FlowId
+
+    feeds = build_feeds(load(tmp_path, BOTH_WAYS))
+    try:
+        (syncs,) = [f for f in feeds if isinstance(f, OffsetSyncsFeed)]
+        assert syncs.cluster_alias == "P"
+        assert sorted(str(f.id) for _, f in syncs.all_flows()) == ["P->Q", "Q->P"]
+        (progress,) = [f for f in feeds if isinstance(f, TargetProgressFeed) and f.cluster_alias == "P"]
+        assert [str(f.id) for f in progress.flows] == ["Q->P"]
+        for topic, upstream in (("payments", 7), ("orders", 9)):
+            syncs._apply("mm2-offset-syncs.Q.internal", *encode_offset_sync(OffsetSync(topic, 0, upstream, upstream)))
+        assert [(s.flow.id, s.topic) for s in syncs._topics.values()] == [(FlowId("Q", "P"), "payments")]
+        (off,) = syncs.health().off
+        assert (off.flows, off.topics) == (("P->Q", "Q->P"), ("orders",)) and "share" in off.reason
+    finally:
+        for feed in feeds:
+            feed.close()
