@@ -13,6 +13,11 @@ mm2.properties with both flows. The claims, through `/status`, `/metrics` and `m
 - A frozen while B copies: A->C never reads IN_SYNC past max and never hides a record owed, its
   LRO never above LRO_true, STALLED within its bound, and B's records count as no duplicates of A's;
 - A thawed: IN_SYNC at 0 again.
+
+Both ways between P and Q, P->Q's offset syncs on its source P and Q->P's on its target P: MM2
+writes both into P's `mm2-offset-syncs.Q.internal`. Each flow keeps its own syncs (by the source
+topic its filters accept; a topic both copy is no flow's evidence, named off), every poll's LRO is
+at or below LRO_true, and every partition reads IN_SYNC at 0 once copied, also while copying goes on.
 """
 
 from __future__ import annotations
@@ -148,3 +153,72 @@ def test_two_identity_flows_into_one_topic(apache_pair, second_source, tmp_path:
         mm2_a.stop()
         if mm2_b is not None:
             mm2_b.stop()
+
+
+def test_both_ways_with_sync_topics_of_one_name(apache_pair, tmp_path: Path):
+    """P->Q writes its offset syncs on its source P (`mm2-offset-syncs.Q.internal`) and Q->P on its
+    target (`offset-syncs.topic.location = target`): the same topic on P. Each flow's LROs come
+    from its own syncs only (never above LRO_true), a topic both flows copy is named off in
+    `/status`, and every partition reads IN_SYNC at 0 once copied."""
+    pair, tag = apache_pair, uuid.uuid4().hex[:8]
+    p, q = f"p{tag}", f"q{tag}"
+    pq, qp = f"{p}->{q}", f"{q}->{p}"
+    boot = {p: pair.source.bootstrap_servers, q: pair.target.bootstrap_servers}
+    orders, payments = f"orders-{tag}", f"payments-{tag}"
+    both = Clusters(boot[p], boot[q])
+    both.create_topic(orders, 1, "source")
+    both.create_topic(orders, 1, "target")
+    both.create_topic(payments, 1, "target")
+    # P's orders far ahead of Q's: P->Q's syncs read as Q->P's would put its LRO past its LEO.
+    from_p = NumberedProducer(boot[p], orders)
+    from_p.produce({0: 60})
+    NumberedProducer(boot[q], orders).produce({0: 10})
+    NumberedProducer(boot[q], payments).produce({0: 25})
+    extra = {f"{pq}.topics": orders, f"{qp}.topics": f"{orders}, {payments}",
+             f"{qp}.offset-syncs.topic.location": "target", "emit.checkpoints.enabled": "false"}
+    copies = {(pq, orders): (p, q, f"{p}.{orders}"), (qp, orders): (q, p, f"{q}.{orders}"),
+              (qp, payments): (q, p, f"{q}.{payments}")}
+
+    def truth(flow: str, topic: str) -> int:
+        src, dst, remote = copies[(flow, topic)]
+        return lro_true(boot[src], topic, boot[dst], remote, 0)
+
+    def copied() -> None:
+        for (flow, topic), (src, _, _) in copies.items():
+            leo = Clusters(boot[src], boot[src]).end_offset(topic)
+            assert truth(flow, topic) == leo - 1, (flow, topic, truth(flow, topic), leo)
+
+    mm2 = start_mm2(pair.jars, tmp_path / "mm2", boot, [pq, qp], extra, (p, q))
+    try:
+        eventually(copied, timeout=120, interval=0.5)
+        port = free_port()
+        side = sidecar_properties(tmp_path / "sidecar.properties", port)
+        watch = {t: FlowWatch(port, t) for t in (orders, payments)}
+        with running_sidecar(mm2.properties, side, port=port, log=tmp_path / "sidecar.log"):
+            wrong: list[tuple] = []  # every poll is held to the truth, not only the last one
+
+            def all_in_sync() -> None:
+                rows = {(f, t): r for t, w in watch.items() for (f, _), r in w.next().rows.items()}
+                for (flow, topic), row in rows.items():
+                    if (row["lro"] is not None and row["lro"] > truth(flow, topic)) or row["state"] not in ("IN_SYNC", "UNKNOWN"):
+                        wrong.append((flow, topic, row["state"], row["lro"], truth(flow, topic)))  # nothing else happened
+                assert set(rows) == set(copies) and all(r["state"] == "IN_SYNC" and r["record_lag"] == 0
+                                                        for r in rows.values()), \
+                    {k: (r["state"], r["leo"], r["lro"], r["lro_feed"], r["record_lag"]) for k, r in rows.items()}
+
+            eventually(all_in_sync, timeout=40, interval=0.2)
+            # Copying while the sidecar reads: P->Q's new syncs land in the shared topic.
+            from_p.produce({0: 20})
+            eventually(copied, timeout=60, interval=0.5)
+            eventually(all_in_sync, timeout=40, interval=0.2)
+            assert not wrong, wrong
+            assert not wrong, wrong
+            feeds = watch[orders].polls[-1].feeds
+            syncs = [f for f in feeds if f["feed"] == "offset-syncs" and f["cluster"] == p]
+            assert syncs and f"mm2-offset-syncs.{q}.internal" in syncs[0]["topics"], feeds
+            off = [o for o in syncs[0]["off"] if orders in o["topics"]]
+            assert off and set(off[0]["flows"]) == {pq, qp}, syncs
+            code, rows, out = check_rows(mm2.properties, side, topic=payments)
+            assert code == 0 and rows[(qp, 0)]["state"] == "IN_SYNC" and rows[(qp, 0)]["record_lag"] == 0, out
+    finally:
+        mm2.stop()
