@@ -537,6 +537,7 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
         return _value(prop(key), FLOW_KEYS[key])
 
     _warn_global_only(props, source, target)
+    _warn_syncs_refused(prop("emit.offset-syncs.enabled"), props, source, target)
 
     # ConfigUtils.translateDeprecatedConfigs: topics.blacklist only counts if topics.exclude is
     # unset at both levels (the flow's view merges them before translating).
@@ -593,6 +594,29 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
         emit_checkpoints_interval_s=float(max(checkpoint_interval, 1)),
         sync_group_offsets=get("sync.group.offsets.enabled"),
     )
+
+
+# Connector keys of MirrorSourceConfig that MirrorMakerConfig.connectorBaseConfig hands a flow's
+# connectors from the top level (any `A->B.` key reaches them too).
+_SYNC_TOPIC_KEYS = ("offset-syncs.topic.location", "offset-syncs.topic.replication.factor")
+
+
+def _warn_syncs_refused(emit: Prop | None, props: Props, source: str, target: str) -> None:
+    """MM2 (>= 3.9, seen on 3.9.2 and 4.3.1) refuses a flow's MirrorSourceConnector whose
+    emit.offset-syncs.enabled is the string "false" while any `offset-syncs.topic.*` or
+    `offset-syncs-*` key reaches its config ("can't setup offset-syncs feature while
+    emit.offset-syncs.enabled set to false"): that flow copies nothing. The sidecar reports it as
+    it is (nothing copied), and says why here."""
+    if emit is None or emit.value != "false":
+        return
+    flow = f"{source}->{target}."
+    clash = [p for key, p in props.items()
+             if key in _SYNC_TOPIC_KEYS or key.startswith((flow + "offset-syncs.topic.", flow + "offset-syncs-"))]
+    if clash:
+        named = ", ".join(f"{p.key} ({p.file}:{p.line})" for p in clash)
+        log.warning("%s:%d: flow %s->%s: MM2 refuses to run its MirrorSourceConnector (it copies nothing) while "
+                    "%s = false and %s reach its configuration; set such keys per flow (A->B.) for the flows "
+                    "that emit offset syncs", emit.file, emit.line, source, target, emit.key, named)
 
 
 def _source_consumer_prop(props: Props, source: str, target: str, key: str) -> Prop | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from mirrorlag.config.settings import Settings
@@ -26,13 +25,13 @@ def build_feeds(settings: Settings) -> list[LroFeed]:
     than a sync does, the tie goes to the sync, which is dated by its own record."""
     # Flows MM2 writes no offset syncs for read none (syncs left in the topic are old), nor target
     # progress, which translates through them: they fall back to connect-offsets, and `off` says so.
+    # Both take every flow: a flow without syncs still writes its remote topics, so it counts
+    # among their writers (the real MM2: B->C without syncs feeding C's `orders` beside A->C).
     off = without_offset_syncs(settings)
-    with_syncs = dataclasses.replace(settings, flows=tuple(f for f in settings.flows if f.emit_offset_syncs))
     makers = {OFFSET_SYNCS: offset_syncs_feeds, CONNECT_OFFSETS: connect_offsets_feeds}
-    feeds: list[LroFeed] = [feed for name in settings.lro_feeds if name in makers
-                            for feed in makers[name](with_syncs if name == OFFSET_SYNCS else settings)]
+    feeds: list[LroFeed] = [feed for name in settings.lro_feeds if name in makers for feed in makers[name](settings)]
     if TARGET_PROGRESS in settings.lro_feeds:
-        feeds += target_progress_feeds(with_syncs, [f for f in feeds if isinstance(f, OffsetSyncsFeed)])
+        feeds += target_progress_feeds(settings, [f for f in feeds if isinstance(f, OffsetSyncsFeed)])
     feeds += offset_syncs_off_feeds(settings, list(settings.lro_feeds))
     for flow in off:
         if CONNECT_OFFSETS not in settings.lro_feeds:

@@ -32,7 +32,7 @@ from mirrorlag.config.settings import FlowSettings, Settings
 from mirrorlag.config.writers import RemoteWriters
 from mirrorlag.formats import SYNC_KEY_PARTITION, SYNC_VALUE, BadRecord, decode_offset_sync
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
-from mirrorlag.interfaces import DuplicateCount, FeedHealth, LroFeed, TopicKeysOf
+from mirrorlag.interfaces import DuplicateCount, FeedHealth, FeedOff, LroFeed, TopicKeysOf
 from mirrorlag.model import FlowId, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,11 @@ class _TopicSyncs:
         before = down[partition]
         down[partition] = downstream
         extra = (downstream - before) - (upstream - previous)  # (D' - D) - (U' - U)
-        if extra > 0 and previous != _NONE and downstream > before:
+        # On a transactional target (exactly.once.source.support = enabled) every transaction's
+        # commit marker takes a target offset: D' - D > U' - U without a record written twice
+        # (the real MM2 counted one "duplicate" per transaction), and an aborted retry's records
+        # are never read. No duplicate is counted there.
+        if extra > 0 and previous != _NONE and downstream > before and not self.flow.target_transactional:
             self.duplicated[partition] = 1
             return extra
         self.duplicated[partition] = 0
@@ -133,6 +137,12 @@ class OffsetSyncsFeed(LroFeed):
     # Per target alias, who can write its remote topics: where more than one writer can, a flow's
     # consecutive syncs show the other writers' records too, which are no duplicates of its own.
     writers: Mapping[str, RemoteWriters] = field(default_factory=dict)
+    # Sync topics that more than one flow writes, with every such flow (DESIGN §3: flows whose
+    # offset-syncs topics share one name, as P->Q at location source and Q->P at location target
+    # both write P's mm2-offset-syncs.Q.internal). A sync there belongs to the one flow whose
+    # filters accept its source topic; where several do, to none (`ambiguous`, in feeds[].off).
+    sharing: Mapping[str, tuple[FlowSettings, ...]] = field(default_factory=dict)
+    ambiguous: dict[str, set[str]] = field(default_factory=dict)  # sync topic -> source topics
     _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the groups job reads beside
 
     def use_topic_keys(self, topic_keys: TopicKeysOf) -> None:
@@ -200,7 +210,10 @@ class OffsetSyncsFeed(LroFeed):
             log.debug("bad offset sync in %s: %s", sync_topic, exc)
             return
         assert key is not None  # decode_offset_sync rejects a null key
-        flow = self.flows_by_topic[sync_topic]
+        flow = self._flow_of(sync_topic, sync.topic)
+        if flow is None:
+            self.ambiguous.setdefault(sync_topic, set()).add(sync.topic)
+            return
         if sync.partition >= _SLOTS:
             self._far[PartitionKey(flow.source, flow.target, sync.topic, sync.partition)] = sync.upstream_offset
             return
@@ -215,6 +228,18 @@ class OffsetSyncsFeed(LroFeed):
         if self._dating:
             self._stamp(syncs, sync.partition)
 
+    def _flow_of(self, sync_topic: str, topic: str) -> FlowSettings | None:
+        flows = self.sharing.get(sync_topic)
+        if not flows:
+            return self.flows_by_topic[sync_topic]
+        accepting = [flow for flow in flows if flow.should_replicate(topic)]
+        return accepting[0] if len(accepting) == 1 else None
+
+    def all_flows(self) -> Iterable[tuple[str, FlowSettings]]:
+        """(sync topic, flow) for every flow whose syncs this feed reads."""
+        for sync_topic, flow in self.flows_by_topic.items():
+            yield from ((sync_topic, f) for f in self.sharing.get(sync_topic, (flow,)))
+
     def _stamp(self, syncs: _TopicSyncs, partition: int) -> None:
         at = self.reader.batch_time_s if self.reader is not None else None
         if at is not None:
@@ -222,7 +247,7 @@ class OffsetSyncsFeed(LroFeed):
 
     def evidence_read(self) -> dict[FlowId, str | None]:
         reader = self.reader
-        return {} if reader is None else {flow.id: reader.unread(topic) for topic, flow in self.flows_by_topic.items()}
+        return {} if reader is None else {flow.id: reader.unread(topic) for topic, flow in self.all_flows()}
 
     def evidence_times(self) -> dict[PartitionKey, float]:
         """The first read's sync times, once (a restart reads the topic from its beginning, so
@@ -260,11 +285,13 @@ class OffsetSyncsFeed(LroFeed):
 
     def duplicates(self) -> tuple[DuplicateCount, ...]:
         """Per flow and topic with syncs (of those the poller lists, once it is given them; not
-        those another writer can feed too), the target records written more than once so far."""
+        those another writer can feed too, nor those of a transactional target, where syncs cannot
+        tell a duplicate from a marker), the target records written more than once so far."""
         listed = self.topic_keys
         return tuple(sorted(DuplicateCount(s.flow.source, s.flow.target, s.topic, s.duplicate_records)
                             for s in self._topics.values()
-                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)))
+                            if (listed is None or s.topic in listed(s.flow.id)) and not self._shared(s)
+                            and not s.flow.target_transactional))
 
     def _shared(self, syncs: _TopicSyncs) -> bool:
         writers = self.writers.get(syncs.flow.target)
@@ -272,27 +299,38 @@ class OffsetSyncsFeed(LroFeed):
 
     def health(self) -> FeedHealth | None:
         health = super().health()
-        return None if health is None else dataclasses.replace(health, duplicates=self.duplicates())
+        if health is None:
+            return None
+        off = tuple(FeedOff(tuple(str(f.id) for f in self.sharing[sync_topic]), tuple(sorted(topics)),
+                            f"the flows' offset syncs share {sync_topic} on {self.cluster_alias} and more than one "
+                            "of them copies topics of these names: no sync tells whose it is")
+                    for sync_topic, topics in sorted(self.ambiguous.items()))
+        return dataclasses.replace(health, duplicates=self.duplicates(), off=health.off + off)
 
     def forget(self, keys: Iterable[PartitionKey]) -> None:
         """Partitions that are gone: an LRO of the old log must never apply to a recreated one."""
         for key in keys:
             self._far.pop(key, None)
-            for sync_topic, flow in self.flows_by_topic.items():
+            for sync_topic, flow in self.all_flows():
                 syncs = self._topics.get((sync_topic, key.topic))
                 if flow.id == key.flow and syncs is not None and key.partition < len(syncs.offsets):
                     syncs.offsets[key.partition] = _NONE
 
 
 def offset_syncs_feeds(settings: Settings) -> list[OffsetSyncsFeed]:
-    """One feed per cluster that holds offset-syncs topics of the configured flows."""
-    by_cluster: dict[str, dict[str, FlowSettings]] = {}
+    """One feed per cluster that holds offset-syncs topics of the configured flows that emit them
+    (emit.offset-syncs.enabled); the writers of each remote topic count every flow, syncs or not."""
+    by_cluster: dict[str, dict[str, list[FlowSettings]]] = {}
     for flow in settings.flows:
+        if not flow.emit_offset_syncs:
+            continue
         cluster, topic = sync_topic_location(flow)
-        by_cluster.setdefault(cluster, {})[topic] = flow
+        by_cluster.setdefault(cluster, {}).setdefault(topic, []).append(flow)
     writers = {target: RemoteWriters(target, settings.flows) for target in {flow.target for flow in settings.flows}}
     return [
-        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]), flows_by_topic, settings.request_timeout_s,
-                        writers=writers)
-        for alias, flows_by_topic in by_cluster.items()
+        OffsetSyncsFeed(alias, assign_only_consumer(settings.clusters[alias]),
+                        {topic: flows[0] for topic, flows in by_topic.items()}, settings.request_timeout_s,
+                        writers=writers,
+                        sharing={topic: tuple(flows) for topic, flows in by_topic.items() if len(flows) > 1})
+        for alias, by_topic in by_cluster.items()
     ]

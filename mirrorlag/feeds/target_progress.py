@@ -206,11 +206,15 @@ class TargetProgressFeed(LroFeed):
 
 
 def target_progress_feeds(settings: Settings, sync_feeds: Sequence[OffsetSyncsFeed]) -> list[TargetProgressFeed]:
-    """One feed per target cluster of the configured flows, translating through `sync_feeds`."""
-    syncs = {flow.id: feed for feed in sync_feeds for flow in feed.flows_by_topic.values()}
+    """One feed per target cluster of the configured flows, translating through `sync_feeds` (the
+    flows they hold syncs of). Who writes each remote topic counts every flow of `settings`, with
+    syncs or without: a flow MM2 writes no syncs for still copies into its remote topics."""
+    syncs = {flow.id: feed for feed in sync_feeds for _, flow in feed.all_flows()}
     feeds = []
     for target in dict.fromkeys(flow.target for flow in settings.flows):
         flows = [flow for flow in settings.flows if flow.target == target and flow.id in syncs]
+        if not flows:
+            continue  # no syncs to translate through (feeds.off says why)
         on = [flow for flow in flows if not flow.target_transactional]
         off = tuple(FeedOff((str(flow.id),), (), f"{target}.exactly.once.source.support = enabled (transaction "
                             "markers take target offsets)") for flow in flows if flow.target_transactional)

@@ -134,3 +134,20 @@ def test_flush_interval_per_target(tmp_path: Path) -> None:
                     "A.offset.flush.interval.ms = 2000\n")  # the source's worker is not this flow's
     s = load(tmp_path, text)
     assert {f.id: f.offset_flush_interval_s for f in s.flows} == {AB: 5.0, AC: 60.0}
+
+
+def test_syncs_refused_by_mm2_is_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The real MM2 (3.9.2, 4.3.1) runs no MirrorSourceConnector for A->B when emit.offset-syncs
+    is false while an offset-syncs.topic.* key reaches the flow (tests/apache/test_mm2_topologies.py):
+    the sidecar says why that flow copies nothing."""
+    text = THREE + ("offset-syncs.topic.replication.factor = 1\n"
+                    "A->B.emit.offset-syncs.enabled = false\n"
+                    "A->C.offset-syncs.topic.location = target\n")
+    with caplog.at_level(logging.WARNING):
+        load(tmp_path, text)
+    refused = [r.getMessage() for r in caplog.records if "refuses" in r.getMessage()]
+    assert len(refused) == 1 and "A->B" in refused[0] and "offset-syncs.topic.replication.factor" in refused[0], refused
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # per flow, for the flows with syncs: no clash
+        load(tmp_path, THREE + "A->C.offset-syncs.topic.replication.factor = 1\nA->B.emit.offset-syncs.enabled = false\n")
+    assert not [r for r in caplog.records if "refuses" in r.getMessage()]

@@ -174,3 +174,19 @@ def test_no_duplicate_count_where_another_writer_can_feed_the_remote_topic():
     for topic, u, d in (("orders", 0, 0), ("orders", 10, 30), ("clicks", 0, 0), ("clicks", 10, 12)):
         feed._apply("syncs", *encode_offset_sync(OffsetSync(topic, 0, u, d)))
     assert feed.duplicates() == (DuplicateCount("src", "dst", "clicks", 2),)
+
+
+def test_a_transactional_target_counts_no_duplicates():
+    """With exactly.once.source.support = enabled each transaction's commit marker takes a target
+    offset, so consecutive syncs show D' - D > U' - U with nothing written twice (the real MM2
+    did: one per transaction, tests/apache/test_mm2_transactions.py): no count, no flag, and no
+    duplicate series for the flow."""
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy(), target_transactional=True)
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 0, 0, 0)))
+    feed.evidence_times()
+    for upstream, downstream in ((6, 7), (13, 15), (20, 23)):  # 7 records and a marker a transaction
+        feed._apply("syncs", *encode_offset_sync(OffsetSync("orders", 0, upstream, downstream)))
+    syncs = feed._topics["syncs", "orders"]
+    assert (syncs.duplicate_records, list(syncs.duplicated)) == (0, [0])
+    assert feed.duplicates() == ()
