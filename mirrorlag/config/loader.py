@@ -26,6 +26,7 @@ from mirrorlag.config.near_miss import warn_near_misses
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
     DEFAULT_TOPICS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE_4,
     LRO_FEEDS,
     ClusterSettings,
     EngineParams,
@@ -139,6 +140,17 @@ def _consumer_isolation(text: str) -> str:
 def _isolation_override(text: str) -> str | None:
     # Blank means unset: every flow reads at MM2's own level.
     return _choice(*_ISOLATION_LEVELS)(text) if text.strip() else None
+
+
+def _mm2_version(text: str) -> tuple[int, int] | None:
+    """`4.3.1`, `3.9` or blank (unset): the MirrorMaker 2 beside the sidecar, major and minor."""
+    value = text.strip()
+    if not value:
+        return None
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", value)
+    if match is None:
+        raise _Bad("a Kafka version such as 3.9.2 or 4.3.1")
+    return int(match[1]), int(match[2])
 
 
 def _separator(text: str) -> str:
@@ -313,6 +325,9 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.http.listener": (_listener, "0.0.0.0:9464"),
     "mirrorlag.http.web.config.file": (_optional_path, ""),  # blank: plain HTTP, no auth
     "mirrorlag.leo.isolation.level": (_isolation_override, ""),  # blank: each flow at MM2's own level
+    # The MM2 version's defaults where 3.x and 4.x differ (topics.exclude, internal topics, the
+    # *.blacklist aliases); blank: 3.x's.
+    "mirrorlag.mm2.version": (_mm2_version, ""),
     "mirrorlag.leo.chunk.size": (_integer(1), "250"),
     "mirrorlag.request.timeout.ms": (_seconds(*_REQUEST_TIMEOUT_MS), "10000"),
     "mirrorlag.lro.feeds": (_feeds, ",".join(LRO_FEEDS)),
@@ -389,7 +404,8 @@ def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
     own = {key: _value(props.get(key), row) for key, row in GLOBAL_KEYS.items()}
     clusters = {alias: _cluster(alias, props, clusters_prop) for alias in aliases}
     override = props.get("mirrorlag.leo.isolation.level") if own["mirrorlag.leo.isolation.level"] else None
-    flows = tuple(_flow(props, s, t, override) for s, t in _flow_pairs(props, aliases, clusters_prop))
+    mm2_4 = (own["mirrorlag.mm2.version"] or (3, 9)) >= (4, 0)
+    flows = tuple(_flow(props, s, t, override, mm2_4) for s, t in _flow_pairs(props, aliases, clusters_prop))
     host, port = own["mirrorlag.http.listener"]
     return Settings(
         files=files,
@@ -529,7 +545,9 @@ def _flow_pairs(props: Props, aliases: list[str], clusters_prop: Prop) -> list[t
     return pairs
 
 
-def _flow(props: Props, source: str, target: str, isolation_override: Prop | None = None) -> FlowSettings:
+def _flow(props: Props, source: str, target: str, isolation_override: Prop | None = None,
+          mm2_4: bool = False) -> FlowSettings:
+    """One flow's settings as its MM2 reads them; `mm2_4`: MM2 4.0 or later (mirrorlag.mm2.version)."""
     def prop(key: str) -> Prop | None:
         return props.get(f"{source}->{target}.{key}") or props.get(key)
 
@@ -540,15 +558,22 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
     _warn_syncs_refused(prop("emit.offset-syncs.enabled"), props, source, target)
 
     # ConfigUtils.translateDeprecatedConfigs: topics.blacklist only counts if topics.exclude is
-    # unset at both levels (the flow's view merges them before translating).
-    exclude = prop("topics.exclude") or prop("topics.blacklist")
-    groups_exclude = prop("groups.exclude") or prop("groups.blacklist")  # the same translation
+    # unset at both levels (the flow's view merges them before translating); MM2 4.0 dropped both
+    # aliases and reads the exclude keys alone.
+    exclude = prop("topics.exclude") or (None if mm2_4 else prop("topics.blacklist"))
+    groups_exclude = prop("groups.exclude") or (None if mm2_4 else prop("groups.blacklist"))
+    exclude_row = (FLOW_KEYS["topics.exclude"][0], DEFAULT_TOPICS_EXCLUDE_4) if mm2_4 else FLOW_KEYS["topics.exclude"]
+    for alias in ("topics.blacklist", "groups.blacklist") if mm2_4 else ():
+        if (legacy := prop(alias)) is not None:
+            log.warning("%s: MirrorMaker 2 4.0+ ignores it (mirrorlag.mm2.version), and so does mirrorlag: use %s",
+                        _where(legacy), alias.replace("blacklist", "exclude"))
     checkpoint_interval = get("emit.checkpoints.interval.seconds")
     policy = ReplicationPolicy(
         separator=get("replication.policy.separator"),
         internal_separator_enabled=get("replication.policy.internal.topic.separator.enabled"),
         heartbeats_topic="heartbeats",
         identity=get("replication.policy.class"),
+        internal_suffixes=not mm2_4,
     )
     consumer_isolation, consumer_isolation_from = _mm2_isolation(props, source, target)
     isolation, isolation_from = consumer_isolation, consumer_isolation_from
@@ -564,7 +589,7 @@ def _flow(props: Props, source: str, target: str, isolation_override: Prop | Non
         source=source,
         target=target,
         topics_include=get("topics"),
-        topics_exclude=_value(exclude, FLOW_KEYS["topics.exclude"]),
+        topics_exclude=_value(exclude, exclude_row),
         policy=policy,
         offset_lag_max=get("offset.lag.max"),
         offset_syncs_topic_location=get("offset-syncs.topic.location"),

@@ -22,6 +22,9 @@ class ReplicationPolicy:
     internal_separator_enabled: bool = True
     heartbeats_topic: str = "heartbeats"
     identity: bool = False
+    # MM2 3.x counts any topic ending in -internal or .internal as internal; 4.0 counts only its
+    # own (mm2*.internal, *.checkpoints.internal) besides __* and .* (the real 4.0.0-4.3.1 jars).
+    internal_suffixes: bool = True
 
     def _keeps_name(self, topic: str) -> bool:
         return self.identity and not topic.endswith(self.heartbeats_topic)
@@ -73,7 +76,12 @@ class ReplicationPolicy:
         return f"{cluster_alias}{sep}checkpoints{sep}internal"
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
-        return topic.endswith(f"{self._internal_separator}internal")
+        sep = self._internal_separator
+        if self.internal_suffixes:  # 3.x: any name with the internal suffix
+            return topic.endswith(f"{sep}internal")
+        # 4.0+: MM2's own (mm2-offset-syncs, mm2-offsets, ...) and the checkpoints topics only
+        return (topic.startswith("mm2") and topic.endswith(f"{sep}internal")) or topic.endswith(
+            f"{sep}checkpoints{sep}internal")
 
     def is_internal_topic(self, topic: str) -> bool:
         """ReplicationPolicy.isInternalTopic: Kafka's own, Connect's and MM2's internal topics."""
@@ -81,8 +89,7 @@ class ReplicationPolicy:
             self.is_mm2_internal_topic(topic)
             or topic.startswith("__")
             or topic.startswith(".")
-            or topic.endswith("-internal")
-            or topic.endswith(".internal")
+            or (self.internal_suffixes and (topic.endswith("-internal") or topic.endswith(".internal")))
         )
 
     def is_heartbeats_topic(self, topic: str) -> bool:

@@ -15,8 +15,10 @@ from mirrorlag.config.group_filter import GROUPS_DEFAULT, GROUPS_EXCLUDE_DEFAULT
 from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.model import FlowId
 
-# MM2's DefaultTopicFilter default for `topics.exclude`.
+# MM2's DefaultTopicFilter default for `topics.exclude`: 3.x's, and from 4.0 on (the real 4.0.0 to
+# 4.3.1 jars), where topics ending in -internal or .internal other than MM2's own are copied.
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+DEFAULT_TOPICS_EXCLUDE_4 = r"mm2.*\.internal, .*\.replica, __.*"
 
 # Feeds a standalone sidecar reads: MM2's own topics, and the target's end offsets translated
 # through the offset syncs (target-progress needs offset-syncs). The callback feed is in-process.

@@ -351,6 +351,26 @@ def test_topics_exclude_beats_blacklist_at_any_level(tmp_path: Path) -> None:
     assert flow.topics_exclude.fullmatch("x1") and not flow.topics_exclude.fullmatch("y1")
 
 
+def test_mm2_4_defaults_copy_internal_suffixed_topics_and_drop_the_blacklist_aliases(tmp_path: Path, caplog) -> None:
+    """MM2 4.0 (the real 4.0.0 to 4.3.1 jars): topics.exclude's default is `mm2.*\\.internal,
+    .*\\.replica, __.*`, a topic ending in -internal or .internal is no longer internal, and
+    topics.blacklist / groups.blacklist are no longer read. Unset, 3.x's rules hold."""
+    three = load(tmp_path, BASE).flows[0]
+    assert not three.should_replicate("audit-internal") and not three.should_replicate("audit.internal")
+    four = load(tmp_path, BASE + "mirrorlag.mm2.version = 4.3.1\n").flows[0]
+    assert four.should_replicate("audit-internal") and four.should_replicate("audit.internal")
+    for internal in ("mm2-offset-syncs.B.internal", "mm2-offsets.A.internal", "__consumer_offsets", "x.replica"):
+        assert not four.should_replicate(internal), internal
+    assert load(tmp_path, BASE + "mirrorlag.mm2.version = 3.9\n").flows[0].topics_exclude.pattern == \
+        three.topics_exclude.pattern
+    with caplog.at_level("WARNING"):
+        legacy = load(tmp_path, BASE + "mirrorlag.mm2.version = 4.0\ntopics.blacklist = secret.*\n").flows[0]
+    assert legacy.should_replicate("secret1")
+    assert "topics.blacklist at" in caplog.text and "use topics.exclude" in caplog.text
+    err = load_error(tmp_path, BASE + "mirrorlag.mm2.version = four\n")
+    assert "a Kafka version such as 3.9.2 or 4.3.1" in assert_at(err, f0(tmp_path), NEXT, "mirrorlag.mm2.version")
+
+
 @pytest.mark.parametrize(
     ("value", "identity"),
     [
