@@ -106,7 +106,7 @@ class ProbeStats:
 def answer(finding: Finding, leo: int) -> Any:
     """What `finding` (from a start at or below from_offset, valid for it) says of
     `[from_offset, leo)`: a timestamp, None (no data record), or _MISS."""
-    offset, ts = finding
+    offset, ts = finding[0], finding[1]
     if ts is None:
         return None if leo <= offset else _MISS
     return ts if offset < leo else None
@@ -414,9 +414,6 @@ class KafkaFetcher:
         does not answer must not hold up the chunks after it). Whether any partition answered."""
         failures = self.failures
         open_: dict[TopicPart, int] = dict(starts)
-        # Answered partitions whose run of data records may still grow: the offset that extends
-        # it (a message already received; nothing is fetched for it).
-        runs: dict[TopicPart, int] = {}
         paused: list[TopicPartition] = []
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
         assigned_at = progress_at = time.monotonic()
@@ -441,11 +438,12 @@ class KafkaFetcher:
                     tp = (topic, message.partition())
                     start = open_.get(tp)
                     if start is None:  # answered already, or not a partition's event
-                        if (run := runs.get(tp)) is not None:
-                            if message.error() is None and message.offset() == run:
-                                runs[tp] = run + 1
-                            else:  # a gap (a marker, an aborted record, compaction) or the end
-                                found[tp] = (*found[tp][:2], runs.pop(tp))  # type: ignore[assignment]
+                        # A record received already, right after the run proved so far, extends
+                        # it: records come in offset order, so after a gap (a marker, an aborted
+                        # record, compaction) none is ever at the run's end again.
+                        f = found.get(tp)
+                        if f is not None and len(f) > 2 and message.error() is None and message.offset() == f[2]:
+                            found[tp] = (f[0], f[1], f[2] + 1)  # type: ignore[misc]
                         continue
                     error = message.error()
                     if error is None:
@@ -453,8 +451,8 @@ class KafkaFetcher:
                         if offset < start:  # left over from an earlier assignment
                             continue
                         kind, ms = message.timestamp()
-                        found[tp] = (offset, ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else math.nan)
-                        runs[tp] = offset + 1
+                        found[tp] = (offset, ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else math.nan,
+                                     offset + 1)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         found[tp] = (max(message.offset(), start), None)
                     else:  # out of range, unknown partition, not authorized: unanswered
@@ -467,8 +465,6 @@ class KafkaFetcher:
                     consumer.pause(done)  # answered: no more fetches for them this call
                     paused += done
         finally:
-            for tp, run in runs.items():
-                found[tp] = (*found[tp][:2], run)  # type: ignore[assignment]
             if paused:  # a pause outlives unassign(): the next assign of them would never fetch
                 consumer.resume(paused)
             consumer.unassign()

@@ -323,3 +323,49 @@ def test_deletion_in_steps_counts_each_offset_once_as_lost_or_unverified() -> No
         assert (r.records_lost, r.records_lost_unverified) == (lost, unverified), start
         assert e.records_lost_total.get(FlowId("A", "B"), 0) == lost
         assert e.records_lost_unverified_total.get(FlowId("A", "B"), 0) == unverified
+
+
+# --- the probe's proof: the run of data records its fetch received ---
+
+
+class RunFetcher:
+    """A source fetch that received, from each start, the records at `data` (offsets of data
+    records, in order) up to `received`: (first, its time, the end of the run from it)."""
+
+    def __init__(self, data: list[int], received: int) -> None:
+        self.data, self.received, self.calls = data, received, 0
+
+    def fetch(self, starts, timeout_s):
+        self.calls += 1
+        out = {}
+        for tp, start in starts.items():
+            got = [o for o in self.data if start <= o < self.received]
+            run = got[0] + 1
+            for o in got[1:]:
+                if o != run:
+                    break  # a gap: a marker (or an aborted record, or compaction)
+                run += 1
+            out[tp] = (got[0], 1_000.0 + got[0], run)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_probe_hands_out_the_run_it_proved_and_remembers_it() -> None:
+    from mirrorlag.kafka.probe import SourceProbe
+
+    k = PartitionKey("A", "B", "orders", 0)
+    # LRO 4: data 5..17, the commit marker at 18, data 19..23 (the real Kafka's log).
+    fetcher = RunFetcher([*range(5, 18), *range(19, 24)], received=24)
+    probe = SourceProbe(None, fetcher=fetcher)
+    for leo in (24, 30):  # the second from the cache: a later LEO changes nothing proved
+        first, runs = {}, {}
+        assert probe.probe([(k, 5, leo)], first, runs) == {k: 1_005.0}
+        assert (first, runs, fetcher.calls) == ({k: 5}, {k: 18}, 1)
+    # A fetcher that says only where data starts proves that one record.
+    legacy = SourceProbe(None, fetcher=type("Legacy", (), {"fetch": lambda self, s, t: {tp: (7, 1.0) for tp in s},
+                                                           "close": lambda self: None})())
+    first, runs = {}, {}
+    legacy.probe([(k, 5, 24)], first, runs)
+    assert (first, runs) == ({k: 7}, {k: 8})
