@@ -212,6 +212,10 @@ class PollObservation:
     # authorized, deferred by its per-poll bound, a timeout, data deleted): where their time lag
     # needed that answer, it is a flagged lower bound (DESIGN §3).
     unprobed: Collection[PartitionKey] = frozenset()
+    # Where the probe proved more than the first data record: the end r of the run of data records
+    # it received from it, every offset in [first_data, r) a data record (lost when deleted
+    # uncopied). A key with first_data and none here: r = first_data + 1.
+    data_to: Mapping[PartitionKey, int] = field(default_factory=dict)
 
     def resolution(self, feed: str | None, flow: FlowId) -> float:
         """How often `feed`'s evidence of `flow` can move at most (s; 0: at every poll)."""

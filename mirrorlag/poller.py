@@ -266,8 +266,9 @@ class Poller:
             lros = self.cache.fill(LOG_START, owed, now)
         sizes = {flow: mean for flow, t in self.trackers.items() if (mean := t.mean_record_bytes()) is not None}
         first_data: dict[PartitionKey, int] = {}
+        data_to: dict[PartitionKey, int] = {}
         unprobed: set[PartitionKey] = set()
-        probed = self._probe(leos, rows, lros, first_data, unprobed)
+        probed = self._probe(leos, rows, lros, first_data, unprobed, data_to)
         if owed and (dates := {key: at for key in owed if isinstance(at := probed.get(key), float)}):
             # Owed since its oldest record was appended: the mirror has not moved since (a mirror
             # that never copied a partition an hour old reads STALLED at its first look).
@@ -275,7 +276,7 @@ class Poller:
         self._previous_poll = now
         snapshot = self.engine.update(PollObservation(leo_at, now, leos, lros, log_starts, sizes,
                                                       frozenset(new_logs), self._resolution, probed, first_data,
-                                                      unprobed))
+                                                      unprobed, data_to))
         cols = snapshot.columns
         gone = [cols.keys[i] for i in np.flatnonzero(cols.state == _GONE).tolist()]
         self._forget(gone)
@@ -369,14 +370,16 @@ class Poller:
 
     def _probe(self, leos: Mapping[PartitionKey, int | None], keys: Sequence[PartitionKey], lros: LroTable,
                first_data: dict[PartitionKey, int] | None = None,
-               unprobed: set[PartitionKey] | None = None) -> dict[PartitionKey, float | None]:
+               unprobed: set[PartitionKey] | None = None,
+               data_to: dict[PartitionKey, int] | None = None) -> dict[PartitionKey, float | None]:
         """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at its first LRO (a mirror that stalled before the sidecar started,
         or before its evidence was read). `keys` are `leos`'s, in order. The probe remembers its
         answers, so a partition that stays put costs no fetch. `first_data` gets the offset of
-        the first data record where the probe found one, and `unprobed` the partitions asked that
-        it did not answer (their time lag may be a lower bound)."""
+        the first data record where the probe found one, `data_to` the end of the run of data records
+        it proved from there, and `unprobed` the partitions asked that it did not answer (their
+        time lag may be a lower bound)."""
         if not len(lros):
             return {}
         has_r, off, changed, _, _, _ = lros.aligned(keys)
@@ -404,7 +407,8 @@ class Poller:
             probe = self._probes.get((alias, level))
             if probe is None:
                 probe = self._probes[alias, level] = SourceProbe.for_cluster(self.settings.clusters[alias], level)
-            answered = probe.probe(requests, first_data)
+            answered = probe.probe(requests, first_data, data_to) if data_to is not None else \
+                probe.probe(requests, first_data)
             found.update(answered)  # type: ignore[arg-type]
             if unprobed is not None and len(answered) < len(requests):
                 unprobed.update(key for key, _, _ in requests if key not in answered)

@@ -16,7 +16,7 @@ import numpy as np
 
 # The per-partition fields, by type (a new partition: 0, False, NaN for the optional floats).
 INTS = ("prev_leo", "lro_seen", "rewind_mark", "la_x", "lb_x", "ca_x", "cb_x", "log_start", "sa_x", "sb_x",
-        "lost_through", "f_leo0", "f_tick0", "data_from")
+        "lost_through", "f_leo0", "f_tick0", "data_from", "data_to")
 OPTIONAL_INTS = ("prev_leo", "lro_seen", "rewind_mark", "log_start", "data_from")  # each with a has_<name> mask
 FLOATS = ("prev_t", "last_caught_up", "first_seen_t", "la_t", "lb_t", "ca_t", "cb_t", "ls_rate", "sa_t", "sb_t")
 OPTIONAL_FLOATS = ("last_caught_up", "first_seen_t", "lb_t", "ls_rate")  # NaN: unknown
@@ -52,7 +52,8 @@ class PartitionColumns:
     - rewinds: lro_seen (the last LRO on this log), rewind_mark (the LRO before a step back);
     - rates: la/lb (the LEO's two checkpoints), ca/cb (the LRO's), each an offset _x and time _t;
     - retention: log_start, its rate ls_rate and checkpoints sa/sb, lost_through, data_from (the
-      offset of the first data record at or after LRO + 1, where the source probe proved one);
+      offset of the first data record at or after LRO + 1, where the source probe proved one)
+      and data_to (every offset in [data_from, data_to) proved a data record);
     - freshness: the table t_leo/t_tick (offsets from f_leo0/f_tick0, stored by point slot:
       `table_planes`), f_count points in use;
     - the record-lag window: w_* per sample (start, count, min, max, sum), w_cur, w_created, and

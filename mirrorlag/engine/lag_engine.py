@@ -155,7 +155,12 @@ class LagEngine:
                                        f.mean_bytes[np.concatenate([fl, flow[z]])])
         proof_rows, proof_at = by_row(obs.first_data, keys)
         proof = ordinary[proof_rows]  # about this log's LRO + 1
-        retention.prove_data(c, proof_rows[proof], proof_at[proof])
+        proof_rows, proof_at = proof_rows[proof], proof_at[proof]
+        proof_to = proof_at + 1  # the first data record alone, where no run was proved
+        if obs.data_to and proof_rows.size:
+            ran, run_to = leo_column(list(map(obs.data_to.get, map(keys.__getitem__, proof_rows.tolist()))))
+            proof_to = np.where(ran & (run_to > proof_at), run_to, proof_to)
+        retention.prove_data(c, proof_rows, proof_at, proof_to)
         head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
         self._count(self.records_lost_unverified_total, fl, head.newly_unverified)

@@ -6,11 +6,14 @@ known value between reads. Retention deletes whole segments, so the log start mo
 rate is measured with two checkpoints (as rates.py does) over a span at least as long as the
 horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
 
-Lost means data (DESIGN §3): deleted offsets `[LRO + 1, log start)` are lost records only from
-the first data record the source probe proved at or after LRO + 1 (`data_from`); offsets below
-it are transaction markers (or aborted records), never lost; where no probe proved where data
-starts (the probe's memory is gone after a restart, and a fetch below the log start fails) they
-are unverified: counted apart, and neither AT_RISK nor a critical alert rests on them.
+Lost means data (DESIGN §3): of the deleted offsets `[LRO + 1, log start)`, lost records are
+only those the source probe proved data records: `[data_from, data_to)`, the first data record
+it found at or after LRO + 1 and the records it received right after it, consecutive (a gap may
+be a commit marker, an aborted record or compaction: from there on nothing is proved). Offsets
+below data_from are no data (the probe read past them: transaction markers, aborted records),
+neither lost nor unverified. The other deleted offsets, past data_to or where no probe proved
+anything (its memory is gone after a restart, and a fetch below the log start fails), are
+unverified: counted apart, and neither AT_RISK nor a critical alert rests on them.
 """
 
 from __future__ import annotations
@@ -68,16 +71,18 @@ class Headroom:
     known: np.ndarray  # the log start is known (room and lost are)
     room_s: np.ndarray  # seconds until it deletes an uncopied record
     room_s_known: np.ndarray  # in sight: the log start advances faster than the mirror copies
-    lost: np.ndarray  # records deleted before they were copied, proved data (from data_from on)
+    lost: np.ndarray  # records deleted before they were copied, proved data ([data_from, data_to))
     newly_lost: np.ndarray  # of them, those not counted before (each lost offset counts once)
-    unverified: np.ndarray  # deleted uncopied offsets whose kind no probe proved (maybe only markers)
+    unverified: np.ndarray  # deleted uncopied offsets whose kind no probe proved (maybe markers)
     newly_unverified: np.ndarray  # of them, those not counted before
     at_risk: np.ndarray
 
 
-def prove_data(c: PartitionColumns, rows: np.ndarray, first_data: np.ndarray) -> None:
-    """The source probe found the first data record at or after LRO + 1 of `rows` at `first_data`."""
+def prove_data(c: PartitionColumns, rows: np.ndarray, first_data: np.ndarray, data_to: np.ndarray) -> None:
+    """The source probe found the first data record at or after LRO + 1 of `rows` at `first_data`,
+    and every offset in [first_data, data_to) a data record (data_to > first_data)."""
     c.data_from[rows] = first_data
+    c.data_to[rows] = data_to
     c.has_data_from[rows] = True
 
 
@@ -90,17 +95,23 @@ def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: n
     start = c.log_start[r]
     lost = start - next_offset
     gone = known & (lost > 0) & (lag > 0)  # offsets deleted uncopied, of whatever kind
-    # A proof for an earlier LRO + 1 holds while the LRO has not passed the record it found.
-    proved = c.has_data_from[r] & (c.data_from[r] >= next_offset)
-    c.has_data_from[r[c.has_data_from[r] & ~proved]] = False
-    data = np.where(proved, c.data_from[r], next_offset)  # where the deleted data would start
+    # A proof for an earlier LRO + 1 holds while the LRO has not passed its run: an LRO + 1
+    # inside the run starts the proved data there.
+    had = c.has_data_from[r]
+    proved = had & (c.data_to[r] > next_offset)
+    c.has_data_from[r[had & ~proved]] = False
+    c.data_from[r[proved]] = np.maximum(c.data_from[r[proved]], next_offset[proved])
+    data = np.where(proved, c.data_from[r], next_offset)  # [data, data_end): proved data records
+    data_end = np.where(proved, c.data_to[r], next_offset)  # past it the kind is unknown
     deleted = gone & proved & (start > data)  # proved: at least the record at data_from is gone
-    unverified = gone & ~proved
     counted = c.lost_through[r]
     newly = gone & (start > counted)
     since = np.maximum(next_offset, counted)
-    newly_lost = np.where(newly & deleted, start - np.maximum(since, data), 0)
-    newly_unverified = np.where(newly & unverified, start - since, 0)
+    # Each deleted offset counts once: lost inside [data, data_end), unverified past data_end
+    # (from next_offset where nothing is proved), neither below data (no data).
+    newly_lost = np.where(newly & deleted, np.minimum(start, data_end) - np.maximum(since, data), 0)
+    newly_lost = np.maximum(newly_lost, 0)
+    newly_unverified = np.where(newly, np.maximum(start - np.maximum(since, data_end), 0), 0)
     c.lost_through[r[newly]] = start[newly]
     room = np.maximum(-lost, 0)
     rate = c.ls_rate[r]
@@ -108,5 +119,6 @@ def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: n
     in_sight = known & ~deleted & (lag > 0) & ~np.isnan(rate) & (rate > 0.0) & (closing > 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         room_s = np.where(deleted, 0.0, room / closing)
-    return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, start - data, 0), newly_lost,
-                    np.where(unverified, lost, 0), newly_unverified, deleted | (in_sight & (room_s < warn_s)))
+    return Headroom(room, known, room_s, deleted | in_sight, np.where(deleted, np.minimum(start, data_end) - data, 0),
+                    newly_lost, np.where(gone, np.maximum(start - data_end, 0), 0), newly_unverified,
+                    deleted | (in_sight & (room_s < warn_s)))

@@ -15,7 +15,10 @@ limit, timeout, broker error, a data record without a timestamp): never an excep
 What one fetch learns is a fact about the log that no later append changes, and it answers every
 LEO, not only the one asked with: "the first data record at or after `from_offset` is at offset
 o, appended at ts" answers any `leo` (ts when o < leo, else None), and "no data record in
-`[from_offset, e)`" answers any `leo <= e`. So the cache is keyed by `(topic, partition,
+`[from_offset, e)`" answers any `leo <= e`. The records a fetch already received past o prove
+more at no cost: offsets o, o + 1, ..., r - 1 all handed over, no gap, are all data records (a
+gap is a control record, an aborted record under read_committed, or compaction), which is what
+retention's "lost means data" counts (DESIGN §3). So the cache is keyed by `(topic, partition,
 from_offset)`: a stalled mirror (LRO fixed, LEO growing) costs one fetch, not one per poll. A
 topic deleted and created again starts a new log at the same offsets: `forget(topics)` drops what
 was learnt about the old one.
@@ -47,10 +50,12 @@ log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
 # What a fetch learnt about one partition from its start offset s:
-#   (o, ts): the first data record at or after s is at offset o, appended at ts (seconds; NaN when
-#            the record carries no timestamp);
+#   (o, ts, r): the first data record at or after s is at offset o, appended at ts (seconds; NaN
+#            when the record carries no timestamp), and every offset in [o, r) is a data record
+#            (those the fetch received, consecutive from o; r = o + 1 when it saw only o; a
+#            finding of two items says no more than that);
 #   (e, None): no data record in [s, e) (e: where the partition's end was reached).
-Finding = tuple[int, float | None]
+Finding = tuple[int, float | None] | tuple[int, float, int]
 Request = tuple[Any, int, int]  # (the caller's key, from_offset, leo)
 
 # Partitions one call fetches at most. One consumer fetches them all at once (a Fetch request
@@ -101,10 +106,15 @@ class ProbeStats:
 def answer(finding: Finding, leo: int) -> Any:
     """What `finding` (from a start at or below from_offset, valid for it) says of
     `[from_offset, leo)`: a timestamp, None (no data record), or _MISS."""
-    offset, ts = finding
+    offset, ts = finding[0], finding[1]
     if ts is None:
         return None if leo <= offset else _MISS
     return ts if offset < leo else None
+
+
+def data_end(finding: Finding) -> int:
+    """The end of the run of data records a data finding proved from its first one."""
+    return finding[2] if len(finding) > 2 else finding[0] + 1  # type: ignore[misc]
 
 
 def covers(finding: Finding, start: int, from_offset: int) -> bool:
@@ -149,12 +159,13 @@ class SourceProbe:
         with refused_config(cluster):
             return cls(cluster.client, isolation, cluster=cluster.alias, **kwargs)
 
-    def probe(self, requests: Iterable[Request], offsets: dict[Hashable, int] | None = None
-              ) -> dict[Hashable, float | None]:
+    def probe(self, requests: Iterable[Request], offsets: dict[Hashable, int] | None = None,
+              runs: dict[Hashable, int] | None = None) -> dict[Hashable, float | None]:
         """Per key answered: the timestamp (s) of the first data record in [from_offset, leo),
         or None when that range holds none (caught up). Keys left out are unknown this call.
         `offsets`, when given, gets per key whose range holds a data record that record's offset
-        (what retention deletes below it is no data: DESIGN §3, "Lost means data")."""
+        (what retention deletes below it is no data: DESIGN §3, "Lost means data"), and `runs`
+        the end r of the run of data records proved from it: every offset in [that, r) is one."""
         out: dict[Hashable, float | None] = {}
         stats = self.stats
         cache = self._cache
@@ -169,7 +180,7 @@ class SourceProbe:
             finding = cache.get((topic, partition, from_offset))
             if finding is not None and (result := answer(finding, leo)) is not _MISS:
                 cached += 1
-                self._answer(key, finding, result, out, offsets)
+                self._answer(key, finding, result, out, offsets, runs)
                 continue
             misses.setdefault((topic, partition), []).append(request)
         if cached:
@@ -226,7 +237,7 @@ class SourceProbe:
                     stats.count(OUT_OF_RANGE)
                 else:
                     stats.count(ANSWERED)
-                    self._answer(key, finding, result, out, offsets)
+                    self._answer(key, finding, result, out, offsets, runs)
         if unreached:  # first in line next call: partitions tried and failed go behind them
             self._waiting = {**unreached, **self._waiting}
         self._say_denied(denied)
@@ -234,9 +245,11 @@ class SourceProbe:
 
     @staticmethod
     def _answer(key: Hashable, finding: Finding, result: Any, out: dict[Hashable, float | None],
-                offsets: dict[Hashable, int] | None) -> None:
+                offsets: dict[Hashable, int] | None, runs: dict[Hashable, int] | None) -> None:
         if result is not None and offsets is not None:
             offsets[key] = finding[0]  # a data record, with or without a timestamp
+            if runs is not None:
+                runs[key] = data_end(finding)
         if result == result:  # not NaN (a data record without a timestamp: its time unknown)
             out[key] = result
 
@@ -425,6 +438,12 @@ class KafkaFetcher:
                     tp = (topic, message.partition())
                     start = open_.get(tp)
                     if start is None:  # answered already, or not a partition's event
+                        # A record received already, right after the run proved so far, extends
+                        # it: records come in offset order, so after a gap (a marker, an aborted
+                        # record, compaction) none is ever at the run's end again.
+                        f = found.get(tp)
+                        if f is not None and len(f) > 2 and message.error() is None and message.offset() == f[2]:
+                            found[tp] = (f[0], f[1], f[2] + 1)  # type: ignore[misc]
                         continue
                     error = message.error()
                     if error is None:
@@ -432,7 +451,8 @@ class KafkaFetcher:
                         if offset < start:  # left over from an earlier assignment
                             continue
                         kind, ms = message.timestamp()
-                        found[tp] = (offset, ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else math.nan)
+                        found[tp] = (offset, ms / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else math.nan,
+                                     offset + 1)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         found[tp] = (max(message.offset(), start), None)
                     else:  # out of range, unknown partition, not authorized: unanswered

@@ -15,7 +15,7 @@ from mirrorlag.config.settings import EngineParams
 from mirrorlag.model import FlowId, LroReading, PartitionKey, PartitionRow, PollObservation, Snapshot, State
 from tests.oracle import freshness
 from tests.oracle.rates import RatePair, WindowRate, catch_up_s
-from tests.oracle.retention import headroom_records, headroom_s, log_start_window_s, newly_lost, records_lost
+from tests.oracle.retention import headroom_records, headroom_s, log_start_window_s, records_lost, split_deleted
 from tests.oracle.sampled_stat import WindowedLagStat
 
 
@@ -67,6 +67,7 @@ class _Partition:
     ls_rate: float | None = None
     lost_through: int = 0  # lost offsets below this were counted
     data_from: int | None = None  # the first data record at or after LRO + 1, where a probe proved it
+    data_to: int | None = None  # every offset in [data_from, data_to) a data record (the probe's run)
     # What proves a time lag counted from the first look: 0 nothing asked, 1 the probe asked to
     # date record LRO + 1 has not answered on this log, 2 it answered.
     proof: int = 0
@@ -92,7 +93,7 @@ class _Partition:
         freshness.clear(self.table)
         self.rates = None
         self.lost_through = 0
-        self.data_from = None
+        self.data_from = self.data_to = None
         self.ls_rate = None
         if read_now:
             self.log_start_rate = WindowRate(self.log_start, t)
@@ -269,33 +270,37 @@ class LagEngine:
         catch_up = catch_up_s(lag, copy_rate, append_rate)
         byte_lag = None if fl.mean_bytes is None else round(lag * fl.mean_bytes)
 
-        # Retention. Lost means data: deleted offsets count as lost records from the first data
-        # record a probe proved at or after LRO + 1; below it they are markers (never lost); with
-        # no proof, unverified (counted apart, no AT_RISK from them).
+        # Retention. Lost means data: deleted offsets count as lost records where a probe proved
+        # them data records (the first at or after LRO + 1 and the run received after it); below
+        # it they are markers (never lost); past the run or with no proof, unverified (counted
+        # apart, no AT_RISK from them).
         if key in obs.first_data:
             part.data_from = obs.first_data[key]
-        if part.data_from is not None and part.data_from < nxt:  # the LRO passed it: no longer a proof
-            part.data_from = None
+            run_to = obs.data_to.get(key)
+            part.data_to = run_to if run_to is not None and run_to > part.data_from else part.data_from + 1
+        if part.data_from is not None and part.data_to is not None:
+            if part.data_to <= nxt:  # the LRO passed the run: no longer a proof
+                part.data_from = part.data_to = None
+            elif part.data_from < nxt:  # the LRO inside the run: the rest of it is still data
+                part.data_from = nxt
         if part.log_start is None:
             room = room_s = lost = unverified = None
             at_risk = False
         else:
             # Caught up: retention can only delete records already copied.
             gone = records_lost(part.log_start, nxt) if lag else 0
-            data = nxt if part.data_from is None else part.data_from
-            lost = records_lost(part.log_start, data) if gone and part.data_from is not None else 0
-            unverified = gone if part.data_from is None else 0
+            lost, unverified = split_deleted(nxt, part.log_start, nxt, part.data_from, part.data_to) if gone else (0, 0)
             room = headroom_records(part.log_start, nxt)
             room_s = headroom_s(room, lost, part.ls_rate, copy_rate) if lag else None
             at_risk = lost > 0 or (room_s is not None and room_s < fl.p.retention_warn_s)
             if gone > 0:  # each deleted offset is counted once, as lost or as unverified
                 since = max(nxt, part.lost_through)
-                counted = newly_lost(part.lost_through, max(nxt, data), part.log_start) if lost else 0
+                counted, unseen = split_deleted(since, part.log_start, nxt, part.data_from, part.data_to)
                 if counted:
                     self.records_lost_total[key.flow] = self.records_lost_total.get(key.flow, 0) + counted
-                if unverified and part.log_start > since:
+                if unseen:
                     total = self.records_lost_unverified_total
-                    total[key.flow] = total.get(key.flow, 0) + part.log_start - since
+                    total[key.flow] = total.get(key.flow, 0) + unseen
                 part.lost_through = max(part.lost_through, part.log_start)
 
         # State: out of sync past max plus the resolution of the winning feed's evidence.

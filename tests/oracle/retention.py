@@ -6,6 +6,11 @@ known value between reads. Retention deletes whole segments, so the log start mo
 engine measures its rate (a `rates.WindowRate`) over `log_start_window_s`, at least as long as
 the horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
 
+Lost means data (DESIGN §3): of the deleted uncopied offsets, lost records are those a source
+probe proved data records, `[data_from, data_to)` (the first data record at or after LRO + 1 and
+the run of records received right after it, no gap); offsets below data_from are no data (never
+counted); the rest are unverified, counted apart.
+
 Pure arithmetic; the engine keeps the per-partition state (and inlines the hot parts).
 """
 
@@ -51,3 +56,14 @@ def newly_lost(counted_through: int, next_offset: int, through: int) -> int:
     many polls see it (the caller then moves counted_through up to `through`)."""
     since = next_offset if next_offset > counted_through else counted_through
     return through - since if through > since else 0
+
+
+def split_deleted(since: int, log_start: int, next_offset: int, data_from: int | None,
+                  data_to: int | None) -> tuple[int, int]:
+    """Deleted uncopied offsets [since, log_start) (since >= next_offset = LRO + 1) as (lost,
+    unverified): lost inside the proved data [data_from, data_to), unverified past it (or all of
+    them where no probe proved anything), neither below data_from."""
+    if data_from is None or data_to is None:
+        return 0, max(log_start - since, 0)
+    lost = min(log_start, data_to) - max(since, data_from)
+    return max(lost, 0), max(log_start - max(since, data_to), 0)

@@ -178,13 +178,15 @@ class SourceLog:
                 blocked = max(blocked, ends_at.get(o, -INF))
                 vis.append(max(times[o], blocked))
             self.visible_times = vis  # non-decreasing: the LSO only moves forward
-        # next_data[o]: the first data record at or after o (n: none); data_before[o]: how many below o.
-        nxt, before = [n] * (n + 1), [0] * (n + 1)
+        # next_data[o]: the first data record at or after o (n: none); data_before[o]: how many below o;
+        # data_until[o]: the first offset at or after o that is no data record (n: none).
+        nxt, before, until = [n] * (n + 1), [0] * (n + 1), [n] * (n + 1)
         for o in range(n - 1, -1, -1):
             nxt[o] = o if self.is_data[o] else nxt[o + 1]
+            until[o] = until[o + 1] if self.is_data[o] else o
         for o in range(n):
             before[o + 1] = before[o] + self.is_data[o]
-        self.next_data, self.data_before = nxt, before
+        self.next_data, self.data_before, self.data_until = nxt, before, until
         deletes = [INF] * n
         if retention is not None:
             keep_n, keep_s, every = retention.keep_records, retention.keep_seconds, retention.check_interval
@@ -550,10 +552,12 @@ def run(
         readings: LroTable = cache.update(by_feed, now, None, written_at)
         probed: dict[PartitionKey, float | None] = {}
         first_data: dict[PartitionKey, int] = {}
+        data_to: dict[PartitionKey, int] = {}
         unprobed: set[PartitionKey] = set()
         if probe:
             fetcher.now = now
-            probed = Poller._probe(poller, leos, list(leos), readings, first_data, unprobed)  # type: ignore[arg-type]
+            probed = Poller._probe(poller, leos, list(leos), readings, first_data, unprobed,  # type: ignore[arg-type]
+                                   data_to)
             poller._previous_poll = now
         obs = PollObservation(
             leo_at=t,
@@ -565,6 +569,7 @@ def run(
             oldest_uncopied=probed,
             first_data=first_data,
             unprobed=unprobed,
+            data_to=data_to,
         )
         snap = engine.update(obs)
         rows = snap.by_key()
@@ -647,22 +652,29 @@ def run(
 class _LogFetcher:
     """The source as the probe's consumer reads it (SourceProbe's Fetcher), at `now`: from each
     start, the first record the isolation level hands over (offset, its timestamp: the append
-    time), else (where the end was reached, None). A start below the log start is
+    time, and the end of the run of data records received after it: at most `received` offsets
+    from the start, as a fetch's bytes bound it, up to the end and the first offset that is no
+    data record), else (where the end was reached, None). A start below the log start is
     OFFSET_OUT_OF_RANGE (auto.offset.reset=error): unanswered."""
 
-    def __init__(self, logs: dict[tuple[str, int], SourceLog]) -> None:
+    def __init__(self, logs: dict[tuple[str, int], SourceLog], received: int = 16) -> None:
         self.logs = logs
         self.now = 0.0
+        self.received = received
 
-    def fetch(self, starts: Mapping[tuple[str, int], int], timeout_s: float) -> dict[tuple[str, int], tuple[int, float | None]]:
-        out: dict[tuple[str, int], tuple[int, float | None]] = {}
+    def fetch(self, starts: Mapping[tuple[str, int], int], timeout_s: float
+              ) -> dict[tuple[str, int], tuple[int, float | None] | tuple[int, float, int]]:
+        out: dict[tuple[str, int], tuple[int, float | None] | tuple[int, float, int]] = {}
         for tp, s in starts.items():
             log = self.logs[tp]
             if s < log.log_start(self.now):
                 continue
             end = log.leo(self.now)
             f = log.next_data[min(s, len(log))]
-            out[tp] = (f, log.append_times[f]) if f < end else (max(end, s), None)
+            if f < end:
+                out[tp] = (f, log.append_times[f], min(log.data_until[f], end, max(s + self.received, f + 1)))
+            else:
+                out[tp] = (max(end, s), None)
         return out
 
     def close(self) -> None:

@@ -341,15 +341,19 @@ def test_retention_deleted_range() -> None:
     for t in (225.0,):  # stalled 165 s: no copy left in any window
         _, row, _ = at(res, t)
         assert row.copy_rate == 0.0 and row.retention_headroom_s == pytest.approx(240.0 - t, abs=0.5)
-    # After the loss, while the mirror is still stalled: the deleted range is visible and counted.
+    # After the loss, while the mirror is still stalled: the deleted range is visible and counted,
+    # lost as far as the probe proved data (its fetch from 3000 received 16 records: the sim's
+    # `_LogFetcher.received`), the rest unverified (nothing proved their kind: DESIGN §3).
     for t in (255.0, 270.0):
         _, row, tr = at(res, t)
-        assert row.state is AT_RISK and row.records_lost == 100 == tr.lost, row
+        assert row.state is AT_RISK and (row.records_lost, row.records_lost_unverified) == (16, 84), row
+        assert row.records_lost + row.records_lost_unverified == 100 == tr.lost, row
         assert row.retention_headroom_records == 0 and row.retention_headroom_s == 0.0
     # The mirror resumed at 285 (skipping to the log start, 3100) and caught up by 303.
     _, row, tr = at(res, 315.0)
     assert row.record_lag == 0 and row.lro == 4899
-    assert res.engine.records_lost_total == {FLOW: 100}
+    assert res.engine.records_lost_total == {FLOW: 16}
+    assert res.engine.records_lost_unverified_total == {FLOW: 84}
 
 
 @needs("retention_headroom_s")

@@ -69,7 +69,10 @@ def steady_polls(draw):
         first = {k: off[k] + 1 + draw(st.sampled_from([0, 0, 1, 3, 40])) for k in probed
                  if probed[k] is not None and draw(st.booleans())}
         unprobed = frozenset(k for k in lros if k not in probed and draw(st.integers(0, 3)) == 0)
-        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed, first, unprobed))
+        # The run of data records the probe received from the first (a gap: a marker after it).
+        runs = {k: f + draw(st.sampled_from([1, 2, 5, 30, 400])) for k, f in first.items() if draw(st.booleans())}
+        out.append(PollObservation(t, now, leos, lros, starts, sizes, new_logs, resolution, probed, first, unprobed,
+                                   runs))
         t = now
     return out
 

@@ -72,12 +72,16 @@ def poll(
     lros: Mapping[PartitionKey, LroReading] | None = None,
     log_starts: Mapping[PartitionKey, int] | None = None,
     first_data: Mapping[PartitionKey, int] | None = None,
+    data_to: Mapping[PartitionKey, int] | None = None,
 ) -> dict[PartitionKey, PartitionRow]:
-    """One poll; by default the source probe proved record LRO + 1 a data record (a topic without
-    transactions), so deleted uncopied offsets are lost records."""
+    """One poll; by default the source probe proved every record in [LRO + 1, LEO) a data record
+    (a topic without transactions, every record received), so deleted uncopied offsets are lost
+    records. A `first_data` given alone proves that one record only."""
     if first_data is None:
         first_data = {k: r.offset + 1 for k, r in (lros or {}).items()}
-    snap = eng.update(PollObservation(t, t + READ, leos, lros or {}, log_starts or {}, first_data=first_data))
+        data_to = {k: leo for k, leo in leos.items() if leo is not None and k in first_data}
+    snap = eng.update(PollObservation(t, t + READ, leos, lros or {}, log_starts or {}, first_data=first_data,
+                                      data_to=data_to or {}))
     return snap.by_key()
 
 
@@ -136,11 +140,13 @@ def test_lost_totals_are_per_flow() -> None:
 
 def test_records_appended_and_deleted_after_the_leo_snapshot_are_lost_too() -> None:
     # The log start is read after the LEO: retention may already have deleted past that LEO.
-    # Everything from LRO + 1 to the log start is gone uncopied, more than the record lag says.
+    # Everything from LRO + 1 to the log start is gone uncopied, more than the record lag says:
+    # the probe proved [50, 100) data (lost); no one read [100, 120) (unverified).
     e = engine()
     r = poll(e, 0.0, {K0: 100}, {K0: lro(49, -1.0)}, {K0: 120})[K0]
-    assert (r.record_lag, r.records_lost, r.state) == (50, 70, State.AT_RISK)
-    assert e.records_lost_total == {FlowId("A", "B"): 70}
+    assert (r.record_lag, r.records_lost, r.records_lost_unverified, r.state) == (50, 50, 20, State.AT_RISK)
+    assert e.records_lost_total == {FlowId("A", "B"): 50}
+    assert e.records_lost_unverified_total == {FlowId("A", "B"): 20}
 
 
 def test_at_risk_before_the_loss_when_retention_closes_in() -> None:
@@ -267,7 +273,7 @@ def test_a_marker_is_never_lost() -> None:
     # from 102. The probe proved the first data record after LRO + 1 = 101 is 102; retention then
     # deleted 101 (the marker) only: nothing lost, nothing unverified.
     e = engine()
-    poll(e, 0.0, {K0: 110}, {K0: lro(100, -50.0)}, {}, first_data={K0: 102})
+    poll(e, 0.0, {K0: 110}, {K0: lro(100, -50.0)}, {}, first_data={K0: 102}, data_to={K0: 110})
     r = poll(e, 15.0, {K0: 110}, {K0: lro(100, -50.0)}, {K0: 102}, first_data={})[K0]  # the proof is kept
     assert (r.records_lost, r.records_lost_unverified) == (0, 0)
     assert r.state is not State.AT_RISK
@@ -284,3 +290,82 @@ def test_a_proof_ends_when_the_lro_passes_it() -> None:
     # The mirror copied 102..104 (LRO 104): the record at 102 says nothing of [105, ...).
     r = poll(e, 15.0, {K0: 110}, {K0: lro(104, 14.0)}, {K0: 107}, first_data={})[K0]
     assert (r.records_lost, r.records_lost_unverified) == (0, 2)
+
+
+def test_a_proved_run_holds_past_an_lro_inside_it() -> None:
+    # The probe received 102..105 consecutive: data. The mirror copies 102..103 (LRO 103) and
+    # retention deletes through 106: 104 and 105 are proved data, 106 is of unknown kind.
+    e = engine()
+    poll(e, 0.0, {K0: 110}, {K0: lro(100, -50.0)}, {}, first_data={K0: 102}, data_to={K0: 106})
+    r = poll(e, 15.0, {K0: 110}, {K0: lro(103, 14.0)}, {K0: 107}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified, r.state) == (2, 1, State.AT_RISK)
+    assert e.records_lost_total == {FlowId("A", "B"): 2} and e.records_lost_unverified_total == {FlowId("A", "B"): 1}
+
+
+def test_a_marker_inside_the_deleted_range_is_never_lost() -> None:
+    # Found on the real Kafka (tests/apache/test_mm2_lifecycle.py): LRO 4, data 5..17 (10 plain
+    # records, then a transaction's 3), its commit marker at 18, data 19..23. The probe from 5
+    # received 5..17 and then 19: the gap at 18 ends the proof. Retention deletes through 23:
+    # 13 proved lost, the marker and what follows it unverified, 18 data records really gone.
+    e = engine()
+    poll(e, 0.0, {K0: 24}, {K0: lro(4, -50.0)}, {}, first_data={K0: 5}, data_to={K0: 18})
+    r = poll(e, 15.0, {K0: 26}, {K0: lro(4, -50.0)}, {K0: 24}, first_data={})[K0]
+    assert (r.records_lost, r.records_lost_unverified, r.state) == (13, 6, State.AT_RISK)
+    assert e.records_lost_total == {FlowId("A", "B"): 13} and e.records_lost_unverified_total == {FlowId("A", "B"): 6}
+
+
+def test_deletion_in_steps_counts_each_offset_once_as_lost_or_unverified() -> None:
+    e = engine()
+    poll(e, 0.0, {K0: 40}, {K0: lro(9, -50.0)}, {}, first_data={K0: 12}, data_to={K0: 20})
+    steps = [(11, 0, 0), (15, 3, 0), (20, 8, 0), (25, 8, 5)]  # log start: lost, unverified (10, 11: no data)
+    for i, (start, lost, unverified) in enumerate(steps):
+        r = poll(e, 15.0 * (i + 1), {K0: 40}, {K0: lro(9, -50.0)}, {K0: start}, first_data={})[K0]
+        assert (r.records_lost, r.records_lost_unverified) == (lost, unverified), start
+        assert e.records_lost_total.get(FlowId("A", "B"), 0) == lost
+        assert e.records_lost_unverified_total.get(FlowId("A", "B"), 0) == unverified
+
+
+# --- the probe's proof: the run of data records its fetch received ---
+
+
+class RunFetcher:
+    """A source fetch that received, from each start, the records at `data` (offsets of data
+    records, in order) up to `received`: (first, its time, the end of the run from it)."""
+
+    def __init__(self, data: list[int], received: int) -> None:
+        self.data, self.received, self.calls = data, received, 0
+
+    def fetch(self, starts, timeout_s):
+        self.calls += 1
+        out = {}
+        for tp, start in starts.items():
+            got = [o for o in self.data if start <= o < self.received]
+            run = got[0] + 1
+            for o in got[1:]:
+                if o != run:
+                    break  # a gap: a marker (or an aborted record, or compaction)
+                run += 1
+            out[tp] = (got[0], 1_000.0 + got[0], run)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_probe_hands_out_the_run_it_proved_and_remembers_it() -> None:
+    from mirrorlag.kafka.probe import SourceProbe
+
+    k = PartitionKey("A", "B", "orders", 0)
+    # LRO 4: data 5..17, the commit marker at 18, data 19..23 (the real Kafka's log).
+    fetcher = RunFetcher([*range(5, 18), *range(19, 24)], received=24)
+    probe = SourceProbe(None, fetcher=fetcher)
+    for leo in (24, 30):  # the second from the cache: a later LEO changes nothing proved
+        first, runs = {}, {}
+        assert probe.probe([(k, 5, leo)], first, runs) == {k: 1_005.0}
+        assert (first, runs, fetcher.calls) == ({k: 5}, {k: 18}, 1)
+    # A fetcher that says only where data starts proves that one record.
+    legacy = SourceProbe(None, fetcher=type("Legacy", (), {"fetch": lambda self, s, t: {tp: (7, 1.0) for tp in s},
+                                                           "close": lambda self: None})())
+    first, runs = {}, {}
+    legacy.probe([(k, 5, 24)], first, runs)
+    assert (first, runs) == ({k: 7}, {k: 8})
