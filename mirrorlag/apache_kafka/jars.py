@@ -8,6 +8,7 @@ leaves no half classpath behind.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -72,6 +73,14 @@ def resolve(version: str, root: Path | None = None) -> KafkaJars:
     if reason := missing_tools():
         raise MirrorlagError(reason)
     directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one resolve at a time (test workers, a demo beside them)
+        if not (directory / MARKER).is_file():
+            _resolve_into(version, directory)
+    return KafkaJars(version, directory)
+
+
+def _resolve_into(version: str, directory: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=directory.parent))
     try:
         result = subprocess.run(
@@ -90,4 +99,3 @@ def resolve(version: str, root: Path | None = None) -> KafkaJars:
         raise MirrorlagError(f"Maven took over {RESOLVE_TIMEOUT_S} s to resolve Apache Kafka {version}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return KafkaJars(version, directory)

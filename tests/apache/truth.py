@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.helpers import every
 
@@ -30,8 +30,10 @@ def read_partition(bootstrap: str, topic: str, partition: int,
         tp = TopicPartition(topic, partition)
         if consumer.list_topics(topic, timeout=10).topics[topic].error is not None:
             return []  # not created yet (MM2 creates the remote topic when it first sees the source's)
-        # librdkafka asks for the end offset at the consumer's isolation level: the LSO under read_committed
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        try:  # librdkafka asks for the end offset at the consumer's isolation level: the LSO under read_committed
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException as exc:  # a partition created a moment ago may have no leader yet
+            raise AssertionError(f"{topic}[{partition}] not readable yet: {exc}") from None
         if high <= low:
             return []
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
