@@ -551,6 +551,7 @@ def test_mirrorlag_keys_are_one_table() -> None:
         "mirrorlag.http.listener",
         "mirrorlag.http.web.config.file",
         "mirrorlag.leo.isolation.level",
+        "mirrorlag.mm2.version",
         "mirrorlag.leo.chunk.size",
         "mirrorlag.request.timeout.ms",
         "mirrorlag.lro.feeds",
