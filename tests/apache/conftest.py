@@ -134,14 +134,3 @@ def set_default_producer_quota(pair: ApachePair, byte_rate: int | None) -> None:
     result = subprocess.run(java, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
 
-
-def pytest_collection_modifyitems(items) -> None:
-    """Each version's tests run on one xdist worker, so one pair of brokers per version serves the
-    run (pyproject's addopts: -n 2 --dist loadgroup); the two versions' groups and the rest of the
-    suite share the workers. A test of no version (the demo) goes with the newest."""
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            callspec = getattr(item, "callspec", None)
-            version = callspec.params.get("kafka_jars", VERSIONS[0]) if callspec else VERSIONS[0]
-            item.add_marker(pytest.mark.xdist_group(f"apache-{version}"))

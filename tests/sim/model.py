@@ -500,7 +500,9 @@ def run(
     certain: dict[PartitionKey, list[int]] = {sp.key: [0, 0] for sp in partitions}  # [total, covered_upto]
     models = {sp.key: MM2Model(sp.mirror, mm2, start) for sp in partitions} if mm2 is not None else {}
     # The feed's arrays, one topic per partition (slot 0), and how many of the model's syncs each took.
-    fed = {kk: [_TopicSyncs(None, kk.topic), 0] for kk in models}  # type: ignore[arg-type]
+    # The simulated MM2 writes its target without transactions: duplicates count as MM2's do there.
+    plain_target = SimpleNamespace(target_transactional=False)
+    fed = {kk: [_TopicSyncs(plain_target, kk.topic), 0] for kk in models}  # type: ignore[arg-type]
     shared = set()
     if writers is not None:
         policy_of = {flow.id: flow.policy for flow in writers.flows}
