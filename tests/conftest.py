@@ -82,23 +82,6 @@ def _clusters(name: str) -> Iterator[Clusters]:
         yield Clusters(source.bootstrap_servers, target.bootstrap_servers)
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """The suite runs on two xdist workers (pyproject's addopts: -n 2 --dist loadgroup), a module
-    at a time on one worker, in file order with its module-scoped fixtures, as a serial run has it;
-    the Apache Kafka tier (tests/apache) goes by version instead, so that each version's one pair
-    of brokers serves all its tests (a test of no version, the demo, with the newest)."""
-    from mirrorlag.apache_kafka.jars import VERSIONS
-
-    apache = Path(__file__).parent / "apache"
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(apache):
-            callspec = getattr(item, "callspec", None)
-            group = f"apache-{callspec.params.get('kafka_jars', VERSIONS[0]) if callspec else VERSIONS[0]}"
-        else:
-            group = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def clusters() -> Iterator[Clusters]:
     yield from _clusters("session")
