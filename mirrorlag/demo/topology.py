@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mirrorlag.errors import MirrorlagError
 
 
 
@@ -78,8 +77,6 @@ def apache(stack: ExitStack, run_dir: Path, version: str) -> Topology:
     from mirrorlag.apache_kafka.processes import KRaftBroker, MirrorMaker2
 
     jars = resolve(version)  # a clear error when Java or Maven is missing, or Maven fails
-    if shutil.which("java") is None:
-        raise MirrorlagError("java is not on PATH (--kafka apache needs Java 17+)")
     kafka_dir = run_dir / "kafka"
     shutil.rmtree(kafka_dir, ignore_errors=True)
     source = stack.enter_context(KRaftBroker(jars, kafka_dir / "source", "source"))
