@@ -62,6 +62,14 @@ def _properties(values: Mapping[str, object]) -> str:
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id as Kafka's own Uuid makes them: never starting with "-", which
+    kafka-storage's argument parser would take for an option (one id in 64)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()).startswith("-"):
+        pass
+    return cluster_id
+
+
 @dataclass
 class JavaProcess(ChildProcess):
     """One JVM running `main_class args` with its output appended to `log`."""
@@ -141,7 +149,7 @@ class KRaftBroker(JavaProcess):
         config = self.directory / "server.properties"
         config.write_text(_properties(self.server_properties()))
         if not (self.directory / "data" / "meta.properties").is_file():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            cluster_id = _cluster_id()
             fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                                             "-c", str(config)),
                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)

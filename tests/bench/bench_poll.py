@@ -1,8 +1,12 @@
-"""Poll-cycle and scrape benchmark on a local tansu broker. Run by hand, never in the suite:
+"""Poll-cycle and scrape benchmark on a local broker. Run by hand, never in the suite:
 
     .venv/bin/python -m tests.bench.bench_poll --partitions 1000 10000 --runs 5
     .venv/bin/python -m tests.bench.bench_poll --partitions 100000 --runs 5 --scrapes 200
     .venv/bin/python -m tests.bench.bench_poll --partitions 100000 --runs 3 --feed target-progress
+    .venv/bin/python -m tests.bench.bench_poll --partitions 10000 --runs 5 --broker apache
+
+One broker (`--broker tansu`, the default, or `apache`: Apache Kafka's own KRaft broker, its jars
+fetched with Maven on first use) holds the partitions.
 
 For each size it creates topics of 100 partitions, puts one record in every partition, feeds a
 ReplicationTracker for all of them, and measures side by side in one process:
@@ -56,6 +60,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.feeds.external import build_feeds
+from mirrorlag.apache_kafka.jars import KAFKA_4, resolve
+from mirrorlag.apache_kafka.processes import KRaftBroker
 from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.formats import OffsetSync, encode_offset_sync
 from mirrorlag.kafka.source import SourceCluster, isolation_level, make_admin
@@ -68,13 +74,17 @@ PARTITIONS_PER_TOPIC = 100
 # is quadratic (minutes); a fresh producer per 1,000 partitions takes seconds.
 PARTITIONS_PER_PRODUCER = 1000
 SYNC_TOPIC = "mm2-offset-syncs.dst.internal"
+TOPICS_PER_CREATE = 50
 
 
 def prepare(bootstrap: str, total: int, prefix: str, records: int = 1) -> list[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [f"{prefix}{i:04d}" for i in range(total // PARTITIONS_PER_TOPIC)]
-    for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
-        future.result(timeout=120)
+    # A KRaft controller refuses one request that creates more than 10,000 records.
+    for start in range(0, len(topics), TOPICS_PER_CREATE):
+        batch = topics[start:start + TOPICS_PER_CREATE]
+        for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in batch]).values():
+            future.result(timeout=120)
     per = PARTITIONS_PER_PRODUCER // PARTITIONS_PER_TOPIC
     for _ in range(records):
         for start in range(0, len(topics), per):
@@ -101,6 +111,14 @@ def prepare_target(source: str, target: str, topics: list[str]) -> None:
             producer.produce(SYNC_TOPIC, key=key, value=value, partition=0)
         producer.poll(0)
     assert producer.flush(300) == 0, "syncs left unsent"
+
+
+def bench_broker(kind: str, name: str, directory: Path) -> EmbeddedBroker | KRaftBroker:
+    """One broker for a benchmark: tansu (the embedded broker) or Apache Kafka's own KRaft broker
+    (the newest pinned version's jars, fetched on first use; storage under `directory`)."""
+    if kind == "tansu":
+        return EmbeddedBroker(name)
+    return KRaftBroker(resolve(KAFKA_4), directory / name, name)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -234,9 +252,9 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_size(broker: EmbeddedBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
+def bench_size(broker: EmbeddedBroker | KRaftBroker, topics: list[str], runs: int, scrapes: int, detail: str, tmp: Path,
                gc_pacing: bool, encodings: list[str], holds_ms: float = 0.0, metadata_max_age_ms: int | None = None,
-               target: EmbeddedBroker | None = None) -> dict[str, float]:
+               target: EmbeddedBroker | KRaftBroker | None = None) -> dict[str, float]:
     total = len(topics) * PARTITIONS_PER_TOPIC
     prefix = topics[0].rsplit("-", 1)[0] + "-"
     port = free_port()
@@ -377,14 +395,17 @@ def main() -> None:
     parser.add_argument("--feed", choices=["callback", "target-progress"], default="callback",
                         help="callback: a ReplicationTracker; target-progress: offset syncs and the target's end offsets "
                              "on a second broker, as deployed beside MM2")
+    parser.add_argument("--broker", choices=["tansu", "apache"], default="tansu",
+                        help="tansu (the embedded broker) or Apache Kafka's KRaft broker (%s)" % KAFKA_4)
     parser.add_argument("--scrape-client", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scrape_client:
         print(json.dumps(scrape_client(args.scrape_client, args.scrapes, args.encodings)))
         return
     tune_process()  # as `mirrorlag run`; --switch-interval-ms then overrides its interval
-    with (EmbeddedBroker("bench") as broker, tempfile.TemporaryDirectory() as tmp,
-          EmbeddedBroker("bench-target") if args.feed == "target-progress" else contextlib.nullcontext() as target):
+    with (tempfile.TemporaryDirectory() as tmp, bench_broker(args.broker, "bench", Path(tmp)) as broker,
+          bench_broker(args.broker, "bench-target", Path(tmp)) if args.feed == "target-progress"
+          else contextlib.nullcontext() as target):
         for total in args.partitions:
             topics = prepare(broker.bootstrap_servers, total, f"b{total}-", records=1 if target is None else 2)
             if target is not None:

@@ -1,8 +1,9 @@
 """The source probe's reach at start (issue 30): run by hand, never in the suite.
 
     .venv/bin/python -m tests.bench.bench_probe --partitions 100000 --compare 98543c6
+    .venv/bin/python -m tests.bench.bench_probe --partitions 10000 --broker apache
 
-One tansu broker holds `--partitions` partitions (topics of 100), two records each. A mirror that
+One broker (tansu, or with `--broker apache` Apache Kafka's KRaft broker) holds `--partitions` partitions (topics of 100), two records each. A mirror that
 copied record 0 of every partition and then stopped (LRO 0, LEO 2) is what a sidecar started
 during an outage sees: every partition is behind, and its time lag is only proved by the probe's
 answer for record 1 (DESIGN §3, "No history is no excuse"). Each code tree measured (this one, and
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.bench.bench_poll import PARTITIONS_PER_TOPIC, prepare
+from tests.bench.bench_poll import PARTITIONS_PER_TOPIC, bench_broker, prepare
 
 PREFIX = "probe-"
 
@@ -65,7 +66,8 @@ def child(bootstrap: str, partitions: int, max_polls: int, healthy_polls: int) -
         found = probe.probe(requests)
         took = time.perf_counter() - started
         answered.update(k for k, v in found.items() if v is not None)
-        polls.append({"s": round(took, 3), "fetched": probe.stats.probes_total - before, "proved": len(answered)})
+        polls.append({"s": round(took, 3), "fetched": probe.stats.probes_total - before, "proved": len(answered),
+                      "outcomes": dict(probe.stats.outcomes)})
         if len(answered) == len(keys):
             break
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -108,11 +110,11 @@ def main() -> None:
     parser.add_argument("--compare", help="a git revision measured the same way, side by side")
     parser.add_argument("--max-polls", type=int, default=150)
     parser.add_argument("--healthy-polls", type=int, default=7)
+    parser.add_argument("--broker", choices=["tansu", "apache"], default="tansu")
     args = parser.parse_args()
-    from mirrorlag.embedded import EmbeddedBroker
 
     here = Path(__file__).resolve().parents[2]
-    with EmbeddedBroker("bench-probe") as broker, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, bench_broker(args.broker, "bench-probe", Path(tmp)) as broker:
         started = time.monotonic()
         prepare(broker.bootstrap_servers, args.partitions, PREFIX, records=2)
         print(f"prepared {args.partitions} partitions in {time.monotonic() - started:.0f} s", flush=True)
@@ -129,6 +131,7 @@ def main() -> None:
                 print(name, json.dumps(result))
                 print("  per poll (s, fetched, proved so far):",
                       [(p["s"], p["fetched"], p["proved"]) for p in polls[:5]], "..." if len(polls) > 5 else "",
+                      "outcomes so far", polls[-1]["outcomes"],
                       f"median {np.median([p['s'] for p in polls]):.3f} s", flush=True)
         finally:
             if args.compare:
