@@ -333,11 +333,15 @@ def lost_marker_cases(draw: st.DrawFn) -> tuple[TxnCase, Retention, float]:
     return case, retention, draw(floats(0.0, case.end / 2))
 
 
-def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float) -> None:
+def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float) -> Run:
     """Per poll: records_lost only where [R + 1, S) held a data record, counted from it (with
     AT_RISK); and where the probe could not date record R + 1 (retention deleted it before a
     sidecar that started late could read it), a flagged time lag that is no more than the
-    truth's and never IN_SYNC."""
+    truth's and never IN_SYNC. The truth a time lag is held to is the literal one (now - H,
+    `busy_since`: the mirror lacked some data record at every moment since H), not the freshness
+    truth (now - C, `copied_through`: the oldest uncopied record's age), which the time lag
+    exceeds wherever the mirror has trailed since before that record arrived (no rewinds here,
+    so `busy_since` holds)."""
     sims = []
     for i, p in enumerate(case.parts):
         log = SourceLog(p.appends, initial=p.initial, txns=p.txns, isolation=case.isolation, retention=retention)
@@ -351,7 +355,7 @@ def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: fl
             if row.time_lag_lower_bound:
                 # Never IN_SYNC on a claim the probe could not prove, and a bound never above the truth.
                 assert row.state is not IN_SYNC, where
-                assert tr.copied_through is None or row.time_lag_s <= p.now - tr.copied_through + TOL, where
+                assert tr.busy_since is None or row.time_lag_s <= p.now - tr.busy_since + TOL, where
             if row.records_lost_unverified:
                 assert row.records_lost + row.records_lost_unverified <= tr.log_start_known - (tr.lro + 1), where
             if not row.records_lost:
@@ -364,6 +368,7 @@ def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: fl
             assert row.state is State.AT_RISK, where
     # The counter: never more records than were deleted before they were copied.
     assert sum(res.engine.records_lost_total.values()) <= sum(tr.lost for tr in res.polls[-1].truth.values())
+    return res
 
 
 def _never_lost_for_a_marker(args: tuple[TxnCase, Retention, float]) -> None:
@@ -375,3 +380,25 @@ lost_markers_quick = QUICK(given(lost_marker_cases())(_never_lost_for_a_marker))
 
 def test_never_records_lost_for_a_marker() -> None:
     lost_markers_quick()
+
+
+def test_a_flagged_time_lag_counts_from_the_first_look_not_the_oldest_uncopied_record() -> None:
+    # Found by the property above (--hypothesis-seed=1). read_uncommitted, 5 records kept: offset 0
+    # (copied at -1); three aborted transactions of one record at 0.0 (1-3, data at this level,
+    # their markers 4-6); one of two at 1.0 (7-8, marker 9). The mirror stalls until 1.0 while
+    # retention deletes 0-4, resets to the log start 5, passes the markers and copies 7 at 2.0.
+    # At the first look (t=0) record 1 is below the log start: the probe cannot date it, so the
+    # time lag counts from 0.0, flagged. At t=2 (LRO 7) that is 2.25 s: exactly the truth, since
+    # the mirror has lacked a data record at every moment since 0.0 (busy_since). The oldest
+    # uncopied record (8) is only 1.25 s old (copied_through 1.0): that is the freshness lag,
+    # which the time lag exceeds because the mirror trailed since before record 8 arrived.
+    part = TxnPart(1, (), (Txn(0.0, 1, False),) * 3 + (Txn(1.0, 2, False),), (Phase(1.0, 0.0), Phase(1.0, 1.0)), 0.0)
+    params = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
+                          retention_warn_s=10.0)
+    case = TxnCase((part,), READ_UNCOMMITTED, interval=1.0, eps=0.25, end=30.0, params=params, ttl=2.0)
+    res = check_never_lost_for_a_marker(case, Retention(keep_records=5), 0.0)
+    p, row, tr = res.series(K)[2]
+    assert (p.t, row.leo, row.lro, row.log_start, row.record_lag) == (2.0, 10, 7, 5, 2), row
+    assert (tr.busy_since, tr.copied_through, tr.first_uncopied) == (0.0, 1.0, 8), tr
+    assert (row.time_lag_s, row.time_lag_lower_bound, row.state) == (2.25, True, State.UNKNOWN), row
+    assert (row.freshness_lag_s, row.freshness_lower_bound) == (1.25, True), row
