@@ -53,11 +53,14 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20, interval: float = 0.3) -> Any:
-    """Retry `check` until it returns without an AssertionError; re-raise the last one."""
+    """Retry `check` until it returns without an AssertionError; re-raise the last one. A check
+    that returns False has failed too (a `lambda: a == b` would otherwise pass at once)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return check()
+            result = check()
+            assert result is not False, f"{getattr(check, '__name__', 'check')} returned False"
+            return result
         except AssertionError:
             if time.monotonic() > deadline:
                 raise

@@ -140,7 +140,9 @@ class KRaftBroker(JavaProcess):
             "transaction.state.log.min.isr": 1,
             "transaction.state.log.num.partitions": 2,
             "group.initial.rebalance.delay.ms": 0,
+            # Retention checked every second from the start (the defaults: 5 min, first after 30 s).
             "log.retention.check.interval.ms": 1000,
+            "log.initial.task.delay.ms": 0,
             **self.overrides,
         }
 

@@ -1,9 +1,9 @@
 """The real-Kafka tier: Apache Kafka's KRaft brokers and MirrorMaker 2 themselves, at each pinned
 version (mirrorlag/apache_kafka/jars.py), on loopback.
 
-One source and one target broker per version serve the whole run (pytest groups the tests by
-version, so one pair is alive at a time); each test mirrors topics and aliases of its own, so a
-test's MM2 sees nothing of another's. Where Java or Maven is missing the tier skips and says which.
+One source and one target broker per version serve the whole run, started when a test first
+needs them; each test mirrors topics and aliases of its own, so a test's MM2 sees nothing of
+another's. Where Java or Maven is missing the tier skips and says which.
 """
 
 from __future__ import annotations
@@ -46,20 +46,45 @@ class ApachePair:
         return Clusters(self.source.bootstrap_servers, self.target.bootstrap_servers)
 
 
+class ApachePairs:
+    """Each version's pair, started on its first test and kept to the end of the session: a
+    pytest-xdist worker runs whole modules (`--dist loadfile`), each of both versions in turn, and
+    would otherwise stop and start a pair at every change of version."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.pairs: dict[str, ApachePair] = {}
+
+    def get(self, jars: KafkaJars) -> ApachePair:
+        if (pair := self.pairs.get(jars.version)) is None:
+            directory = self.directory / f"kafka-{jars.version}"
+            source = KRaftBroker(jars, directory / "source", "source")
+            # Quotas measured over 2 s, not 11: a client quota then throttles within a test's seconds.
+            target = KRaftBroker(jars, directory / "target", "target",
+                                 overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
+            pair = self.pairs[jars.version] = ApachePair(jars, source, target, directory)
+            source.start()
+            target.start()
+        return pair
+
+    def stop(self) -> None:
+        for pair in self.pairs.values():
+            pair.source.stop()
+            pair.target.stop()
+
+
 @pytest.fixture(scope="session")
-def apache_pair(kafka_jars: KafkaJars, tmp_path_factory) -> Iterator[ApachePair]:
-    directory = tmp_path_factory.mktemp(f"kafka-{kafka_jars.version}")
-    source = KRaftBroker(kafka_jars, directory / "source", "source")
-    # Quotas measured over 2 s, not 11: a client quota then throttles within a test's seconds.
-    target = KRaftBroker(kafka_jars, directory / "target", "target",
-                         overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
+def apache_pairs(tmp_path_factory) -> Iterator[ApachePairs]:
+    pairs = ApachePairs(tmp_path_factory.mktemp("kafka"))
     try:
-        source.start()
-        target.start()
-        yield ApachePair(kafka_jars, source, target, directory)
+        yield pairs
     finally:
-        source.stop()
-        target.stop()
+        pairs.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_pair(kafka_jars: KafkaJars, apache_pairs: ApachePairs) -> ApachePair:
+    return apache_pairs.get(kafka_jars)
 
 
 @dataclass

@@ -11,7 +11,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, OffsetSpec,
+                                   ResourceType)
 
 from mirrorlag.embedded import free_port
 from tests.apache.sidecar_watch import PollWatch, sidecar_properties
@@ -89,10 +90,26 @@ def test_topics_never_written_created_grown_and_deleted(mirror, tmp_path):
         assert {r["state"] for r in rows_of(quiet).values()} == {"IN_SYNC"}
 
 
-def test_deleted_records_a_frozen_mm2_never_copied(mirror, tmp_path):
-    """MM2 frozen, records appended (a committed transaction among them), then the log start moves
-    past them all (DeleteRecords: what retention does to a log, without waiting for segments to
-    roll and age): the partition is AT_RISK and says how many were lost, counting only records the
+def set_retention_ms(mirror, topic: str, ms: int | None) -> None:
+    """The topic's retention.ms set (None: back to the broker's default), as kafka-configs does."""
+    op = AlterConfigOpType.SET if ms is not None else AlterConfigOpType.DELETE
+    entry = ConfigEntry("retention.ms", str(ms) if ms is not None else None, incremental_operation=op)
+    admin = mirror.clusters.admin()
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                                                  incremental_configs=[entry])]).values():
+        future.result(timeout=15)
+
+
+def log_start(mirror, topic: str) -> int:
+    admin = mirror.clusters.admin()
+    earliest = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+    return next(iter(earliest.values())).result(timeout=15).offset
+
+
+def test_retention_deletes_records_a_frozen_mm2_never_copied(mirror, tmp_path):
+    """MM2 frozen, records appended (a committed transaction among them), then retention deletes
+    them all (retention.ms lowered to 1 ms: the broker's own check rolls the segment and deletes
+    it): the partition is AT_RISK and says how many were lost, counting only records the
     probe proved data (the commit marker is no record lost), every deleted offset accounted for as
     lost or unverified; thawed, MM2 copies what is left and the lost records stay counted."""
     topic, producer = start_copying(mirror, partitions=1, records=5)
@@ -131,10 +148,15 @@ def test_deleted_records_a_frozen_mm2_never_copied(mirror, tmp_path):
                 if copied < o < doomed_end]
         assert (copied, doomed_end) == (4, 24)  # 5 copied, then 10 + 3 + a commit marker + 5 uncopied
         watch.until(lambda p: p.rows[0]["leo"] == doomed_end, 15, "the uncopied records seen")
+        # Retention, as the broker runs it: every record is older than a millisecond, so its check
+        # (each second on the tier's brokers) rolls the active segment and deletes the others.
+        set_retention_ms(mirror, topic, 1)
+
+        def deleted() -> None:
+            assert log_start(mirror, topic) == doomed_end
+        eventually(deleted, timeout=30, interval=0.2)
+        set_retention_ms(mirror, topic, None)
         producer.produce({0: 2})  # these two survive
-        admin = mirror.clusters.admin()
-        for future in admin.delete_records([TopicPartition(topic, 0, doomed_end)]).values():
-            future.result(timeout=15)
 
         deleted_uncopied = doomed_end - (copied + 1)
         data_deleted = deleted_uncopied - 1  # less the one commit marker
