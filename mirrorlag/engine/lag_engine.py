@@ -9,7 +9,8 @@ applied in order, to every partition they concern at once. The per-partition mem
 A partition's row in one poll is one of:
 - LEO unreadable: UNKNOWN; nothing is learnt from the gap (the window is measured, not recorded);
 - nothing to copy (`[log start, LEO)` empty) and no LRO: IN_SYNC, record lag 0 (MM2 writes no
-  sync or commit for a partition it never copied);
+  sync or commit for a partition it never copied); with an LRO, caught up whatever it says
+  (what retention deleted from LRO + 1 uncopied is still counted);
 - no LRO yet: UNKNOWN; the LEO history still grows, which freshness needs once an LRO arrives;
 - a new log (the topic ID changed, the LEO went backwards, or an LRO known before this LEO
   snapshot lies beyond it, impossible on one log): RESET, with no record lag (the LRO is the old
@@ -90,15 +91,15 @@ class LagEngine:
         # Probed on the source: no data record left in [LRO + 1, LEO) (transaction markers only)
         # is caught up; else the oldest uncopied record's append time.
         no_data, appended_at = probe_columns(obs.oldest_uncopied, keys)
-        # Nothing to copy is caught up: an empty [log start, LEO) with no LRO (MM2 writes no sync or
-        # commit for a partition it never copied). With an LRO, LRO + 1 >= log start >= LEO says
-        # so already, and an LRO below the log start is retention's to judge (lost records).
+        # Nothing to copy is caught up, whatever the feeds say: an empty [log start, LEO) (MM2
+        # writes no sync or commit for a partition it never copied; retention may have emptied a
+        # log behind an old LRO). What it deleted uncopied is retention's to judge, from LRO + 1.
         start, has_start = c.log_start, c.has_log_start
         if log_rows.size:  # this poll's log starts, read before they are observed below
             start, has_start = start.copy(), has_start.copy()
             start[log_rows], has_start[log_rows] = log_values, True
         empty = has_leo & ((leo == 0) | (has_start & (start >= leo)))
-        nxt = np.where(no_data & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
+        nxt = np.where((no_data | empty) & has_leo & has_r, np.maximum(off + 1, leo), off + 1)
         # Per flow and feed (feed -1, none: the last column, 0).
         res_table = np.array([[obs.resolution(name, flows.flow_id(i)) for name in feed_names] + [0.0]
                               for i in range(len(flows))]).reshape(len(flows), len(feed_names) + 1)
@@ -161,7 +162,7 @@ class LagEngine:
             ran, run_to = leo_column(list(map(obs.data_to.get, map(keys.__getitem__, proof_rows.tolist()))))
             proof_to = np.where(ran & (run_to > proof_at), run_to, proof_to)
         retention.prove_data(c, proof_rows, proof_at, proof_to)
-        head = retention.headroom(c, r, N, lag, copy, copy_known, f.warn_s[fl])
+        head = retention.headroom(c, r, np.where(empty[r], lro + 1, N), lag, copy, copy_known, f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
         self._count(self.records_lost_unverified_total, fl, head.newly_unverified)
         state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound, t_lower)

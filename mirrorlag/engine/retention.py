@@ -88,13 +88,14 @@ def prove_data(c: PartitionColumns, rows: np.ndarray, first_data: np.ndarray, da
 
 def headroom(c: PartitionColumns, r: np.ndarray, next_offset: np.ndarray, lag: np.ndarray, copy: np.ndarray,
              copy_known: np.ndarray, warn_s: np.ndarray) -> Headroom:
-    """Rows `r` whose next record to copy is `next_offset` (LRO + 1), `lag` records behind, copying
-    at `copy` records/s. An unknown copy rate counts as 0: warn rather than hide. A caught-up
-    partition is never at risk: retention can only delete records it already copied."""
+    """Rows `r` whose next record to copy is `next_offset` (LRO + 1; past the LEO where the probe
+    proved no data left), `lag` records behind, copying at `copy` records/s. An unknown copy rate
+    counts as 0: warn rather than hide. Offsets from `next_offset` below the log start were
+    deleted uncopied, also where what is left holds nothing to copy (lag 0)."""
     known = c.has_log_start[r]
     start = c.log_start[r]
     lost = start - next_offset
-    gone = known & (lost > 0) & (lag > 0)  # offsets deleted uncopied, of whatever kind
+    gone = known & (lost > 0)  # offsets deleted uncopied, of whatever kind
     # A proof for an earlier LRO + 1 holds while the LRO has not passed its run: an LRO + 1
     # inside the run starts the proved data there.
     had = c.has_data_from[r]

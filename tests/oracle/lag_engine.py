@@ -181,7 +181,7 @@ class LagEngine:
         # A new log: the topic was recreated (its ID changed) or the log went backwards.
         new_log = key in obs.new_logs or (part.prev is not None and leo < part.prev[0])
         prev = part.prev
-        # Nothing to copy: an empty [log start, LEO) with no LRO is caught up.
+        # Nothing to copy: an empty [log start, LEO) is caught up, with or without an LRO.
         empty = leo == 0 or (part.log_start is not None and part.log_start >= leo)
         if r is None:
             if new_log:
@@ -202,7 +202,10 @@ class LagEngine:
         # The source probe at LRO + 1: no data record left (transaction markers only) is caught
         # up; else when the oldest uncopied record was appended.
         probed = obs.oldest_uncopied.get(key, ...)
-        nxt = max(r.offset + 1, leo) if probed is None else r.offset + 1
+        nxt = max(r.offset + 1, leo) if probed is None or empty else r.offset + 1
+        # What retention judges: the offsets from LRO + 1 it deleted uncopied, also where what
+        # is left holds nothing to copy.
+        first = r.offset + 1 if empty else nxt
         appended_at = probed if isinstance(probed, float) else None
         lag = max(0, leo - nxt)
         if new_log or (nxt > leo and r.changed_at < t):
@@ -279,23 +282,24 @@ class LagEngine:
             run_to = obs.data_to.get(key)
             part.data_to = run_to if run_to is not None and run_to > part.data_from else part.data_from + 1
         if part.data_from is not None and part.data_to is not None:
-            if part.data_to <= nxt:  # the LRO passed the run: no longer a proof
+            if part.data_to <= first:  # the LRO passed the run: no longer a proof
                 part.data_from = part.data_to = None
-            elif part.data_from < nxt:  # the LRO inside the run: the rest of it is still data
-                part.data_from = nxt
+            elif part.data_from < first:  # the LRO inside the run: the rest of it is still data
+                part.data_from = first
         if part.log_start is None:
             room = room_s = lost = unverified = None
             at_risk = False
         else:
-            # Caught up: retention can only delete records already copied.
-            gone = records_lost(part.log_start, nxt) if lag else 0
-            lost, unverified = split_deleted(nxt, part.log_start, nxt, part.data_from, part.data_to) if gone else (0, 0)
-            room = headroom_records(part.log_start, nxt)
-            room_s = headroom_s(room, lost, part.ls_rate, copy_rate) if lag else None
+            # Offsets from LRO + 1 below the log start were deleted uncopied (none where the
+            # probe proved no data left: `first` is then past the LEO).
+            gone = records_lost(part.log_start, first)
+            lost, unverified = split_deleted(first, part.log_start, first, part.data_from, part.data_to) if gone else (0, 0)
+            room = headroom_records(part.log_start, first)
+            room_s = headroom_s(room, lost, part.ls_rate, copy_rate) if lag or lost else None
             at_risk = lost > 0 or (room_s is not None and room_s < fl.p.retention_warn_s)
             if gone > 0:  # each deleted offset is counted once, as lost or as unverified
-                since = max(nxt, part.lost_through)
-                counted, unseen = split_deleted(since, part.log_start, nxt, part.data_from, part.data_to)
+                since = max(first, part.lost_through)
+                counted, unseen = split_deleted(since, part.log_start, first, part.data_from, part.data_to)
                 if counted:
                     self.records_lost_total[key.flow] = self.records_lost_total.get(key.flow, 0) + counted
                 if unseen:

@@ -100,6 +100,13 @@ def test_an_empty_partition_is_caught_up_with_no_lro() -> None:
     assert (r.state, r.record_lag, r.time_lag_s) == (State.LAGGING, 1, 30.5)  # 30.5 s > max
 
 
+def test_an_emptied_log_is_caught_up_whatever_the_lro_says() -> None:
+    # The LRO of an idle transactional partition (100), its commit marker (101), all expired.
+    r = row(engine().update(PollObservation(100.0, 100.5, {K0: 102}, {K0: lro(100, 50.0)}, {K0: 102})))
+    assert (r.state, r.lro, r.record_lag, r.time_lag_s, r.time_lag_lower_bound) == (State.IN_SYNC, 100, 0, 0.0, False)
+    assert (r.records_lost, r.records_lost_unverified) == (0, 1)  # the marker: deleted uncopied, kind unproved
+
+
 def test_an_empty_new_log_is_reset_then_caught_up() -> None:
     eng = engine()
     poll(eng, 0.0, {K0: 100}, {K0: fresh(99, 0.0)})
@@ -870,7 +877,7 @@ class _Model:
                 continue
             prev = self.prev.get(key)
             went_back = prev is not None and leo < prev[0]
-            empty = self.empty(key, leo)  # nothing to copy and no LRO: caught up
+            empty = self.empty(key, leo)  # nothing to copy: caught up, with or without an LRO
             if r is None:
                 if went_back:
                     self._forget(key, self.lcu, self.first, self.lro_seen, self.mark)
@@ -889,7 +896,8 @@ class _Model:
                 out.append((key, State.IN_SYNC, 0, 0.0, 0.0, False, byte_lag, None, None, 0.0,
                             start, None if start is None else 0, None, None if start is None else 0))
                 continue
-            nxt = r.offset + 1
+            nxt = max(r.offset + 1, leo) if empty else r.offset + 1
+            first = r.offset + 1  # retention judges what it deleted from LRO + 1
             lag = max(0, leo - nxt)
             if went_back or (nxt > leo and r.changed_at < t):
                 self._forget(key, self.lcu, self.lro_seen, self.mark)
@@ -935,11 +943,12 @@ class _Model:
                 retention: tuple = (None, None, None, None)
                 at_risk = False
             else:
-                # Caught up: retention deletes only copied records, nothing is lost or at risk.
-                lost = records_lost(start, nxt) if lag else 0
-                room = headroom_records(start, nxt)
-                room_s = headroom_s(room, lost, self.log_start_rate_now[key], copy_rate) if lag else None
-                newly = newly_lost(self.lost_through.get(key, 0), nxt, start) if lag else 0
+                # Offsets from LRO + 1 below the log start were deleted uncopied, also where the
+                # rest holds nothing to copy.
+                lost = records_lost(start, first)
+                room = headroom_records(start, first)
+                room_s = headroom_s(room, lost, self.log_start_rate_now[key], copy_rate) if lag or lost else None
+                newly = newly_lost(self.lost_through.get(key, 0), first, start)
                 if newly:
                     self.lost_through[key] = start
                     self.lost_total[key.flow] = self.lost_total.get(key.flow, 0) + newly
@@ -1019,7 +1028,7 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 continue
             assert leo is not None and (reading is not None or empty)
             # Never negative; 0 exactly when caught up.
-            caught_up = reading is None or reading.offset + 1 >= leo
+            caught_up = reading is None or reading.offset + 1 >= leo or empty
             assert r.record_lag is not None and r.record_lag >= 0
             assert (r.record_lag == 0) == caught_up
             assert r.time_lag_s is not None and r.time_lag_s >= 0
@@ -1042,7 +1051,10 @@ def test_engine_invariants(observations: list[PollObservation]) -> None:
                 assert min(r.records_lost, r.retention_headroom_records) == 0
                 if r.records_lost:
                     assert r.state is State.AT_RISK and r.retention_headroom_s == 0.0
-            if caught_up:  # retention deletes only copied records: never at risk, nothing lost
+            # Caught up with nothing deleted from LRO + 1 uncopied: never at risk, nothing lost (a log
+            # retention emptied behind the LRO is caught up, and what it deleted still counts).
+            behind_start = reading is not None and r.log_start is not None and reading.offset + 1 < r.log_start
+            if caught_up and not behind_start:
                 assert r.state is not State.AT_RISK and not r.records_lost and r.retention_headroom_s is None
         previous_keys = set(obs.leos)
     assert len(eng) == len(previous_keys)
