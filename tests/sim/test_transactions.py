@@ -338,7 +338,7 @@ def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: fl
     """Per poll: records_lost only where [R + 1, S) held a data record, counted from it (with
     AT_RISK); and where the probe could not date record R + 1 (retention deleted it before a
     sidecar that started late could read it), a flagged time lag that is no more than the
-    truth's and never IN_SYNC. The truth a time lag is held to is DESIGN §3's: the literal one
+    truth's and never IN_SYNC. The truth a time lag is held to is docs/states.md's: the literal one
     (now - H, `busy_since`: the mirror lacked some data record at every moment since H) read high
     by at most one interval, as catch-up is credited to poll times only (TL2 in
     test_invariants). Not the freshness truth (now - C, `copied_through`: the oldest uncopied
@@ -429,7 +429,7 @@ def test_a_flagged_time_lag_may_read_high_by_one_interval() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="engine: an LRO below the log start counts from the first look even where "
-                   "[log start, LEO) is empty (DESIGN §3 'Nothing to copy is caught up', docs/states.md)")
+                   "[log start, LEO) is empty (docs/states.md: nothing to copy is caught up; issue 40 item 3)")
 def test_an_emptied_log_behind_an_old_lro_is_no_flagged_lag() -> None:
     # --hypothesis-seed=4 and 7 shrink to this. read_committed: offset 0 (copied), an aborted
     # transaction at 0.0 (record 1, marker 2), retention 20 s; a sidecar starting at 20.0 sees LRO 0,
