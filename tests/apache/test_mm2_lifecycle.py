@@ -27,7 +27,7 @@ METADATA_AGE = "mirrorlag.metadata.max.age.ms = 1000\n"
 
 
 def check_rows(config, extra, *topics: str) -> tuple[int, dict[tuple[str, int], dict]]:
-    result = mirrorlag("check", "--config", str(config), "--config", str(extra), "--json", "--timeout", "8")
+    result = mirrorlag("check", "--config", str(config), "--config", str(extra), "--json", "--timeout", "15")
     assert result.returncode in (0, 1), result.stdout + result.stderr
     return result.returncode, {(r["topic"], r["partition"]): r for r in json.loads(result.stdout)
                                if r["topic"] in topics}
