@@ -612,6 +612,11 @@ def run(
                 c[1] = max(c[1], starts[kk])
             hi_next = (Rmax + 1) if Rmax is not None else 0
             hi_data = log.next_data[min(hi_next, len(log))]
+            # Nothing left to copy, as the sidecar can know it: a log start read at or past the LEO
+            # (retention emptied the log behind the LRO). Caught up; what it deleted is lost.
+            emptied = R is not None and S_known is not None and S_known >= L
+            if emptied:
+                oldest = None
             truth[kk] = Truth(
                 leo=L,
                 log_start=starts[kk],
@@ -621,11 +626,11 @@ def run(
                 lro_since=since,
                 lro_seen_at=None if reading is None else reading.changed_at,
                 stale=False if reading is None else reading.stale,
-                record_lag=None if R is None else max(0, L - nxt),
-                caught_up=R is not None and nxt >= L,
+                record_lag=None if R is None else 0 if emptied else max(0, L - nxt),
+                caught_up=R is not None and (nxt >= L or emptied),
                 oldest_uncopied_at=oldest,
-                copied_through=None if hi_data >= L else vis[hi_data],
-                busy_since=mirror.busy_start[first_data] if first_data < leo_now else None,
+                copied_through=None if hi_data >= L or emptied else vis[hi_data],
+                busy_since=mirror.busy_start[first_data] if first_data < leo_now and not emptied else None,
                 freshness=(now - oldest) if oldest is not None else 0.0,
                 lost=mirror.never_copied_prefix[starts[kk]],
                 lost_certain=c[0],

@@ -140,11 +140,12 @@ def test_lost_totals_are_per_flow() -> None:
 
 def test_records_appended_and_deleted_after_the_leo_snapshot_are_lost_too() -> None:
     # The log start is read after the LEO: retention may already have deleted past that LEO.
-    # Everything from LRO + 1 to the log start is gone uncopied, more than the record lag says:
-    # the probe proved [50, 100) data (lost); no one read [100, 120) (unverified).
+    # Everything from LRO + 1 to the log start is gone uncopied, more than the LEO showed: the
+    # probe proved [50, 100) data (lost); no one read [100, 120) (unverified). Nothing the LEO
+    # showed is left to copy (record lag 0); what was lost keeps it AT_RISK.
     e = engine()
     r = poll(e, 0.0, {K0: 100}, {K0: lro(49, -1.0)}, {K0: 120})[K0]
-    assert (r.record_lag, r.records_lost, r.records_lost_unverified, r.state) == (50, 50, 20, State.AT_RISK)
+    assert (r.record_lag, r.records_lost, r.records_lost_unverified, r.state) == (0, 50, 20, State.AT_RISK)
     assert e.records_lost_total == {FlowId("A", "B"): 50}
     assert e.records_lost_unverified_total == {FlowId("A", "B"): 20}
 
