@@ -162,7 +162,9 @@ class LagEngine:
             ran, run_to = leo_column(list(map(obs.data_to.get, map(keys.__getitem__, proof_rows.tolist()))))
             proof_to = np.where(ran & (run_to > proof_at), run_to, proof_to)
         retention.prove_data(c, proof_rows, proof_at, proof_to)
-        head = retention.headroom(c, r, np.where(empty[r], lro + 1, N), lag, copy, copy_known, f.warn_s[fl])
+        # An emptied log is judged from LRO + 1, but for what the probe proved no data (N is then past it).
+        head = retention.headroom(c, r, np.where(empty[r] & ~no_data[r], lro + 1, N), lag, copy, copy_known,
+                                  f.warn_s[fl])
         self._count(self.records_lost_total, fl, head.newly_lost)
         self._count(self.records_lost_unverified_total, fl, head.newly_unverified)
         state = states(head.at_risk, t_lag, f.max_s[fl], res[r], lag, stale[r], now - changed[r], rewound, t_lower)

@@ -15,6 +15,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
                                    ResourceType)
 
 from mirrorlag.embedded import free_port
+from tests.apache.flow_watch import TxnProducer
 from tests.apache.sidecar_watch import PollWatch, sidecar_properties
 from tests.apache.test_mm2_partitions import start_copying, truth, wait_all_copied
 from tests.apache.truth import NumberedProducer, lag_true, read_partition
@@ -171,7 +172,8 @@ def test_retention_deletes_records_a_frozen_mm2_never_copied(mirror, tmp_path):
         assert row["state"] == "AT_RISK", watch.describe(lost)
         assert row["records_lost"] <= data_deleted, row
         assert (row["records_lost"], row["records_lost_unverified"]) == (proved, deleted_uncopied - proved), (row, data)
-        assert row["record_lag"] == lag_true(row["leo"], copied), row
+        # (a poll before the two new records: the log is empty, nothing is left to copy)
+        assert row["record_lag"] == (0 if row["leo"] == doomed_end else lag_true(row["leo"], copied)), row
         # A cold check never saw the deleted range: what it held is unverified, so no AT_RISK (no
         # alert rests on unverified offsets); the frozen mirror still reads STALLED, exit 1.
         code, rows = check_rows(mirror.config, extra, topic)
@@ -189,3 +191,37 @@ def test_retention_deletes_records_a_frozen_mm2_never_copied(mirror, tmp_path):
         assert (samples.get(("mirrorlag_records_lost_total", flow), 0),
                 samples.get(("mirrorlag_records_lost_unverified_total", flow), 0)) == (
             row["records_lost"], row["records_lost_unverified"]), samples
+
+
+def test_a_log_retention_emptied_is_caught_up_whatever_its_lro(mirror, tmp_path):
+    """A transactional partition copied to its end ends with the commit marker, which MM2 never
+    copies (LRO = LEO - 2). Retention then deletes every record: `[log start, LEO)` is empty and
+    nothing is left to copy. Every poll of the running sidecar reads IN_SYNC at record lag 0 and
+    nothing lost (its probe saw that the deleted offset was a marker); a cold check exits 0, IN_SYNC
+    at 0, and counts the marker it cannot fetch unverified, never lost."""
+    topic = f"emptied-{mirror.tag}"
+    mirror.clusters.create_topic(topic, 1)
+    TxnProducer(mirror.pair.source.bootstrap_servers, topic).transaction(5)  # 0-4, the marker at 5
+    mirror.write_config(topic)
+    mirror.start()
+    leo = 6
+    assert mirror.clusters.end_offset(topic) == leo
+    eventually(lambda: truth(mirror, topic, 0) == leo - 2, timeout=90, interval=0.5)
+    extra = sidecar_properties(tmp_path / "sidecar.properties", port := free_port(),
+                               "mirrorlag.retention.poll.interval.ms = 1000\n")
+    watch = PollWatch(port, topic)
+    with running_sidecar(mirror.config, extra, port=port, log=tmp_path / "sidecar.log"):
+        first = watch.until(lambda p: p.rows[0]["lro"] == leo - 2, 30, "MM2's LRO read")
+        set_retention_ms(mirror, topic, 1)
+        eventually(lambda: log_start(mirror, topic) == leo, timeout=30, interval=0.2)
+        set_retention_ms(mirror, topic, None)
+        emptied = watch.until(lambda p: p.rows[0]["log_start"] == leo, 20, "the log start at the LEO")
+        polls = watch.polls[watch.polls.index(first):]
+        wrong = [watch.describe(p) for p in polls if (p.rows[0]["state"], p.rows[0]["record_lag"]) != ("IN_SYNC", 0)
+                 or p.rows[0]["records_lost"] or p.rows[0]["records_lost_unverified"]]
+        assert not wrong, wrong
+        assert emptied.rows[0]["leo"] == leo and emptied.rows[0]["lro"] == leo - 2, watch.describe(emptied)
+        code, rows = check_rows(mirror.config, extra, topic)
+        cold = rows[(topic, 0)]
+        assert (code, cold["state"], cold["record_lag"], cold["records_lost"], cold["records_lost_unverified"]) == (
+            0, "IN_SYNC", 0, 0, 1), cold

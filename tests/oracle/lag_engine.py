@@ -204,8 +204,8 @@ class LagEngine:
         probed = obs.oldest_uncopied.get(key, ...)
         nxt = max(r.offset + 1, leo) if probed is None or empty else r.offset + 1
         # What retention judges: the offsets from LRO + 1 it deleted uncopied, also where what
-        # is left holds nothing to copy.
-        first = r.offset + 1 if empty else nxt
+        # is left holds nothing to copy (but not those the probe proved no data).
+        first = r.offset + 1 if empty and probed is not None else nxt
         appended_at = probed if isinstance(probed, float) else None
         lag = max(0, leo - nxt)
         if new_log or (nxt > leo and r.changed_at < t):

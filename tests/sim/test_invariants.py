@@ -68,6 +68,8 @@ retention    log_start is the last value read; retention_headroom_records == max
              visible at a poll (test_records_lost_exact_when_observable constructs such runs).
              AT_RISK whenever proved-lost records are visible, and before the loss when the
              log start closes in on a stalled mirror at a known rate (derivation at the test).
+             A log retention emptied (S >= LEO) is caught up, record lag 0, whatever the LRO:
+             nothing is left to copy; what it deleted uncopied is still counted as above.
 
 rates        never negative; exactly 0 once nothing was appended / copied for 2W + 3Δ, where
              W = num_samples x sample_window (like Kafka's Rate, the estimator's span runs from
@@ -339,7 +341,9 @@ def check_stalled(res: Run, *, retention: bool) -> int:
                 assert p.now - tr.lro_since >= min(res.ttl, mx) - TOL, where
                 if initialized and tr.busy_since is not None:
                     assert p.now - tr.busy_since > mx - delta - TOL, where
-            if prev is not None and prev[0].state is State.STALLED and prev[1].lro == tr.lro:
+            # (retention emptying the log ends a stall too: nothing is left to copy)
+            emptied = tr.log_start_known is not None and tr.log_start_known >= tr.leo
+            if prev is not None and prev[0].state is State.STALLED and prev[1].lro == tr.lro and not emptied:
                 assert row.state in stalled_like, f"ST4: left STALLED without the LRO moving\n{where}"
             prev = (row, tr)
             if not initialized or tr.oldest_uncopied_at is None:
@@ -448,9 +452,13 @@ def check_retention(res: Run) -> None:
                 assert row.retention_headroom_s == 0.0, where
             hs = row.retention_headroom_s
             assert hs is None or (math.isfinite(hs) and hs >= 0), where
-            if row.record_lag == 0:  # caught up: retention deletes only copied records
+            if row.record_lag == 0 and tr.lro + 1 >= tr.log_start_known:
+                # caught up, the log start at or behind LRO + 1: retention deleted only copied records
                 assert row.state is not State.AT_RISK and not row.records_lost and hs is None, where
                 assert not row.records_lost_unverified, where
+            elif row.record_lag == 0:  # an emptied log: caught up, and what it deleted uncopied is counted
+                assert tr.log_start_known >= tr.leo, where
+                assert (row.state is State.AT_RISK) == (row.records_lost > 0), where
         if isinstance(lost_total, dict) and i == len(res.polls) - 1:
             counted = lost_total.get(FLOW, 0) + getattr(res.engine, "records_lost_unverified_total", {}).get(FLOW, 0)
             assert certain <= counted <= truth, f"records_lost_total={counted} certain={certain} truth={truth}"

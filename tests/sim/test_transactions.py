@@ -333,8 +333,7 @@ def lost_marker_cases(draw: st.DrawFn) -> tuple[TxnCase, Retention, float]:
     return case, retention, draw(floats(0.0, case.end / 2))
 
 
-def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float,
-                                  behind_start_known: bool = True) -> Run:
+def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: float) -> Run:
     """Per poll: records_lost only where [R + 1, S) held a data record, counted from it (with
     AT_RISK); and where the probe could not date record R + 1 (retention deleted it before a
     sidecar that started late could read it), a flagged time lag that is no more than the
@@ -357,12 +356,7 @@ def check_never_lost_for_a_marker(case: TxnCase, retention: Retention, start: fl
             if row.time_lag_lower_bound:
                 # Never IN_SYNC on a claim the probe could not prove, and a bound never above the truth.
                 assert row.state is not IN_SYNC, where
-                # Not yet where the LRO is below the log start: the engine then counts from its first
-                # look even where what retention left holds nothing to copy (issue 40 item 3, pinned
-                # strictly by test_an_emptied_log_behind_an_old_lro_is_no_flagged_lag).
-                behind_start = behind_start_known and tr.lro + 1 < tr.log_start_known
-                assert behind_start or tr.busy_since is None or \
-                    row.time_lag_s <= p.now - tr.busy_since + res.interval + TOL, where
+                assert tr.busy_since is None or row.time_lag_s <= p.now - tr.busy_since + res.interval + TOL, where
             if row.records_lost_unverified:
                 assert row.records_lost + row.records_lost_unverified <= tr.log_start_known - (tr.lro + 1), where
             if not row.records_lost:
@@ -428,17 +422,17 @@ def test_a_flagged_time_lag_may_read_high_by_one_interval() -> None:
     assert (row.time_lag_s, row.time_lag_lower_bound) == (1.25, True), row
 
 
-@pytest.mark.xfail(strict=True, reason="engine: an LRO below the log start counts from the first look even where "
-                   "[log start, LEO) is empty (docs/states.md: nothing to copy is caught up; issue 40 item 3)")
 def test_an_emptied_log_behind_an_old_lro_is_no_flagged_lag() -> None:
-    # --hypothesis-seed=4 and 7 shrink to this. read_committed: offset 0 (copied), an aborted
+    # --hypothesis-seed=4 and 7 shrank to this. read_committed: offset 0 (copied), an aborted
     # transaction at 0.0 (record 1, marker 2), retention 20 s; a sidecar starting at 20.0 sees LRO 0,
-    # log start 3 = LEO 3: nothing to copy, and the deleted 1-2 were no data. The engine, unable to
-    # fetch from 1, flags a time lag from 20.0; when a committed record arrives at 22.0 it reads
-    # 2.25 s (STALLED at 25) where the truth is 0.25 s (1.25 s credited at t=21): a flagged lower
-    # bound above the truth by more than one interval.
+    # log start 3 = LEO 3: nothing to copy, and the deleted 1-2 were no data. An engine that counted
+    # from its first look there flagged a time lag from 20.0, and when a committed record arrived
+    # at 22.0 read 2.25 s (STALLED at 25) where the truth is 0.25 s: caught up at 20.0, it reads the
+    # truth within one interval.
     part = TxnPart(1, (), (Txn(0.0, 1, False), Txn(22.0, 1, True)), (Phase(1.0, 0.0),), 0.0)
     params = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
                           retention_warn_s=10.0)
     case = TxnCase((part,), READ_COMMITTED, interval=1.0, eps=0.25, end=40.0, params=params, ttl=2.0)
-    check_never_lost_for_a_marker(case, Retention(keep_seconds=20.0), 20.0, behind_start_known=False)
+    res = check_never_lost_for_a_marker(case, Retention(keep_seconds=20.0), 20.0)
+    first = res.series(K)[0][1]
+    assert (first.state, first.record_lag, first.time_lag_s) == (IN_SYNC, 0, 0.0), first
