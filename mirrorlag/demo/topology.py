@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Callable
 
 
-
-
 @dataclass
 class Mirror:
     """A running mirror the demo can pause and resume, and ask whether it is still alive."""

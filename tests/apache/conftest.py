@@ -62,9 +62,14 @@ class ApachePairs:
             # Quotas measured over 2 s, not 11: a client quota then throttles within a test's seconds.
             target = KRaftBroker(jars, directory / "target", "target",
                                  overrides={"quota.window.num": 2, "quota.window.size.seconds": 1})
+            try:
+                source.start()
+                target.start()
+            except BaseException:
+                source.stop()
+                target.stop()
+                raise
             pair = self.pairs[jars.version] = ApachePair(jars, source, target, directory)
-            source.start()
-            target.start()
         return pair
 
     def stop(self) -> None:

@@ -265,7 +265,8 @@ def test_groups_resume_where_mm2_says_before_and_after_a_restart(mirror, transla
         {(r["state"], r["because"]) for r in early}
     checkpointed = [r for r in watch.rows if r["checkpoint_downstream"] is not None]
     assert checkpointed and all(r["state"] == "READY" for r in checkpointed), \
-        [r for r in checkpointed if r["state"] != "READY"][:5]
+        [(r["group"], r["partition"], r["state"], r.get("because"), r["checkpoint_downstream"])
+         for r in checkpointed if r["state"] != "READY"][:5]
     assert {(r["group"], r["partition"]) for r in watch.rows} == set(restarted)
     assert all(r["checkpoint_downstream"] in (None, restarted[r["group"], r["partition"]],
                                               rewound[r["group"], r["partition"]]) for r in watch.rows)

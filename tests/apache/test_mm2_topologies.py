@@ -23,6 +23,7 @@ at or below LRO_true, and every partition reads IN_SYNC at 0 once copied, also w
 from __future__ import annotations
 
 import itertools
+import json
 import time
 import uuid
 from pathlib import Path
@@ -35,7 +36,7 @@ from mirrorlag.embedded import free_port
 from tests.apache.conftest import ApachePair
 from tests.apache.flow_watch import FlowWatch, check_rows, start_mm2, write_config
 from tests.apache.sidecar_watch import MAX_S, POLL_S, sidecar_properties
-from tests.apache.truth import NumberedProducer, lag_true, lro_true
+from tests.apache.truth import NumberedProducer, lag_true, lro_true, watermarks
 from tests.conftest import Clusters
 from tests.helpers import eventually, running_sidecar, scrape
 
@@ -219,6 +220,10 @@ def test_both_ways_with_sync_topics_of_one_name(apache_pair, tmp_path: Path):
             off = [o for o in syncs[0]["off"] if orders in o["topics"]]
             assert off and set(off[0]["flows"]) == {pq, qp}, syncs
             code, rows, out = check_rows(mm2.properties, side, topic=payments)
+            if code != 0:  # what each source held for the rows not IN_SYNC, read just after the check
+                out += "\n".join(f"{r['flow']} {r['topic']}[{r['partition']}] {r['state']}: source "
+                                  f"{watermarks(boot[r['source']], r['topic'], r['partition'])}"
+                                  for r in json.JSONDecoder().raw_decode(out)[0] if r["state"] != "IN_SYNC")
             assert code == 0 and rows[(qp, 0)]["state"] == "IN_SYNC" and rows[(qp, 0)]["record_lag"] == 0, out
     finally:
         mm2.stop()

@@ -62,6 +62,24 @@ def lro_true(source: str, topic: str, target: str, remote_topic: str, partition:
     return max(copied, default=-1)
 
 
+def watermarks(bootstrap: str, topic: str, partition: int) -> dict[str, tuple[int, int]]:
+    """(log start, end offset) of a partition as a consumer at each isolation level sees it: an
+    open transaction holds read_committed's end (the LSO) below read_uncommitted's (the HW). For
+    failure messages: what the source really held when a verdict looked wrong."""
+    seen = {}
+    for isolation in ("read_uncommitted", "read_committed"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorlag-truth", "log_level": 0,
+                             "isolation.level": isolation})
+        try:
+            seen[isolation] = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10,
+                                                             cached=False)
+        except KafkaException as exc:
+            seen[isolation] = str(exc)
+        finally:
+            consumer.close()
+    return seen
+
+
 def lag_true(leo: int, lro: int) -> int:
     return max(0, leo - (lro + 1))
 

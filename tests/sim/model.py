@@ -397,12 +397,14 @@ class Truth:
     # Time lag truths (see test_invariants: the engine's time lag lies between them):
     copied_through: float | None  # sup{x <= t : every record that existed at x is copied}; None: caught up
     busy_since: float | None  # last moment the mirror lacked no record (KIP-16 literal); None: caught up at now
+    # (both: or a poll that found the log emptied, every record that existed then copied or deleted)
     freshness: float  # now - append time of offset LRO + 1 (0 when it does not exist yet)
     lost: int  # offsets deleted by t that were never copied (cumulative)
     lost_certain: int  # of those, the ones a poller could prove so far: union of [LRO_j + 1, S_j)
     lost_visible: int  # max(0, S_known - (LRO + 1)): deleted and not copied, as the engine knows
     rewinds_seen: int  # polls so far whose LRO is below the previous poll's
     polls: int  # polls of this partition so far, this one included
+    emptied_at: float = -math.inf  # the LEO snapshot time of the last poll that found the log emptied
     # Transactions (every record is data without them):
     data_lag: int | None = None  # data records (at the isolation level) in [LRO + 1, L_t): 0 = nothing left to copy
     first_uncopied: int | None = None  # the oldest of them (None: none)
@@ -494,6 +496,7 @@ def run(
     cache = LroCache(ttl)
     polls: list[Poll] = []
     known_start: dict[PartitionKey, int] = {}
+    last_emptied: dict[PartitionKey, float] = {}  # per partition, the last poll whose log start read was at its LEO
     lro_max: dict[PartitionKey, int] = {}
     prev_lro: dict[PartitionKey, int] = {}
     rewinds_seen: dict[PartitionKey, int] = {}
@@ -614,9 +617,13 @@ def run(
             hi_data = log.next_data[min(hi_next, len(log))]
             # Nothing left to copy, as the sidecar can know it: a log start read at or past the LEO
             # (retention emptied the log behind the LRO). Caught up; what it deleted is lost.
+            # Caught up at t in the sense the LRO gives (every record that existed at t copied, or
+            # here deleted, by now): the time-lag truths below count from the last such poll too.
             emptied = R is not None and S_known is not None and S_known >= L
             if emptied:
                 oldest = None
+                last_emptied[kk] = t
+            emptied_at = last_emptied.get(kk, -math.inf)
             truth[kk] = Truth(
                 leo=L,
                 log_start=starts[kk],
@@ -629,8 +636,10 @@ def run(
                 record_lag=None if R is None else 0 if emptied else max(0, L - nxt),
                 caught_up=R is not None and (nxt >= L or emptied),
                 oldest_uncopied_at=oldest,
-                copied_through=None if hi_data >= L or emptied else vis[hi_data],
-                busy_since=mirror.busy_start[first_data] if first_data < leo_now and not emptied else None,
+                copied_through=None if hi_data >= L or emptied else max(vis[hi_data], emptied_at),
+                busy_since=max(mirror.busy_start[first_data], emptied_at) if first_data < leo_now and not emptied
+                else None,
+                emptied_at=emptied_at,
                 freshness=(now - oldest) if oldest is not None else 0.0,
                 lost=mirror.never_copied_prefix[starts[kk]],
                 lost_certain=c[0],

@@ -348,12 +348,12 @@ def check_stalled(res: Run, *, retention: bool) -> int:
             prev = (row, tr)
             if not initialized or tr.oldest_uncopied_at is None:
                 continue
-            # ST1: from what the sidecar saw (the reading's changed_at)
-            if p.now > max(tr.oldest_uncopied_at, tr.lro_seen_at) + mx + TOL:
+            # ST1: from what the sidecar saw (the reading's changed_at, a poll that found the log emptied)
+            if p.now > max(tr.oldest_uncopied_at, tr.lro_seen_at, tr.emptied_at) + mx + TOL:
                 forced += 1
                 assert row.state in stalled_like, f"ST1\n{where}"
             # ST2: from the truth (the LRO last moved at lro_since, after the first poll)
-            if tr.lro_since > first_now and p.now > max(tr.oldest_uncopied_at, tr.lro_since) + mx + delta + TOL:
+            if tr.lro_since > first_now and p.now > max(tr.oldest_uncopied_at, tr.lro_since, tr.emptied_at) + mx + delta + TOL:
                 forced += 1
                 assert row.state in stalled_like, f"ST2\n{where}"
     return forced

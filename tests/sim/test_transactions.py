@@ -383,6 +383,11 @@ def test_never_records_lost_for_a_marker() -> None:
     lost_markers_quick()
 
 
+# The pinned examples' engine: max 5 s, one sample a window, so a case's numbers stay small.
+EXAMPLE_PARAMS = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
+                              retention_warn_s=10.0)
+
+
 def test_a_flagged_time_lag_counts_from_the_first_look_not_the_oldest_uncopied_record() -> None:
     # Found by the property above (--hypothesis-seed=1). read_uncommitted, 5 records kept: offset 0
     # (copied at -1); three aborted transactions of one record at 0.0 (1-3, data at this level,
@@ -394,9 +399,7 @@ def test_a_flagged_time_lag_counts_from_the_first_look_not_the_oldest_uncopied_r
     # uncopied record (8) is only 1.25 s old (copied_through 1.0): that is the freshness lag,
     # which the time lag exceeds because the mirror trailed since before record 8 arrived.
     part = TxnPart(1, (), (Txn(0.0, 1, False),) * 3 + (Txn(1.0, 2, False),), (Phase(1.0, 0.0), Phase(1.0, 1.0)), 0.0)
-    params = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
-                          retention_warn_s=10.0)
-    case = TxnCase((part,), READ_UNCOMMITTED, interval=1.0, eps=0.25, end=30.0, params=params, ttl=2.0)
+    case = TxnCase((part,), READ_UNCOMMITTED, interval=1.0, eps=0.25, end=30.0, params=EXAMPLE_PARAMS, ttl=2.0)
     res = check_never_lost_for_a_marker(case, Retention(keep_records=5), 0.0)
     p, row, tr = res.series(K)[2]
     assert (p.t, row.leo, row.lro, row.log_start, row.record_lag) == (2.0, 10, 7, 5, 2), row
@@ -411,11 +414,9 @@ def test_a_flagged_time_lag_may_read_high_by_one_interval() -> None:
     # plain record 7 at 0.5; the mirror stalled. At t=0 record 1 is deleted (log start 2): the
     # probe cannot say that [1, 7) holds no data, so the time lag counts from the first look, 0.0,
     # flagged. At t=1 that is 1.25 s while the mirror lacked record 7 only from 0.5 (0.75 s): high
-    # by less than one interval, as §3's time lag is (catch-up credited at t=0 gives 1.25 too).
+    # by less than one interval, as docs/states.md's time lag is (catch-up credited at t=0 gives 1.25 too).
     part = TxnPart(1, (Appends(1.0, 1.0),), (Txn(0.0, 1, False),) * 3, (Phase(1.0, 0.0),), 0.0)
-    params = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
-                          retention_warn_s=10.0)
-    case = TxnCase((part,), READ_COMMITTED, interval=1.0, eps=0.25, end=30.0, params=params, ttl=2.0)
+    case = TxnCase((part,), READ_COMMITTED, interval=1.0, eps=0.25, end=30.0, params=EXAMPLE_PARAMS, ttl=2.0)
     res = check_never_lost_for_a_marker(case, Retention(keep_records=5), 0.0)
     p, row, tr = res.series(K)[1]
     assert (p.t, row.leo, row.lro, row.log_start, tr.busy_since) == (1.0, 8, 0, 3, 0.5), (row, tr)
@@ -430,9 +431,7 @@ def test_an_emptied_log_behind_an_old_lro_is_no_flagged_lag() -> None:
     # at 22.0 read 2.25 s (STALLED at 25) where the truth is 0.25 s: caught up at 20.0, it reads the
     # truth within one interval.
     part = TxnPart(1, (), (Txn(0.0, 1, False), Txn(22.0, 1, True)), (Phase(1.0, 0.0),), 0.0)
-    params = EngineParams(lag_time_max_s=5.0, sample_window_s=5.0, num_samples=1, freshness_points=2,
-                          retention_warn_s=10.0)
-    case = TxnCase((part,), READ_COMMITTED, interval=1.0, eps=0.25, end=40.0, params=params, ttl=2.0)
+    case = TxnCase((part,), READ_COMMITTED, interval=1.0, eps=0.25, end=40.0, params=EXAMPLE_PARAMS, ttl=2.0)
     res = check_never_lost_for_a_marker(case, Retention(keep_seconds=20.0), 20.0)
     first = res.series(K)[0][1]
     assert (first.state, first.record_lag, first.time_lag_s) == (IN_SYNC, 0, 0.0), first
