@@ -23,6 +23,7 @@ from mirrorlag.config.client import Prop, cluster_client_config, error_at
 from mirrorlag.config.effective import non_defaults
 from mirrorlag.config.group_filter import GROUPS_DEFAULT, GROUPS_EXCLUDE_DEFAULT, compile_patterns
 from mirrorlag.config.near_miss import warn_near_misses
+from mirrorlag.config.offset_reset import valid_reset
 from mirrorlag.config.policy import DEFAULT_POLICY, IDENTITY_POLICY, ReplicationPolicy
 from mirrorlag.config.settings import (
     DEFAULT_TOPICS_EXCLUDE,
@@ -655,9 +656,10 @@ def _source_consumer_prop(props: Props, source: str, target: str, key: str) -> P
 def _reset(prop: Prop | None) -> str:
     if prop is None:
         return "earliest"
-    value = prop.value.strip().lower()
-    if value not in ("earliest", "latest", "none"):
-        raise error_at(prop, f"auto.offset.reset must be earliest, latest or none, not {prop.value.strip()!r}")
+    value = prop.value.strip()
+    if not valid_reset(value):
+        raise error_at(prop, "auto.offset.reset must be earliest, latest, none or by_duration:<a duration "
+                             f"not negative, as PnDTnHnMn.nS> (Kafka 4.0+), not {value!r}")
     return value
 
 

@@ -69,12 +69,14 @@ def test_a_partition_never_copied_is_behind_by_all_its_records(tmp_path, cluster
     assert (owed["state"], code) == ("STALLED", 1), owed
 
 
-def test_a_partition_never_copied_stays_unknown_while_mm2_starts_at_latest(tmp_path, clusters, topic_name):
-    """`auto.offset.reset = latest` on MM2's source consumer: the records before its first copy
-    are not owed, and nothing says where it began: UNKNOWN, with the reason in /status."""
+@pytest.mark.parametrize("reset", ["latest", "by_duration:PT1H"])
+def test_a_partition_never_copied_stays_unknown_while_mm2_starts_at_latest(tmp_path, clusters, topic_name, reset):
+    """`auto.offset.reset = latest` on MM2's source consumer (or Kafka 4.0's `by_duration:`): the
+    records before its first copy are not owed, and nothing says where it began: UNKNOWN, with the
+    reason in /status."""
     clusters.create_topic(topic_name, 1)
     produce_records(clusters.source, topic_name, 0, [int(time.time() * 1000)] * 3)
     config = write_properties(tmp_path / "mm2.properties", clusters,
-                              f"src->dst.topics = {topic_name}\nsrc.consumer.auto.offset.reset = latest\n")
+                              f"src->dst.topics = {topic_name}\nsrc.consumer.auto.offset.reset = {reset}\n")
     code, rows = _check(config)
     assert (rows[0]["lro"], rows[0]["record_lag"], rows[0]["state"], code) == (None, None, "UNKNOWN", 1), rows[0]

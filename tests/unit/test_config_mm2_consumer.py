@@ -151,3 +151,19 @@ def test_syncs_refused_by_mm2_is_warned(tmp_path: Path, caplog: pytest.LogCaptur
     with caplog.at_level(logging.WARNING):  # per flow, for the flows with syncs: no clash
         load(tmp_path, THREE + "A->C.offset-syncs.topic.replication.factor = 1\nA->B.emit.offset-syncs.enabled = false\n")
     assert not [r for r in caplog.records if "refuses" in r.getMessage()]
+
+
+@pytest.mark.parametrize("value", ["latest", "none", "by_duration:PT1H", "by_duration:P2DT0.5S", "by_duration:pt15m",
+                                   "by_duration:PT0S", "by_duration:-PT-1H"])
+def test_auto_offset_reset_as_the_java_consumer_accepts_it(tmp_path: Path, value: str) -> None:
+    # by_duration: Kafka 4.0's consumers (KIP-1106); the ISO-8601 part as java.time.Duration parses it
+    assert load(tmp_path, BASE + f"A.consumer.auto.offset.reset =  {value} \n").flow(AB).source_consumer_reset == value
+
+
+@pytest.mark.parametrize("value", ["EARLIEST", "by_duration", "by_duration:", "by_duration:1h", "by_duration:PT",
+                                   "by_duration:P1DT", "by_duration:-PT1S", "BY_DURATION:PT1H", "smallest"])
+def test_bad_auto_offset_reset_is_one_line_at_its_place(tmp_path: Path, value: str) -> None:
+    # AutoOffsetResetStrategy.fromString refuses these: MM2's source task would not start.
+    err = load_error(tmp_path, BASE + f"A->B.consumer.auto.offset.reset = {value}\n")
+    message = assert_at(err, f0(tmp_path), NEXT, "A->B.consumer.auto.offset.reset")
+    assert "earliest, latest, none or by_duration:" in message and repr(value) in message and "\n" not in message
