@@ -45,7 +45,7 @@ from mirrorlag.config.policy import ReplicationPolicy
 from mirrorlag.config.settings import FlowSettings
 from mirrorlag.history import HistoryStats
 from mirrorlag.interfaces import PollStats
-from mirrorlag.model import STATES, FlowId, PartitionKey, RowColumns, Snapshot, State
+from mirrorlag.model import FLAG_FIELDS, STATES, FlowId, PartitionKey, RowColumns, Snapshot, State
 
 RECORD_LAG_HELP = (
     "Records the mirror still has to copy: source log-end offset - (last replicated offset + 1), "
@@ -73,8 +73,8 @@ class Family:
 
     def values(self, cols: RowColumns) -> tuple[np.ndarray, np.ndarray]:
         """The family's value per row and where it has a series."""
-        if self.field == "freshness_lower_bound":  # a flag: 1 where set, no series elsewhere
-            flags = cols.freshness_lower_bound
+        if self.field in FLAG_FIELDS:  # a flag: 1 where set, no series elsewhere
+            flags = getattr(cols, self.field)
             return np.ones(len(flags), np.int64), flags
         values, valid = cols.column(self.field)
         return values, (valid & (values > 0)) if self.positive_only else valid
@@ -91,7 +91,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("mirrorlag_replication_record_lag_min", "Minimum record lag over the sample windows (metrics.num.samples x metrics.sample.window.ms).", "record_lag_min", kip971=True),
     Family("mirrorlag_replication_record_lag_max", "Maximum record lag over the sample windows.", "record_lag_max", kip971=True),
     Family("mirrorlag_replication_record_lag_avg", "Average record lag over the sample windows.", "record_lag_avg", kip971=True),
-    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up). Caught up is credited at poll times: high by at most one poll interval, never low.", "time_lag_s"),
+    Family("mirrorlag_replication_time_lag_seconds", "Seconds since the mirror last had every record of this partition (KIP-16; 0 when caught up). Caught up is credited at poll times: high by at most one poll interval, never low (but see _lower_bound).", "time_lag_s"),
+    Family("mirrorlag_replication_time_lag_lower_bound", "1 where the time lag is only a lower bound: the source probe could not date the oldest record not copied, so it counts from the sidecar's first sight of the lag.", "time_lag_lower_bound"),
     Family("mirrorlag_replication_freshness_lag_seconds", "How long the oldest record the mirror has not copied (offset last replicated + 1) has waited since it was appended, on the sidecar's clock: how stale the copy is (0 when caught up; see _lower_bound).", "freshness_lag_s"),
     Family("mirrorlag_replication_freshness_lag_lower_bound", "1 where the freshness lag is only a lower bound: the record is older than the (LEO, time) table.", "freshness_lower_bound"),
     Family("mirrorlag_replication_byte_lag_estimate_bytes", "Estimated bytes the mirror still has to copy: record lag x mean record size seen by a feed that knows sizes.", "byte_lag_estimate"),

@@ -46,6 +46,7 @@ CONDITIONAL = {
     "mirrorlag_replication_byte_lag_estimate_bytes", "mirrorlag_poll_errors_total", "mirrorlag_metadata_errors_total",
     "mirrorlag_lro_rewinds_total", "mirrorlag_records_lost_unverified_total", "mirrorlag_probe_outcomes_total",
     "mirrorlag_catch_up_estimate_seconds", "mirrorlag_replication_freshness_lag_lower_bound",
+    "mirrorlag_replication_time_lag_lower_bound",
     # Failover readiness: a series per consumer group, and none before a group commits on a mirrored topic.
     "mirrorlag_group_ready", "mirrorlag_group_failover_reread_records", "mirrorlag_group_checkpoint_age_seconds",
     "mirrorlag_group_partitions", "mirrorlag_group_active_on_target", "mirrorlag_group_partition_state",

@@ -163,7 +163,7 @@ def reference(rows: tuple[PartitionRow, ...]) -> str:
         out.append(f"# HELP {family.name} {family.help}\n# TYPE {family.name} gauge\n")
         for r in rows:
             value = getattr(r, family.field)
-            if family.field == "freshness_lower_bound":
+            if family.field in ("freshness_lower_bound", "time_lag_lower_bound"):
                 value = 1 if value else None
             elif value is not None and (value != value or (family.positive_only and value <= 0)):
                 value = None
@@ -184,7 +184,8 @@ def samples_in_order(text: str) -> list[tuple]:
 def test_block_means_what_a_line_by_line_writer_means_across_topology_changes():
     odd = PartitionKey('s"\\\n', "B", 'to"pic\\n', 3)
     first = (
-        row(K1, State.LAGGING, 7, freshness_lower_bound=True, records_lost=4, retention_headroom_s=60.0),
+        row(K1, State.LAGGING, 7, freshness_lower_bound=True, time_lag_lower_bound=True, records_lost=4,
+            retention_headroom_s=60.0),
         row(odd, State.IN_SYNC, 0, lro_feed='fe"ed\\\n'),
         row(K0, State.UNKNOWN, None, lro=None, lro_feed=None, lro_age_s=None, time_lag_s=None),
     )
