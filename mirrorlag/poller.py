@@ -353,14 +353,17 @@ class Poller:
         if self._renewed:
             present = dict.fromkeys(rows)  # only while a new log waits for its first evidence
             self._renewed = {key for key in self._renewed if key in present and key not in lros}
-        # Partitions with no LRO of a feed's: their log start is kept (the others' is not needed).
+        # Partitions with no LRO of a feed's: their first log start seen is kept (the others' is not
+        # needed). Retention moving it later deletes records MM2 never copied: lost, not copied.
         candidates = np.flatnonzero(~has_r | (feed == floor)).tolist()
         starts = self._log_starts_owed
         if log_starts or starts:  # a partition that got a feed's LRO no longer owes from its log start
             kept = {rows[i] for i in candidates}
             for key in [k for k in starts if k not in kept]:
                 del starts[key]
-            starts.update((key, start) for key in kept if (start := log_starts.get(key)) is not None)
+            for key in kept:
+                if key not in starts and (start := log_starts.get(key)) is not None:
+                    starts[key] = start
         owed: dict[PartitionKey, int] = {}
         for key, start in starts.items():
             leo = leos.get(key)

@@ -180,6 +180,20 @@ def test_retention_deletes_records_a_frozen_mm2_never_copied(mirror, tmp_path):
         cold = rows[(topic, 0)]
         assert (code, cold["state"], cold["records_lost"], cold["records_lost_unverified"]) == (
             1, "STALLED", 0, deleted_uncopied), cold
+        # A sidecar started now cannot date the oldest record owed (a fetch from LRO + 1 is below
+        # the log start): its time lag counts from its first look, flagged in /status and /metrics;
+        # the first sidecar, whose probe dated it before the deletion, has no such series.
+        flag = ("mirrorlag_replication_time_lag_lower_bound",
+                labels(source=mirror.src, target=mirror.dst, topic=topic, partition=0))
+        late = sidecar_properties(tmp_path / "late.properties", late_port := free_port(),
+                                  "mirrorlag.retention.poll.interval.ms = 1000\n")
+        with running_sidecar(mirror.config, late, port=late_port, log=tmp_path / "late.log"):
+            first_look = PollWatch(late_port, topic).until(lambda p: p.rows[0]["log_start"] == doomed_end, 20,
+                                                           "the late sidecar's log start")
+            assert first_look.rows[0]["time_lag_lower_bound"] and first_look.rows[0]["state"] != "IN_SYNC", \
+                first_look.rows[0]
+            assert scrape(late_port).get(flag) == 1
+        assert flag not in scrape(port) and not watch.next().rows[0]["time_lag_lower_bound"]
 
         mirror.mm2.resume()
         leo = mirror.clusters.end_offset(topic)
@@ -225,3 +239,42 @@ def test_a_log_retention_emptied_is_caught_up_whatever_its_lro(mirror, tmp_path)
         cold = rows[(topic, 0)]
         assert (code, cold["state"], cold["record_lag"], cold["records_lost"], cold["records_lost_unverified"]) == (
             0, "IN_SYNC", 0, 0, 1), cold
+
+
+def test_records_mm2_never_copied_deleted_by_retention_are_lost(mirror, tmp_path):
+    """A topic created while MM2 is frozen is owed from its log start (`lro_feed` log-start, LRO
+    log start - 1). Retention deleting its records moves the log start, not the LRO: they are lost
+    (the probe proved them data), no copy rate shows, the LRO's age goes on, and the partition reads
+    AT_RISK; thawed, MM2 copies what is left from the new log start, and the loss stays counted."""
+    topic, fresh = f"orders-{mirror.tag}", f"orders-{mirror.tag}-fresh"
+    mirror.clusters.create_topic(topic, 1)
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce({0: 5})
+    mirror.write_config(f"orders-{mirror.tag}.*")
+    mirror.start()
+    wait_all_copied(mirror, topic, 1, timeout=90)  # MM2 has committed: its evidence is there to read
+    extra = sidecar_properties(tmp_path / "sidecar.properties", port := free_port(),
+                               "mirrorlag.retention.poll.interval.ms = 1000\n" + METADATA_AGE)
+    with running_sidecar(mirror.config, extra, port=port, log=tmp_path / "sidecar.log"):
+        PollWatch(port, topic).until(lambda p: p.rows[0]["state"] == "IN_SYNC", 30, "IN_SYNC before the freeze")
+        mirror.mm2.pause()
+        mirror.clusters.create_topic(fresh, 1)
+        producer = NumberedProducer(mirror.pair.source.bootstrap_servers, fresh)
+        producer.produce({0: 10})
+        watch = PollWatch(port, fresh)
+        owed = watch.until(lambda p: 0 in p.rows and (p.rows[0]["leo"], p.rows[0]["lro"], p.rows[0]["lro_feed"])
+                           == (10, -1, "log-start"), 30, "owed from its log start")
+        set_retention_ms(mirror, fresh, 1)
+        eventually(lambda: log_start(mirror, fresh) == 10, timeout=30, interval=0.2)
+        set_retention_ms(mirror, fresh, None)
+        producer.produce({0: 2})
+        lost = watch.until(lambda p: (p.rows[0]["log_start"], p.rows[0]["leo"]) == (10, 12), 20, "the deletion seen")
+        row = lost.rows[0]
+        assert (row["lro"], row["lro_feed"], row["records_lost"], row["records_lost_unverified"], row["state"]) == (
+            -1, "log-start", 10, 0, "AT_RISK"), row
+        assert not row["copy_rate"] and row["lro_age_s"] >= owed.rows[0]["lro_age_s"], (owed.rows[0], row)
+        mirror.mm2.resume()
+        final = watch.until(lambda p: p.rows[0]["state"] == "IN_SYNC" and p.rows[0]["lro"] == 11, 90,
+                            "the rest copied after the thaw")
+        assert truth(mirror, fresh, 0) == 11, watch.describe(final)
+        flow = labels(source=mirror.src, target=mirror.dst)
+        assert scrape(port).get(("mirrorlag_records_lost_total", flow)) == 10

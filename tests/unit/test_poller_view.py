@@ -28,6 +28,7 @@ class FreshSource:
         self.ids_read: frozenset[str] = frozenset()
         self.ids_asked: list[list[str] | None] = []  # per discovery, the IDs asked (None: all, the cadence)
         self.leos: dict[tuple[str, int], int] = {}  # end offsets other than 10
+        self.starts: dict[tuple[str, int], int] = {}  # log starts other than 0
 
     def discover(self, ids_of=None):
         self.discoveries += 1
@@ -42,7 +43,7 @@ class FreshSource:
         return {tp: None if tuple(tp[-2:]) in self.unanswered else self.leos.get(tuple(tp[-2:]), 10) for tp in partitions}
 
     def start_offsets(self, partitions):
-        return {tp: 0 for tp in partitions}
+        return {tp: self.starts.get(tuple(tp[-2:]), 0) for tp in partitions}
 
 
 # Metadata at every poll unless a test says otherwise: these tests change the topology between polls.
@@ -136,6 +137,23 @@ def test_the_trackers_offsets_reach_only_partitions_metadata_lists(tmp_path):
     lro = {(row.key.topic, row.key.partition): row.lro for row in snapshot.rows}
     assert lro == {("a", 0): 5, ("a", 1): -1, ("a", 2): 8, ("b", 0): 9, ("b", 1): 6}
     assert len(poller.cache) == 5  # a/1's owed from its log start
+
+
+def test_a_partition_never_copied_stays_owed_from_its_first_log_start(tmp_path):
+    # Retention deleting records MM2 never copied moves the log start, not the LRO: they are lost
+    # (unverified here: no probe proved them data), and nothing was copied.
+    poller, source = _poller(tmp_path)
+    (tracker,) = poller.trackers.values()
+    for p in range(3):
+        tracker.replicated("a", p, 9)
+    tracker.replicated("b", 1, 9)
+    assert poller.poll_once().by_key()[PartitionKey("src", "dst", "b", 0)].lro == -1
+    source.starts[("b", 0)] = 4
+    poller._log_starts_due = 0.0  # read again at this poll
+    row = poller.poll_once().by_key()[PartitionKey("src", "dst", "b", 0)]
+    assert (row.lro, row.lro_feed, row.log_start, row.record_lag) == (-1, "log-start", 4, 10), row
+    assert (row.records_lost, row.records_lost_unverified) == (0, 4), row
+    assert not row.copy_rate, row
 
 
 def test_a_partition_keeps_its_key_object_when_the_topology_changes(tmp_path):
