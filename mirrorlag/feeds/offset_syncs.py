@@ -128,7 +128,7 @@ class OffsetSyncsFeed(LroFeed):
     _topics: dict[tuple[str, str], _TopicSyncs] = field(default_factory=dict)  # (sync topic, topic)
     _prefixes: dict[str, dict[bytes, _TopicSyncs]] = field(default_factory=dict)  # sync topic -> key's topic part
     _far: dict[PartitionKey, int] = field(default_factory=dict)  # partitions numbered _SLOTS and up
-    _dating: bool = True  # until the first read's sync times are handed out (evidence_times)
+    _dating: bool = True  # driven by hand (no reader): until the first evidence_times()
     reader: TopicReader | None = None  # None: driven by hand through _apply (unit tests)
     # Per flow, the poller's keys of each topic by partition number (Poller's keys by topic): the
     # offsets handed out are keyed by the poller's own key objects, and only partitions it lists
@@ -198,10 +198,10 @@ class OffsetSyncsFeed(LroFeed):
                 (partition,) = _unpack_partition(key, len(key) - 4)
                 if upstream >= 0 and 0 <= partition < _SLOTS:
                     extra = syncs.store(partition, upstream, downstream)
-                    if extra and not self._dating:
-                        syncs.duplicate_records += extra
-                    if self._dating:
+                    if self._first_read(sync_topic):
                         self._stamp(syncs, partition)
+                    elif extra:
+                        syncs.duplicate_records += extra
                     return
         try:
             sync = decode_offset_sync(key, value)
@@ -223,10 +223,16 @@ class OffsetSyncsFeed(LroFeed):
         if len(key) == 2 + len(sync.topic.encode()) + 4:  # exactly topic and partition: its part names the topic
             prefixes[key[:-4]] = syncs
         extra = syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
-        if extra and not self._dating:
-            syncs.duplicate_records += extra
-        if self._dating:
+        if self._first_read(sync_topic):
             self._stamp(syncs, sync.partition)
+        elif extra:
+            syncs.duplicate_records += extra
+
+    def _first_read(self, sync_topic: str) -> bool:
+        """Whether a sync now applied is of the topic's first read to its end, however many polls
+        that takes: a restart reads the topic from its beginning, so such a sync is dated by its
+        record time (old evidence) and its gap is no duplicate of this run's (counted before)."""
+        return self._dating if self.reader is None else not self.reader.read_through(sync_topic)
 
     def _flow_of(self, sync_topic: str, topic: str) -> FlowSettings | None:
         flows = self.sharing.get(sync_topic)
@@ -250,8 +256,9 @@ class OffsetSyncsFeed(LroFeed):
         return {} if reader is None else {flow.id: reader.unread(topic) for topic, flow in self.all_flows()}
 
     def evidence_times(self) -> dict[PartitionKey, float]:
-        """The first read's sync times, once (a restart reads the topic from its beginning, so
-        an old sync is old evidence); later syncs arrive within a poll and are dated by it."""
+        """The sync times of the first read to the end read since the last call (a restart reads
+        the topic from its beginning, so an old sync is old evidence); later syncs arrive within a
+        poll and are dated by it."""
         self._dating = False
         out: dict[PartitionKey, float] = {}
         for syncs in self._topics.values():

@@ -157,6 +157,10 @@ class TopicReader:
         """Topics not found yet: the feed knows nothing from them."""
         return [t for t in self.topics if t not in self._assigned]
 
+    def read_through(self, topic: str) -> bool:
+        """Whether `topic` has been read to its end (since it was last found or restarted)."""
+        return topic in self._read_through
+
     def unread(self, topic: str) -> str | None:
         """Why `topic` has not been read to its end yet (None once it has been): until then a
         partition with nothing in it may only not have been reached."""

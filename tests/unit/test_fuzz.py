@@ -47,11 +47,16 @@ class ListReader:
     records: list[Record]
     cluster_alias: str = "x"
     batch_time_s: float | None = None  # TopicReader's: the batch's newest record time
+    through: bool = False  # read to its end once: after the first drain
 
     def drain(self, apply: Callable[[str, bytes | None, bytes | None], None]) -> None:
         records, self.records = self.records, []
         for key, value in records:
             apply(self.topic, key, value)
+        self.through = True
+
+    def read_through(self, topic: str) -> bool:
+        return self.through
 
 
 # --- strategies ------------------------------------------------------------------------------

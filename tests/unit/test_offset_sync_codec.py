@@ -190,3 +190,44 @@ def test_a_transactional_target_counts_no_duplicates():
     syncs = feed._topics["syncs", "orders"]
     assert (syncs.duplicate_records, list(syncs.duplicated)) == (0, [0])
     assert feed.duplicates() == ()
+
+
+class _ChunkedReader:
+    """A first read of the sync topic that takes three polls (a week of syncs behind a restart),
+    then one new sync per drain; each drain's batch is dated `batch_time_s`."""
+
+    def __init__(self, chunks: list[list[tuple[bytes, bytes]]], times: list[float]) -> None:
+        self.chunks, self.times, self.drains, self.batch_time_s = chunks, times, 0, None
+        self.through = False
+
+    def drain(self, apply) -> None:
+        chunk, self.batch_time_s = self.chunks[self.drains], self.times[self.drains]
+        self.drains += 1
+        for key, value in chunk:
+            apply("syncs", key, value)
+        self.through = self.drains >= 3
+
+    def read_through(self, topic: str) -> bool:
+        return self.through
+
+    def unread(self, topic: str) -> str | None:
+        return None if self.through else "not read to its end yet"
+
+
+def test_a_first_read_over_several_polls_counts_no_old_duplicate_and_dates_every_old_sync():
+    # Issue 40 item 6: the first read ends when the topic is read to its end, not after the first poll.
+    flow = FlowSettings("src", "dst", re.compile(".*"), re.compile(""), ReplicationPolicy())
+    feed = OffsetSyncsFeed("src", None, {"syncs": flow})
+    old = [encode_offset_sync(OffsetSync("orders", 0, u, d)) for u, d in ((0, 0), (10, 15), (20, 30), (30, 45))]
+    new = [encode_offset_sync(OffsetSync("orders", 0, 40, 58))]  # 3 target records written twice
+    week_ago, now = 1_000.0, 605_800.0
+    feed.reader = _ChunkedReader([old[:1], old[1:3], old[3:], new], [week_ago, week_ago + 60, week_ago + 120, now])
+    dated = []
+    for _ in range(3):
+        feed.offsets()
+        dated.append(set(feed.evidence_times().values()))
+    syncs = feed._topics["syncs", "orders"]
+    assert syncs.duplicate_records == 0  # the old run's gaps were counted by the sidecar that saw them
+    assert dated == [{week_ago}, {week_ago + 60}, {week_ago + 120}]  # old evidence, dated as written
+    feed.offsets()
+    assert (syncs.duplicate_records, feed.evidence_times()) == (3, {})  # past the first read: counted, poll-dated
