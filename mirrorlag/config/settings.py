@@ -117,6 +117,13 @@ class FlowSettings:
         ) or self.policy.is_heartbeats_topic(topic)
         return selected and not self.policy.is_internal_topic(topic) and not self._is_cycle(topic)
 
+    def should_checkpoint(self, topic: str) -> bool:
+        """Whether MM2 checkpoints a group's offsets on `topic`: MirrorCheckpointTask's filter is
+        the topics filter alone (shouldCheckpointTopic), so a heartbeats topic it does not name is
+        copied but never checkpointed; and it translates only topics MM2 copies."""
+        return (self.should_replicate(topic) and self.topics_include.fullmatch(topic) is not None
+                and self.topics_exclude.fullmatch(topic) is None)
+
     def _is_cycle(self, topic: str) -> bool:
         while True:
             source = self.policy.topic_source(topic)

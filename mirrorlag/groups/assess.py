@@ -73,6 +73,7 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf,
     out = []
     for group in sorted(evidence.committed):
         on_target = evidence.target_offsets.get(group, {})
+        active = evidence.members_on_target.get(group, 0) > 0
         partitions = []
         for (topic, partition), g in sorted(evidence.committed[group].items()):
             if (known := shared.get((topic, partition))) is None:
@@ -88,7 +89,7 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf,
                 checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
                 target_offset=target_offset)
             r = partition_readiness(e, kept, evidence.syncs_ready, limits, now_ms, kept_history,
-                                    evidence.checkpoints_read)
+                                    evidence.checkpoints_read, active)
             partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
-        out.append(GroupReadiness(group, partitions, evidence.members_on_target.get(group, 0) > 0))
+        out.append(GroupReadiness(group, partitions, active))
     return out

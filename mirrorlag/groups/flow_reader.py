@@ -78,7 +78,7 @@ class FlowGroupsReader:
         accepted, first = set(listed), set(self._first)  # groups the last read did not reach go first
         order = [g for g in self._first if g in accepted] + [g for g in listed if g not in first]
         committed = read_offsets(self.source_admin, order, self.max_in_flight, self.timeout_s,
-                                 wanted=self.flow.should_replicate)
+                                 wanted=self.flow.should_checkpoint)
         self._first = committed.unread
         self._watch(committed)
         self.sync_reader.drain(self._apply_sync)

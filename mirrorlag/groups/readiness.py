@@ -16,7 +16,7 @@ from mirrorlag.groups.sync_store import Sync, translate, upstream_of
 
 class GroupState(Enum):
     """Worst first: the order `worst` ranks partitions by."""
-    SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (MM2 < 3.4.1 translated so)
+    SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (a group reset below MM2's oldest sync)
     UNMAPPED = "UNMAPPED"  # a resume point no kept sync maps back to the source: the cost is unknown
     NOT_CHECKPOINTED = "NOT_CHECKPOINTED"  # committed on a mirrored partition, no checkpoint
     CHECKPOINT_OLD = "CHECKPOINT_OLD"  # MM2 owes a newer checkpoint and the newest is older than the limit
@@ -25,6 +25,9 @@ class GroupState(Enum):
 
 
 _RANK = {s: i for i, s in enumerate(GroupState)}
+# The LRO a partition is given where it has none and nothing to copy (never written, or emptied):
+# MM2 copied nothing of it, and nothing is owed.
+NONE_COPIED = -1
 
 
 class NotCheckpointedBecause(Enum):
@@ -50,7 +53,7 @@ class Limits:
 @dataclass(frozen=True)
 class PartitionEvidence:
     group_offset: int  # G: committed on the source
-    lro: int | None  # the flow's last replicated offset of the partition (None: not known)
+    lro: int | None  # the flow's last replicated offset of the partition (None: not known; -1: none copied)
     checkpoint_downstream: int | None  # the newest checkpoint's downstream offset
     checkpoint_upstream: int | None  # ... the group's source offset it translated
     checkpoint_ms: int | None  # ... and its record timestamp (when MM2 read the group)
@@ -100,10 +103,12 @@ def _owed(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool) -> 
 
 def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
                         limits: Limits, now_ms: int, history: list[Sync] | None = None,
-                        checkpoints_read: bool = True) -> PartitionReadiness:
+                        checkpoints_read: bool = True, active_on_target: bool = False) -> PartitionReadiness:
     """`slots`: the syncs MM2 holds (why no checkpoint); `history`: the syncs a resume point is
     mapped back through (default: `slots`); `checkpoints_read`: the checkpoints topic was read
-    to its end (else a missing checkpoint may only not have been reached)."""
+    to its end (else a missing checkpoint may only not have been reached); `active_on_target`:
+    the group's consumers run on the target (it failed over: its offsets there move past the
+    source's G, which is no skip)."""
     g = e.group_offset
     history = slots if history is None else history
     not_yet_mirrored = 0 if e.lro is None else max(0, g - (e.lro + 1))
@@ -111,13 +116,23 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     # A group MM2 synced on the target resumes from its own committed offset there; otherwise a
     # failover resumes it from the checkpoint (RemoteClusterUtils.translateOffsets).
     resume = e.target_offset if e.target_offset is not None else e.checkpoint_downstream
+    if resume is None and g == 0 and e.lro == NONE_COPIED:
+        # It consumed nothing and MM2 copied nothing (a partition never written, say): MM2 writes no
+        # checkpoint for it, and none is needed: the target's start and end are one, nothing to skip.
+        return PartitionReadiness(GroupState.READY, None, None, 0, 0, 0, age)
     if resume is None:
         return PartitionReadiness(GroupState.NOT_CHECKPOINTED, None, None, None, 0, not_yet_mirrored, age,
                                   _not_checkpointed(slots, history, syncs_ready, g, checkpoints_read))
     source = upstream_of(history, resume)
     if source is None:
         return PartitionReadiness(GroupState.UNMAPPED, resume, None, None, 0, not_yet_mirrored, age)
-    skipped = max(0, source - g)
+    # Skipped: data records in [G, source). MM2 copies source records from G onwards at target
+    # offsets from translate(G) on, so at most resume - translate(G) of them lie before the resume
+    # point: offsets MM2 copied nothing of (a commit marker at G, an aborted or compacted record)
+    # are no records skipped.
+    skipped = 0 if active_on_target else max(0, source - g)
+    if skipped and (first_copy := translate(history, g).downstream) is not None:
+        skipped = max(0, min(skipped, resume - first_copy))
     held = g if e.lro is None else min(g, e.lro + 1)
     reread = max(0, held - source)
     if skipped:

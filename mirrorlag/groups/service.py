@@ -19,7 +19,7 @@ from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import Seed, flow_readers
 from mirrorlag.groups.metrics import GroupsCollector
 from mirrorlag.groups.monitor import FlowGroups, GroupsMonitor, GroupsSnapshot
-from mirrorlag.groups.readiness import Limits
+from mirrorlag.groups.readiness import NONE_COPIED, Limits
 from mirrorlag.groups.rows import group_rows
 from mirrorlag.history.group_schema import GroupRows
 from mirrorlag.interfaces import LroFeed
@@ -56,10 +56,15 @@ class SnapshotLros:
             self._index = {key: i for i, key in enumerate(cols.keys)}
             self._keys = cols.keys
         index, lro, known = self._index, cols.ints["lro"], cols.valid["lro"]
+        lag, lag_known = cols.ints["record_lag"], cols.valid["record_lag"]
 
         def lro_of(topic: str, partition: int) -> int | None:
             i = index.get(PartitionKey(flow.source, flow.target, topic, partition))
-            return int(lro[i]) if i is not None and known[i] else None
+            if i is None:
+                return None
+            if known[i]:
+                return int(lro[i])
+            return NONE_COPIED if lag_known[i] and lag[i] == 0 else None  # no LRO, nothing to copy
 
         return lro_of
 

@@ -25,13 +25,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import decode_offset_sync
 from mirrorlag.groups.readiness import NotCheckpointedBecause
 from mirrorlag.groups.sync_store import SyncStore, translate
 from tests.apache.conftest import Mirror
+from tests.apache.flow_watch import TxnProducer
 from tests.apache.javac import compile_java, run_java
 from tests.apache.sidecar_watch import sidecar_properties
 from tests.apache.truth import NumberedProducer, lro_true, read_partition
@@ -62,12 +63,14 @@ def mm2_answer(mirror: Mirror, classes: Path, topic: str, *groups: str) -> dict[
     return answer
 
 
-def check_groups(mirror: Mirror, extra: Path) -> tuple[int, dict[tuple[str, int], dict]]:
-    """`mirrorlag check --groups --json`: its exit status and rows keyed (group, partition)."""
+def check_groups(mirror: Mirror, extra: Path, topic: str | None = None) -> tuple[int, dict[tuple[str, int], dict]]:
+    """`mirrorlag check --groups --json`: its exit status and rows keyed (group, partition), of
+    `topic` only where given (else of a test's one topic)."""
     result = mirrorlag("check", "--groups", "--json", "--config", str(mirror.config), "--config", str(extra),
                        "--timeout", "30", timeout=90)
     assert result.returncode in (0, 1), result.stdout + result.stderr
-    return result.returncode, {(r["group"], r["partition"]): r for r in json.loads(result.stdout)}
+    return result.returncode, {(r["group"], r["partition"]): r for r in json.loads(result.stdout)
+                               if topic is None or r["topic"] == topic}
 
 
 def reread_true(mirror: Mirror, topic: str, partition: int, resume: int, committed: int) -> tuple[int, int | None]:
@@ -336,3 +339,74 @@ def test_idle_groups_resume_at_their_offsets_mm2_synced_to_the_target(mirror, tr
         assert (row["state"], row["reread_records"], row["resume_source_offset"]) == (
             "READY", reread, g if first is None else first), row
     assert answer[behind, 0] < BEHIND[0] and rows[behind, 0]["reread_records"] > 0, answer
+
+
+def test_group_partitions_mm2_rightly_never_checkpoints_are_not_held_against_the_group(mirror, translator, tmp_path):
+    """Two group partitions MM2 never checkpoints, and rightly. Offset 0 of a partition nobody ever
+    wrote: MM2 copies nothing of it, so it has no offset sync to translate through, and needs none
+    (the target's start and end are one: nothing to skip or read again): READY. And a heartbeats
+    topic (`z<tag>.heartbeats`, a remote heartbeats topic to MM2's policy): MM2 copies it whatever
+    its topics filter says, while its checkpoint task checkpoints only what that filter names: not
+    assessed at all. Once MM2 has checkpointed the group's other partition, `check --groups`
+    exits 0."""
+    topic, group, beats = f"sparse-{mirror.tag}", f"sparse-{mirror.tag}", f"z{mirror.tag}.heartbeats"
+    mirror.clusters.create_topic(topic, 2)
+    mirror.clusters.create_topic(beats, 1)
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce({0: 10})
+    NumberedProducer(mirror.pair.source.bootstrap_servers, beats).produce({0: 5})
+    mirror.write_config(topic)
+    mirror.start()
+    wait_copied(mirror, topic)  # partition 1: nothing to copy
+    eventually(lambda: lro_true(mirror.pair.source.bootstrap_servers, beats, mirror.pair.target.bootstrap_servers,
+                                mirror.remote(beats), 0) == 4, timeout=60, interval=0.5)  # copied, filter or not
+    mirror.clusters.commit_group(group, {(topic, 0): 10, (topic, 1): 0, (beats, 0): 5})
+    extra = sidecar_properties(tmp_path / "sidecar.properties", free_port())
+
+    def ready() -> None:
+        code, rows = check_groups(mirror, extra, topic)
+        assert check_groups(mirror, extra, beats)[1] == {}  # the heartbeats: not assessed
+        caught_up, never = rows[group, 0], rows[group, 1]
+        assert (caught_up["state"], caught_up["checkpoint_downstream"]) == ("READY", 10), caught_up
+        assert (never["state"], never["checkpoint_downstream"], never["reread_records"]) == ("READY", None, 0), never
+        assert code == 0
+    eventually(ready, timeout=60, interval=1)
+    assert syncs_written(mirror, topic, 1) == []  # MM2 wrote nothing for it
+    assert syncs_written(mirror, beats, 0)  # ... and synced the heartbeats it copied, yet checkpoints none:
+    translated = run_java(mirror.pair.jars, translator, "TranslateOffsets", mirror.pair.target.bootstrap_servers,
+                          mirror.src, group)  # RemoteClusterUtils.translateOffsets, what a failover uses
+    assert mirror.remote(topic) in translated and mirror.remote(beats) not in translated, translated
+
+
+def test_a_group_committed_at_a_commit_marker_skips_nothing(mirror, translator, tmp_path):
+    """A transaction's records 0-9, its commit marker at 10; MM2 copies them and syncs (9, 9) at its
+    offset flush. The next transaction's record 11 goes to target 10: MM2 syncs (11, 10) where the
+    offsets part (one record only: a later sync would push (9, 9) out of MM2's slots). A
+    read_committed group committed at 10 (its position after record 9, the marker) resumes at
+    target 10, a copy of 11, as RemoteClusterUtils says: the offset in between is the marker, no
+    record skipped. READY, and `check --groups` exits 0."""
+    topic, group = f"txn-{mirror.tag}", f"at-marker-{mirror.tag}"
+    mirror.clusters.create_topic(topic, 1)
+    txn = TxnProducer(mirror.pair.source.bootstrap_servers, topic)
+    txn.transaction(10)
+    mirror.write_config(topic)
+    mirror.start()
+
+    def synced(sync: tuple[int, int]) -> None:
+        try:
+            assert sync in syncs_written(mirror, topic, 0)
+        except KafkaException as exc:  # the sync topic not created yet
+            raise AssertionError(exc) from None
+    eventually(lambda: synced((9, 9)), timeout=90, interval=0.5)
+    txn.transaction(1)
+    eventually(lambda: synced((11, 10)), timeout=60, interval=0.5)
+    mirror.clusters.commit_group(group, {(topic, 0): 10})
+    extra = sidecar_properties(tmp_path / "sidecar.properties", free_port())
+
+    def ready() -> None:
+        code, rows = check_groups(mirror, extra)
+        row = rows[group, 0]
+        assert (row["state"], row["checkpoint_downstream"], row["skipped_records"], row["reread_records"]) == (
+            "READY", 10, 0, 0), row
+        assert code == 0
+    eventually(ready, timeout=60, interval=1)
+    assert mm2_answer(mirror, translator, topic, group) == {(group, 0): 10}

@@ -1036,3 +1036,14 @@ def test_a_disabled_flows_keys_are_not_warned_about(tmp_path: Path, caplog: pyte
     caplog.set_level("WARNING", logger="mirrorlag.config.loader")
     load(tmp_path, BASE + "B->A.replication.record.lag.metric.refresh.interval = 1000\n")
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_mm2_checkpoints_by_the_topics_filter_alone(tmp_path: Path) -> None:
+    # MirrorCheckpointTask.shouldCheckpointTopic: heartbeats are copied whatever the filter says, but
+    # checkpointed only where it names them; never what MM2 does not copy (a cycle).
+    flow = load(tmp_path, BASE + "A->B.topics = orders.*\n").flow(FlowId("A", "B"))
+    assert flow.should_replicate("heartbeats") and not flow.should_checkpoint("heartbeats")
+    assert flow.should_replicate("C.heartbeats") and not flow.should_checkpoint("C.heartbeats")
+    assert flow.should_checkpoint("orders") and not flow.should_checkpoint("B.orders")
+    named = load(tmp_path, BASE + "A->B.topics = orders.*, heartbeats\n").flow(FlowId("A", "B"))
+    assert named.should_checkpoint("heartbeats")

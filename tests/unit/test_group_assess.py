@@ -31,3 +31,17 @@ def test_groups_partitions_and_their_figures():
     assert p1.readiness.because is NotCheckpointedBecause.OLDER_THAN_SYNCS
     assert audit.state is GroupState.NOT_CHECKPOINTED
     assert audit.by_state == {GroupState.REREAD_HIGH: 1, GroupState.NOT_CHECKPOINTED: 1}
+
+
+def test_a_group_running_on_the_target_is_never_skips():
+    # Failed over: its consumers commit on the target, past the frozen source offset; that resume
+    # point maps back beyond G, which is no skip (a failover already happened).
+    evidence = FlowEvidence(
+        committed={"moved": {("orders", 1): 520}, "stayed": {("orders", 1): 520}},
+        checkpoints={}, target_offsets={"moved": {("A.orders", 1): 600}, "stayed": {("A.orders", 1): 600}},
+        members_on_target={"moved": 3}, syncs_ready=True)
+    moved, stayed = assess(evidence, lambda t: f"A.{t}", lambda t, p: SLOTS.get((t, p)), lambda t, p: 999,
+                           Limits(100, 120_000), NOW)
+    assert moved.active_on_target and moved.partitions[0].readiness.skipped == 0
+    assert moved.state is GroupState.READY
+    assert stayed.partitions[0].readiness.skipped == 80 and stayed.state is GroupState.SKIPS

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mirrorlag.groups.readiness import (GroupState, Limits, NotCheckpointedBecause, PartitionEvidence,
+from mirrorlag.groups.readiness import (NONE_COPIED, GroupState, Limits, NotCheckpointedBecause, PartitionEvidence,
                                         partition_readiness, worst)
 from mirrorlag.groups.sync_store import SYNCS_PER_PARTITION, Sync, translate, updated
 
@@ -115,6 +115,29 @@ def test_the_target_groups_own_offset_wins_where_mm2_synced_it():
 def test_not_checkpointed_names_the_likely_cause(slots, ready, g, because):
     r = partition_readiness(_evidence(g, lro=999), slots, ready, LIMITS, NOW)
     assert r.state is GroupState.NOT_CHECKPOINTED and r.because is because and r.reread is None
+
+
+@pytest.mark.parametrize("g, lro, state", [
+    (0, NONE_COPIED, GroupState.READY),  # never written (or emptied) and never copied: nothing to skip or read again
+    (0, None, GroupState.NOT_CHECKPOINTED),  # the LRO unknown: the target may hold records already
+    (0, 4, GroupState.NOT_CHECKPOINTED),  # records copied: a consumer starting at the target's end skips them
+    (3, NONE_COPIED, GroupState.NOT_CHECKPOINTED),  # it consumed records: MM2 owes a checkpoint
+])
+def test_a_group_at_offset_0_of_a_partition_mm2_copied_nothing_of_is_ready(g, lro, state):
+    r = partition_readiness(_evidence(g, lro=lro), None, True, LIMITS, NOW)
+    assert r.state is state, r
+    if state is GroupState.READY:
+        assert (r.resume_target, r.reread, r.skipped, r.not_yet_mirrored) == (None, 0, 0, 0)
+
+
+def test_a_group_committed_at_a_commit_marker_skips_nothing():
+    # A transaction's records 0..9 and its marker at 10, the next one's records from 11: MM2 copies
+    # 0..9 to 0..9 and 11 to 10, so it writes syncs (9, 9) and (11, 10). A read_committed group at 10,
+    # the marker, resumes at 10, a copy of 11: the offset between is the marker, no record skipped.
+    slots = _slots((0, 0), (9, 9), (11, 10))
+    r = partition_readiness(_evidence(10, lro=11, checkpoint=translate(slots, 10).downstream), slots, True, LIMITS, NOW)
+    assert (r.resume_target, r.resume_source, r.skipped, r.reread) == (10, 11, 0, 0)
+    assert r.state is GroupState.READY
 
 
 def test_a_group_only_syncs_mm2_drops_at_restart_cover():
