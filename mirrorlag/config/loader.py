@@ -341,7 +341,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.failover.enabled": (_boolean, "true"),
     "mirrorlag.failover.interval.ms": (_seconds(0), "0"),
     "mirrorlag.failover.reread.max.records": (_integer(0, maximum=_LONG_MAX), "100000"),
-    "mirrorlag.failover.checkpoint.max.age.ms": (_seconds(1), "180000"),
+    "mirrorlag.failover.checkpoint.max.age.ms": (_seconds(0), "0"),
     "mirrorlag.failover.groups.max.in.flight": (_integer(1), "8"),
     "mirrorlag.failover.partition.series.max": (_integer(0), "1000"),
     # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).

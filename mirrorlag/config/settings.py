@@ -189,7 +189,7 @@ class FailoverSettings:
     enabled: bool = True  # mirrorlag.failover.enabled
     interval_s: float = 60.0  # mirrorlag.failover.interval.ms; 0 there: the flows' emit.checkpoints.interval.seconds
     reread_max_records: int = 100_000  # mirrorlag.failover.reread.max.records: READY at or below
-    checkpoint_max_age_s: float = 180.0  # mirrorlag.failover.checkpoint.max.age.ms: a moved group's checkpoint
+    checkpoint_max_age_s: float = 0.0  # mirrorlag.failover.checkpoint.max.age.ms; 0: 3 x the flow's emission interval
     groups_max_in_flight: int = 8  # mirrorlag.failover.groups.max.in.flight: ListConsumerGroupOffsets at once
     partition_series_max: int = 1000  # mirrorlag.failover.partition.series.max: not-READY group partitions
 

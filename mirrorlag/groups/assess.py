@@ -65,8 +65,10 @@ SlotsOf = Callable[[str, int], list[Sync] | None]  # (source topic, partition) -
 
 
 def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf, lro: Callable[[str, int], int | None],
-           limits: Limits, now_ms: int, history: SlotsOf | None = None) -> list[GroupReadiness]:
-    """`slots`: MM2's replica; `history`: the syncs resume points map back through (default: `slots`)."""
+           limits: Limits, now_ms: int, history: SlotsOf | None = None,
+           transactional_target: bool = False) -> list[GroupReadiness]:
+    """`slots`: MM2's replica; `history`: the syncs resume points map back through (default:
+    `slots`); `transactional_target`: the flow's MM2 writes its target in transactions."""
     history = slots if history is None else history
     # What depends on the partition alone, looked up once a partition (1,000 groups share it).
     shared: dict[TopicPart, tuple[str, int | None, list[Sync] | None, list[Sync] | None]] = {}
@@ -89,7 +91,7 @@ def assess(evidence: FlowEvidence, remote: Callable[[str], str], slots: SlotsOf,
                 checkpoint_ms=None if checkpoint is None else checkpoint.timestamp_ms,
                 target_offset=target_offset)
             r = partition_readiness(e, kept, evidence.syncs_ready, limits, now_ms, kept_history,
-                                    evidence.checkpoints_read, active)
+                                    evidence.checkpoints_read, active, transactional_target)
             partitions.append(GroupPartition(topic, partition, g, checkpoint, target_offset, r))
         out.append(GroupReadiness(group, partitions, active))
     return out

@@ -58,7 +58,9 @@ class GroupsMonitor:
                 continue
             now_ms = self.clock_ms()
             groups = assess(evidence, lambda t, f=flow: f.policy.remote_topic(f.source, t), reader.syncs.slots,
-                            self.lro_of(flow.id), self.limits, now_ms, reader.history.slots)
+                            self.lro_of(flow.id), self.limits.for_flow(flow.emit_checkpoints_interval_s), now_ms,
+                            reader.history.slots,
+                            flow.target_transactional)
             flows.append(FlowGroups(flow.id, tuple(groups), now_ms, None, evidence.listed, evidence.checkpoints_read))
         self.snapshot = GroupsSnapshot(tuple(flows))  # one reference swap: readers see old or new
         return self.snapshot

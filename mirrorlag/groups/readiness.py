@@ -8,10 +8,10 @@ the LRO (the last replicated offset), so below LRO + 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
-from mirrorlag.groups.sync_store import Sync, translate, upstream_of
+from mirrorlag.groups.sync_store import Sync, records_at_least, translate, upstream_of
 
 
 class GroupState(Enum):
@@ -44,10 +44,21 @@ class NotCheckpointedBecause(Enum):
     NOT_WRITTEN = "MM2 has not written it (checkpoint task behind or down, or the group new)"
 
 
+# A checkpoint this many of its flow's emission intervals old, and owed, is old (the default).
+CHECKPOINT_INTERVALS_OLD = 3
+
+
 @dataclass(frozen=True)
 class Limits:
     reread_max_records: int
-    checkpoint_max_age_ms: int
+    checkpoint_max_age_ms: int  # 0: CHECKPOINT_INTERVALS_OLD x the flow's emit.checkpoints.interval.seconds
+
+    def for_flow(self, emit_checkpoints_interval_s: float) -> "Limits":
+        """The limits for a flow MM2 checkpoints every `emit_checkpoints_interval_s`: a checkpoint
+        is never fresher than that, so a fixed age would call a healthy slow emitter's old."""
+        if self.checkpoint_max_age_ms:
+            return self
+        return replace(self, checkpoint_max_age_ms=int(CHECKPOINT_INTERVALS_OLD * emit_checkpoints_interval_s * 1000))
 
 
 @dataclass(frozen=True)
@@ -103,12 +114,14 @@ def _owed(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool) -> 
 
 def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_ready: bool,
                         limits: Limits, now_ms: int, history: list[Sync] | None = None,
-                        checkpoints_read: bool = True, active_on_target: bool = False) -> PartitionReadiness:
+                        checkpoints_read: bool = True, active_on_target: bool = False,
+                        transactional_target: bool = False) -> PartitionReadiness:
     """`slots`: the syncs MM2 holds (why no checkpoint); `history`: the syncs a resume point is
     mapped back through (default: `slots`); `checkpoints_read`: the checkpoints topic was read
     to its end (else a missing checkpoint may only not have been reached); `active_on_target`:
     the group's consumers run on the target (it failed over: its offsets there move past the
-    source's G, which is no skip)."""
+    source's G, which is no skip); `transactional_target`: MM2 writes the target in transactions,
+    whose commit markers take target offsets (re-read: still at most; skipped: at least)."""
     g = e.group_offset
     history = slots if history is None else history
     not_yet_mirrored = 0 if e.lro is None else max(0, g - (e.lro + 1))
@@ -123,7 +136,7 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     if resume is None:
         return PartitionReadiness(GroupState.NOT_CHECKPOINTED, None, None, None, 0, not_yet_mirrored, age,
                                   _not_checkpointed(slots, history, syncs_ready, g, checkpoints_read))
-    source = upstream_of(history, resume)
+    source = upstream_of(history, resume, transactional_target)
     if source is None:
         return PartitionReadiness(GroupState.UNMAPPED, resume, None, None, 0, not_yet_mirrored, age)
     # Skipped: data records in [G, source). MM2 copies source records from G onwards at target
@@ -132,7 +145,7 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
     # are no records skipped.
     skipped = 0 if active_on_target else max(0, source - g)
     if skipped and (first_copy := translate(history, g).downstream) is not None:
-        skipped = max(0, min(skipped, resume - first_copy))
+        skipped = min(skipped, records_at_least(resume - first_copy, transactional_target))
     held = g if e.lro is None else min(g, e.lro + 1)
     reread = max(0, held - source)
     if skipped:

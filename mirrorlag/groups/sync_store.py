@@ -103,17 +103,27 @@ def translate(slots: list[Sync] | None, group_offset: int) -> Translation:
     return Translation(None, slots[-1])
 
 
-def upstream_of(slots: list[Sync] | None, downstream: int) -> int | None:
+def upstream_of(slots: list[Sync] | None, downstream: int, transactional_target: bool = False) -> int | None:
     """The least source offset the target record at `downstream` can be a copy of. MM2 copies
     source records after a sync (U, D) in order, one target record each, so target record
     D + k is a copy of source record U + k or later (later where the source has gaps:
-    transaction markers, compacted records). None where no kept sync lies at or below it."""
+    transaction markers, compacted records). On a transactional target (exactly-once source
+    support) each transaction's commit marker takes an offset too, after at least one record, so
+    of those k offsets at least ceil(k / 2) are records: U + ceil(k / 2) or later. None where no
+    kept sync lies at or below it."""
     if slots is None:
         return None
     for s in slots:
         if s.downstream <= downstream:
-            return s.upstream + (downstream - s.downstream)
+            k = downstream - s.downstream
+            return s.upstream + ((k + 1) // 2 if transactional_target else k)
     return None
+
+
+def records_at_least(offsets: int, transactional_target: bool = False) -> int:
+    """The fewest target records `offsets` consecutive target offsets of MM2's copies can hold:
+    all of them, or on a transactional target half (a commit marker after each record at worst)."""
+    return max(0, offsets // 2 if transactional_target else offsets)
 
 
 @dataclass

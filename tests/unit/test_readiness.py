@@ -4,7 +4,7 @@ import pytest
 
 from mirrorlag.groups.readiness import (NONE_COPIED, GroupState, Limits, NotCheckpointedBecause, PartitionEvidence,
                                         partition_readiness, worst)
-from mirrorlag.groups.sync_store import SYNCS_PER_PARTITION, Sync, translate, updated
+from mirrorlag.groups.sync_store import SYNCS_PER_PARTITION, Sync, translate, updated, upstream_of
 
 LIMITS = Limits(reread_max_records=1000, checkpoint_max_age_ms=120_000)
 NOW = 1_000_000
@@ -57,6 +57,19 @@ def test_an_old_checkpoint_mm2_owes_a_newer_one_for_is_its_own_cause():
     r = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 600_000, read_at=500), slots, True,
                             LIMITS, NOW)
     assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000
+
+
+@pytest.mark.parametrize("interval_s, state", [(60.0, GroupState.CHECKPOINT_OLD), (300.0, GroupState.READY)])
+def test_the_default_age_limit_is_three_of_the_flows_emission_intervals(interval_s, state):
+    # Owed a checkpoint 240 s ago: late for an MM2 emitting every minute (limit 180 s); on time for
+    # one emitting every 5 minutes (limit 900 s), whose checkpoints are never fresher than 300 s.
+    slots = _slots((0, 0), (900, 900))
+    limits = Limits(reread_max_records=1000, checkpoint_max_age_ms=0).for_flow(interval_s)
+    assert limits.checkpoint_max_age_ms == 3_000 * interval_s
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 240_000, read_at=500), slots, True,
+                            limits, NOW)
+    assert r.state is state
+    assert Limits(1000, 120_000).for_flow(interval_s).checkpoint_max_age_ms == 120_000  # set: as set
 
 
 def test_a_group_moved_on_without_passing_a_sync_is_owed_nothing():
@@ -138,6 +151,31 @@ def test_a_group_committed_at_a_commit_marker_skips_nothing():
     r = partition_readiness(_evidence(10, lro=11, checkpoint=translate(slots, 10).downstream), slots, True, LIMITS, NOW)
     assert (r.resume_target, r.resume_source, r.skipped, r.reread) == (10, 11, 0, 0)
     assert r.state is GroupState.READY
+
+
+def test_on_a_transactional_target_markers_take_offsets_between_copies():
+    # Source records 0..999 copied to an exactly-once target in transactions of 10: each commit
+    # marker takes a target offset, so target offset D + k after a sync (U, D) is a copy of source
+    # record U + ceil(k / 2) or later (a marker after each record at worst), not U + k.
+    slots = _slots((0, 0), (900, 990))
+    assert upstream_of(slots, 1001) == 911 and upstream_of(slots, 1001, transactional_target=True) == 906
+    # Target 1001 truly holds source 910 (990-999 records 900-909, a marker at 1000). A group at
+    # 950 with its checkpoint there re-reads 40: at most 44 says the transactional bound, never
+    # the 39 that reading the offsets as records says.
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1001), slots, True, LIMITS, NOW,
+                            transactional_target=True)
+    assert (r.resume_source, r.reread, r.skipped, r.state) == (906, 44, 0, GroupState.READY)
+    assert partition_readiness(_evidence(950, lro=999, checkpoint=1001), slots, True, LIMITS, NOW).reread == 39
+    # A checkpoint past the group (MM2 < 3.4.1, or a reset below the syncs): at least the records
+    # proved between where MM2 copies G to (991) and the resume point, and no more than the least
+    # source offset the resume point can be a copy of (906) less G.
+    r = partition_readiness(_evidence(905, lro=999, checkpoint=1002), slots, True, LIMITS, NOW,
+                            transactional_target=True)
+    assert translate(slots, 905).downstream == 991
+    assert (r.resume_source, r.skipped, r.state) == (906, 1, GroupState.SKIPS)
+    r = partition_readiness(_evidence(905, lro=999, checkpoint=992), slots, True, LIMITS, NOW,
+                            transactional_target=True)
+    assert (r.resume_source, r.skipped, r.state) == (901, 0, GroupState.READY)  # 991 may be a marker
 
 
 def test_a_group_only_syncs_mm2_drops_at_restart_cover():
