@@ -25,6 +25,10 @@ class GroupsRead:
     offsets: dict[str, dict[TopicPartitionKey, int]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     unread: list[str] = field(default_factory=list)
+    # Per group, the commit metadata of the partitions that have any (most have none), and when
+    # its offsets were asked for (ms since the epoch: what MM2 stamps its checkpoints with).
+    metadata: dict[str, dict[TopicPartitionKey, str]] = field(default_factory=dict)
+    asked_at_ms: dict[str, int] = field(default_factory=dict)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -55,6 +59,7 @@ def read_offsets(admin: AdminClient, groups: Iterable[str], max_in_flight: int, 
         while queue and len(running) < max_in_flight:
             group = queue.pop(0)
             request = [ConsumerGroupTopicPartitions(group)]
+            out.asked_at_ms[group] = int(time.time() * 1000)
             (future,) = admin.list_consumer_group_offsets(request, request_timeout=max(0.1, left)).values()
             running[future] = group
         done, _ = wait(list(running), timeout=left, return_when="FIRST_COMPLETED")
@@ -65,9 +70,10 @@ def read_offsets(admin: AdminClient, groups: Iterable[str], max_in_flight: int, 
             except Exception as exc:  # one group's failure is that group's, not the read's
                 out.failed[group] = _error_text(exc)
                 continue
-            offsets = {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or ()
-                       if tp.offset >= 0 and tp.error is None and wanted(tp.topic)}
-            out.offsets[group] = offsets
+            read = [tp for tp in answer.topic_partitions or () if tp.offset >= 0 and tp.error is None and wanted(tp.topic)]
+            out.offsets[group] = {(tp.topic, tp.partition): tp.offset for tp in read}
+            if metadata := {(tp.topic, tp.partition): tp.metadata for tp in read if tp.metadata}:
+                out.metadata[group] = metadata
     out.unread = [*running.values(), *queue]
     return out
 

@@ -11,9 +11,13 @@ checkpoint only when the translation moved (checkpointIsMoreRecent, against the 
 read too), with the time it read the group as the record's timestamp; and it syncs a group into
 the target only while no consumer there is active, only forward.
 
+It lists the source's groups at start and every `refresh.groups.interval.seconds` after (MM2's
+connector does, 600 s by default; here 5 s unless set, as for topics), not at every emission, so a
+new group is checkpointed only after the next listing, as with MM2; each checkpoint carries the
+group's commit metadata and the time its offsets were asked for.
+
 Where it is not MM2:
-- the checkpoint's metadata is "" and synced offsets carry none: MM2 copies the group's commit
-  metadata into both;
+- synced offsets carry no metadata: MM2 copies the checkpoint's into them;
 - the topic filter's default `topics.exclude` is MM2 3.x's (`.*[\-\.]internal, .*\.replica, __.*`);
   MM2 4.1.0 and later (their jars; 3.9.x's not) exclude `mm2.*\.internal, .*\.replica, __.*`:
   set it explicitly to mirror those;
@@ -52,17 +56,20 @@ class CheckpointOptions:
     """A flow's checkpoint connector keys (MirrorCheckpointConfig)."""
     groups: GroupFilter
     emit_interval_s: float = 60.0  # emit.checkpoints.interval.seconds
+    refresh_groups_interval_s: float | None = 5.0  # refresh.groups.interval.seconds; None: listed once
     sync_group_offsets: bool = False  # sync.group.offsets.enabled
     sync_interval_s: float = 60.0  # sync.group.offsets.interval.seconds
 
 
 def new_checkpoints(group: str, offsets: Mapping[TopicPart, int], store: SyncStore,
-                    last: Mapping[tuple[str, str, int], Checkpointed], remote: Callable[[str], str | None]) -> list[Checkpoint]:
+                    last: Mapping[tuple[str, str, int], Checkpointed], remote: Callable[[str], str | None],
+                    metadata: Mapping[TopicPart, str] | None = None) -> list[Checkpoint]:
     """MirrorCheckpointTask.checkpointsForGroup: the group's partitions on topics the checkpoint
     task accepts (`remote` names their checkpoint's topic, None for others: checkpoint_topic),
     translated where the store can, -1 dropped, and only where more recent than the last
-    checkpoint (an upstream rewind, or the downstream offset advanced). The metadata is "" (MM2:
-    the group's commit metadata)."""
+    checkpoint (an upstream rewind, or the downstream offset advanced); each with the group's
+    commit metadata of the partition (`metadata`, "" where none)."""
+    metadata = metadata or {}
     if not store.ready:
         return []
     out = []
@@ -76,7 +83,8 @@ def new_checkpoints(group: str, offsets: Mapping[TopicPart, int], store: SyncSto
         before = last.get((group, remote_topic, partition))
         if before is not None and not (upstream < before.upstream or downstream > before.downstream):
             continue
-        out.append(Checkpoint(group, remote_topic, partition, upstream, downstream, ""))
+        out.append(Checkpoint(group, remote_topic, partition, upstream, downstream,
+                              metadata.get((topic, partition), "")))
     return out
 
 
@@ -128,6 +136,8 @@ class CheckpointTask:
     checkpoints: CheckpointStore = field(default_factory=CheckpointStore)  # read at start, then what we wrote
     next_emit: float = 0.0
     next_sync: float = 0.0
+    groups: list[str] | None = None  # the groups last listed (None: not yet)
+    next_listing: float = 0.0
     load_timeout_s: float = LOAD_TIMEOUT_S
     warn: Callable[[str, str], None] = lambda key, message: log.warning("%s", message)
     _load_deadline: float = 0.0
@@ -206,21 +216,34 @@ class CheckpointTask:
                 self.store.read_to_end()
         if now >= self.next_emit:
             self.next_emit = now + self.options.emit_interval_s
-            self._emit()
+            self._emit(now)
         if self.options.sync_group_offsets and now >= self.next_sync:
             self.next_sync = now + self.options.sync_interval_s
             self._sync_groups()
 
-    def _emit(self) -> None:
-        try:
-            groups = [g for g in list_groups(self.source_admin, READ_TIMEOUT_S) if self.options.groups.accepts(g)]
-        except KafkaException as exc:
-            self.warn(f"groups:{self.flow.id}", f"{self.flow.id}: cannot list consumer groups: {exc.args[0]}")
+    def _list_groups(self, now: float) -> list[str] | None:
+        """The groups to checkpoint: those listed at start and every refresh.groups.interval.seconds
+        after (MirrorCheckpointConnector's refresh), filtered; None while none were listed yet."""
+        refresh = self.options.refresh_groups_interval_s
+        if self.groups is None or (refresh is not None and now >= self.next_listing):
+            try:
+                listed = list_groups(self.source_admin, READ_TIMEOUT_S)
+            except KafkaException as exc:
+                self.warn(f"groups:{self.flow.id}", f"{self.flow.id}: cannot list consumer groups: {exc.args[0]}")
+                return self.groups
+            self.groups = [g for g in listed if self.options.groups.accepts(g)]
+            self.next_listing = now + (refresh or 0.0)
+        return self.groups
+
+    def _emit(self, now: float) -> None:
+        groups = self._list_groups(now)
+        if not groups:
             return
-        stamp_ms = int(time.time() * 1000)
         read = read_offsets(self.source_admin, groups, GROUPS_IN_FLIGHT, READ_TIMEOUT_S)
         for group, offsets in read.offsets.items():
-            for c in new_checkpoints(group, offsets, self.store, self.checkpoints.newest, self._remote):
+            stamp_ms = read.asked_at_ms[group]  # MM2: the time it read this group
+            for c in new_checkpoints(group, offsets, self.store, self.checkpoints.newest, self._remote,
+                                     read.metadata.get(group)):
                 key, value = encode_checkpoint(c)
                 self.producer.produce(self.topic, key=key, value=value, partition=0, timestamp=stamp_ms)
                 self.checkpoints.apply(self.topic, key, value, stamp_ms)

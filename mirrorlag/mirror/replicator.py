@@ -152,7 +152,13 @@ def mirror_options(
         if flow.emit_checkpoints:
             key = "sync.group.offsets.interval.seconds"
             sync_interval = _int(flow_value(a, b, key), key, 60, minimum=1)
+            # refresh.groups.*: the connector's group listing (MM2 600 s; a test stand-in wants 5 s)
+            key = "refresh.groups.interval.seconds"
+            refresh_groups = _int(flow_value(a, b, key), key, 5, minimum=1)
+            key = "refresh.groups.enabled"
+            listed_once = not _bool(flow_value(a, b, key), key, True)
             checkpoints[flow.id] = CheckpointOptions(flow.group_filter, flow.emit_checkpoints_interval_s,
+                                                     None if listed_once else float(refresh_groups),
                                                      flow.sync_group_offsets, float(sync_interval))
         # The A->B heartbeat connector writes into B; the implied B->A heartbeat-only pair into A.
         for source, target in ((a, b), (b, a)):

@@ -142,3 +142,33 @@ def test_without_a_checkpoint_reader_the_syncs_are_read_as_mm2_before_3_7_1(tmp_
     task.start()
     assert task.started and task.store.must_read_to_end
     assert {(s.upstream, s.downstream) for s in task.store.slots("t", 0)} == {(200, 110)}
+
+
+def test_checkpoints_carry_the_groups_commit_metadata():
+    store = SyncStore()
+    store.apply("t", 0, 100, 10)
+    store.read_to_end()
+    (c,) = new_checkpoints("app-1", {("t", 0): 150}, store, {}, remote, {("t", 0): "consumer-7 at 149"})
+    assert (c.upstream_offset, c.downstream_offset, c.metadata) == (150, 11, "consumer-7 at 149")
+    (c,) = new_checkpoints("app-2", {("t", 0): 150}, store, {}, remote)
+    assert c.metadata == ""
+
+
+def test_groups_are_listed_at_start_and_every_refresh_interval(tmp_path, monkeypatch):
+    import dataclasses
+
+    from mirrorlag.mirror import checkpointer
+
+    listings = []
+
+    def list_groups(admin, timeout_s):
+        listings.append(len(listings))
+        return ["app-1", "billing"] if len(listings) == 1 else ["app-1", "app-2"]
+    monkeypatch.setattr(checkpointer, "list_groups", list_groups)
+    task, _ = _task(tmp_path, None, [])
+    task.options = dataclasses.replace(task.options, refresh_groups_interval_s=600.0)
+    assert task._list_groups(0.0) == ["app-1"]  # filtered by groups = app-.*
+    assert task._list_groups(599.0) == ["app-1"] and len(listings) == 1  # a new group waits for the refresh
+    assert task._list_groups(600.0) == ["app-1", "app-2"] and len(listings) == 2
+    task.options = dataclasses.replace(task.options, refresh_groups_interval_s=None)  # refresh.groups.enabled=false
+    assert task._list_groups(10_000.0) == ["app-1", "app-2"] and len(listings) == 2
