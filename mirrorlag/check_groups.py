@@ -15,7 +15,7 @@ from rich.table import Table
 from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import flow_readers
 from mirrorlag.groups.monitor import GroupsMonitor, GroupsSnapshot
-from mirrorlag.groups.readiness import NONE_COPIED, GroupState
+from mirrorlag.groups.readiness import GroupState, group_lro
 from mirrorlag.groups.rows import group_rows
 from mirrorlag.groups.service import limits_of
 from mirrorlag.model import PartitionRow
@@ -25,8 +25,7 @@ EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3
 
 def read_groups(settings: Settings, rows: Sequence[PartitionRow], timeout_s: float) -> GroupsSnapshot:
     """One read of every flow's groups, with the LROs of a poll's `rows`."""
-    lros = {(r.key.flow, r.key.topic, r.key.partition): NONE_COPIED if r.lro is None and r.record_lag == 0 else r.lro
-            for r in rows}
+    lros = {(r.key.flow, r.key.topic, r.key.partition): group_lro(r.lro, r.record_lag) for r in rows}
     monitor = GroupsMonitor(flow_readers(settings, timeout_s),
                             lro_of=lambda flow: lambda topic, partition: lros.get((flow, topic, partition)),
                             limits=limits_of(settings))

@@ -30,6 +30,12 @@ _RANK = {s: i for i, s in enumerate(GroupState)}
 NONE_COPIED = -1
 
 
+def group_lro(lro: int | None, record_lag: int | None) -> int | None:
+    """The LRO a group partition is judged by: the poll's, or NONE_COPIED where it has none and
+    nothing to copy."""
+    return NONE_COPIED if lro is None and record_lag == 0 else lro
+
+
 class NotCheckpointedBecause(Enum):
     CHECKPOINTS_UNREAD = "MM2's checkpoints topic on the target has not been read (missing, or not permitted)"
     SYNCS_LOADING = "the offset syncs are not read to their end yet (MM2 translates nothing before)"

@@ -19,7 +19,7 @@ from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import Seed, flow_readers
 from mirrorlag.groups.metrics import GroupsCollector
 from mirrorlag.groups.monitor import FlowGroups, GroupsMonitor, GroupsSnapshot
-from mirrorlag.groups.readiness import NONE_COPIED, Limits
+from mirrorlag.groups.readiness import Limits, group_lro
 from mirrorlag.groups.rows import group_rows
 from mirrorlag.history.group_schema import GroupRows
 from mirrorlag.interfaces import LroFeed
@@ -62,9 +62,7 @@ class SnapshotLros:
             i = index.get(PartitionKey(flow.source, flow.target, topic, partition))
             if i is None:
                 return None
-            if known[i]:
-                return int(lro[i])
-            return NONE_COPIED if lag_known[i] and lag[i] == 0 else None  # no LRO, nothing to copy
+            return group_lro(int(lro[i]) if known[i] else None, int(lag[i]) if lag_known[i] else None)
 
         return lro_of
 
