@@ -311,9 +311,15 @@ class TopicReader:
 
 
 def _newest_timestamp_s(messages: Sequence) -> float | None:
-    """The timestamp of the last record of a batch that has one (seconds), None if none has."""
-    for msg in reversed(messages):
-        if msg.error() is None:
-            kind, ms = msg.timestamp()
-            return ms / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE else None
-    return None
+    """The newest record timestamp of a batch (seconds), None if no record has one. The newest of
+    all, not the last one's: a batch spans partitions (Connect's offsets topic has 25), and the
+    last record may be another partition's older one, which would date the batch's newer records
+    before they were written."""
+    newest = max((msg.timestamp() for msg in messages if msg.error() is None),
+                 key=_millis, default=(TIMESTAMP_NOT_AVAILABLE, -1))
+    kind, ms = newest
+    return ms / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else None
+
+
+def _millis(timestamp: tuple[int, int]) -> int:
+    return timestamp[1] if timestamp[0] != TIMESTAMP_NOT_AVAILABLE else -1

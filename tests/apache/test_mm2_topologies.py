@@ -36,7 +36,7 @@ from mirrorlag.embedded import free_port
 from tests.apache.conftest import ApachePair
 from tests.apache.flow_watch import FlowWatch, check_rows, start_mm2, write_config
 from tests.apache.sidecar_watch import MAX_S, POLL_S, sidecar_properties
-from tests.apache.truth import NumberedProducer, lag_true, lro_true, watermarks
+from tests.apache.truth import NumberedProducer, append_time_s, lag_true, lro_true, watermarks
 from tests.conftest import Clusters
 from tests.helpers import eventually, running_sidecar, scrape
 
@@ -224,6 +224,14 @@ def test_both_ways_with_sync_topics_of_one_name(apache_pair, tmp_path: Path):
                 out += "\n".join(f"{r['flow']} {r['topic']}[{r['partition']}] {r['state']}: source "
                                   f"{watermarks(boot[r['source']], r['topic'], r['partition'])}"
                                   for r in json.JSONDecoder().raw_decode(out)[0] if r["state"] != "IN_SYNC")
+            ended = time.time()
             assert code == 0 and rows[(qp, 0)]["state"] == "IN_SYNC" and rows[(qp, 0)]["record_lag"] == 0, out
+            # No LRO is dated before its record was written (a commit saying 93 cannot predate
+            # record 93; the check's clock read ends before `ended`): dated earlier, an LRO read
+            # just after an end offset of 93 looked older than it, a false RESET.
+            for r in json.JSONDecoder().raw_decode(out)[0]:
+                if r["lro"] is not None and r["lro_feed"] in ("connect-offsets", "offset-syncs", "target-progress"):
+                    written = append_time_s(boot[r["source"]], r["topic"], r["partition"], r["lro"])
+                    assert written is None or r["lro_age_s"] <= ended - written + 0.01, (r, written, ended)
     finally:
         mm2.stop()

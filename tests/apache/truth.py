@@ -54,6 +54,25 @@ def read_partition(bootstrap: str, topic: str, partition: int,
         consumer.close()
 
 
+def append_time_s(bootstrap: str, topic: str, partition: int, offset: int) -> float | None:
+    """When the record at `offset` was written (its timestamp, s; MM2 keeps it on the copy); None
+    when no record is there to read (deleted, or a transaction marker)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorlag-truth",
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10, timeout=0.5):
+                if message.error() is None:
+                    return message.timestamp()[1] / 1000.0 if message.offset() == offset else None
+            if consumer.position([TopicPartition(topic, partition)])[0].offset > offset:
+                return None
+        return None
+    finally:
+        consumer.close()
+
+
 def lro_true(source: str, topic: str, target: str, remote_topic: str, partition: int) -> int:
     """The highest source offset whose record MM2 really wrote to the remote partition (-1: none)."""
     offset_of = {value: offset for offset, value in read_partition(source, topic, partition, "read_uncommitted")}

@@ -354,15 +354,16 @@ def test_heartbeats_topic_follows_the_replication_policy(tmp_path):
 
 class FakeMessage:
     def __init__(self, topic: str, partition: int, key: bytes | None = None, value: bytes | None = None,
-                 error: int | None = None) -> None:
+                 error: int | None = None, ms: int = 1_700_000_000_000) -> None:
         self._topic, self._partition, self._key, self._value = topic, partition, key, value
         self._error = None if error is None else KafkaError(error)
+        self._ms = ms
 
     def error(self):
         return self._error
 
     def timestamp(self) -> tuple[int, int]:
-        return (TIMESTAMP_CREATE_TIME, 1_700_000_000_000)
+        return (TIMESTAMP_CREATE_TIME, self._ms)
 
     def topic(self) -> str:
         return self._topic
@@ -455,6 +456,21 @@ def test_connect_offsets_read_every_partition_from_the_beginning():
     consumer.batches = [[FakeMessage(TOPIC, 1, GOLDEN_KEY, GOLDEN_VALUE), eof(TOPIC, 0), eof(TOPIC, 1)]]
     assert f.offsets() == {ORDERS_3: 1234}
     assert consumer.assigned == {(TOPIC, 0): OFFSET_BEGINNING, (TOPIC, 1): OFFSET_BEGINNING}
+
+
+def test_a_commit_is_never_dated_before_it_was_written():
+    """A batch spans the offsets topic's partitions: a commit read in it is dated by the batch's
+    newest record, never by its last one (an older commit of another partition). Dated earlier,
+    a commit of offset 93 read just after an end offset of 93 looked older than that end offset,
+    which one log cannot hold: a false RESET of a healthy partition, seen on the real MM2."""
+    consumer = FakeConsumer({TOPIC: {0: (0, 1), 1: (0, 1)}})
+    f = ConnectOffsetsFeed("dst", consumer, {TOPIC: [FLOW]}, timeout_s=1)  # type: ignore[arg-type]
+    consumer.batches = [[FakeMessage(TOPIC, 1, GOLDEN_KEY, GOLDEN_VALUE, ms=1_700_000_016_000),
+                         FakeMessage(TOPIC, 0, b'["MirrorSourceConnector",{"cluster":"src","partition":0,"topic":"x"}]',
+                                     b'{"offset":5}', ms=1_700_000_000_000),
+                         eof(TOPIC, 0), eof(TOPIC, 1)]]
+    assert f.offsets()[ORDERS_3] == 1234
+    assert f.evidence_times()[ORDERS_3] == 1_700_000_016.0
 
 
 def test_strimzi_names_the_source_connector_after_its_flow():
