@@ -74,17 +74,21 @@ class ConnectOffsetsFeed(LroFeed):
 
     def __post_init__(self) -> None:
         if self.consumer is not None:
+            # Each commit is dated by its own record: a batch spans the topic's 25 partitions,
+            # whose records are of any age.
             self.reader = TopicReader("Connect offsets", self.cluster_alias, self.consumer,
-                                       list(self.flows_by_topic), self.timeout_s)
+                                       list(self.flows_by_topic), self.timeout_s, timed=True)
 
     def offsets(self) -> dict[PartitionKey, int]:
         """Everything written up to now, applied in order: the newest record per partition wins."""
         assert self.reader is not None
-        self.reader.drain(lambda topic, key, value: self._apply(key, value, topic))
+        self.reader.drain(lambda topic, key, value, written_ms=-1: self._apply(key, value, topic, written_ms))
         return dict(self._latest)
 
-    def _apply(self, key: bytes | None, value: bytes | None, topic: str | None = None) -> None:
-        """Apply one record of `topic` (None: any of this feed's topics). Pure bookkeeping: no I/O."""
+    def _apply(self, key: bytes | None, value: bytes | None, topic: str | None = None,
+               written_ms: int = -1) -> None:
+        """Apply one record of `topic` (None: any of this feed's topics), written at `written_ms`
+        (its timestamp; negative: none). Pure bookkeeping: no I/O."""
         try:
             decoded = decode_connect_offset_key(key)
         except BadRecord as exc:
@@ -109,8 +113,8 @@ class ConnectOffsetsFeed(LroFeed):
             self._times.pop(partition_key, None)
         else:
             self._latest[partition_key] = offset
-            if self.reader is not None and self.reader.batch_time_s is not None:
-                self._times[partition_key] = self.reader.batch_time_s
+            if written_ms >= 0:
+                self._times[partition_key] = written_ms / 1000.0
 
     def evidence_read(self) -> dict[FlowId, str | None]:
         reader = self.reader

@@ -151,7 +151,7 @@ class OffsetSyncsFeed(LroFeed):
     def __post_init__(self) -> None:
         if self.consumer is not None:
             self.reader = TopicReader("offset-syncs", self.cluster_alias, self.consumer,
-                                       list(self.flows_by_topic), self.timeout_s)
+                                       list(self.flows_by_topic), self.timeout_s, timed=True)
 
     def offsets(self) -> dict[PartitionKey, int]:
         """Everything written up to now, applied in order: the newest sync per partition wins."""
@@ -185,7 +185,8 @@ class OffsetSyncsFeed(LroFeed):
         out.update(self._far)
         return out  # type: ignore[return-value]
 
-    def _apply(self, sync_topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, sync_topic: str, key: bytes | None, value: bytes | None, written_ms: int = -1) -> None:
+        """One sync record, written at `written_ms` (its timestamp; negative: none)."""
         prefixes = self._prefixes.get(sync_topic)
         if prefixes is None:
             prefixes = self._prefixes[sync_topic] = {}
@@ -199,7 +200,7 @@ class OffsetSyncsFeed(LroFeed):
                 if upstream >= 0 and 0 <= partition < _SLOTS:
                     extra = syncs.store(partition, upstream, downstream)
                     if self._first_read(sync_topic):
-                        self._stamp(syncs, partition)
+                        self._stamp(syncs, partition, written_ms)
                     elif extra:
                         syncs.duplicate_records += extra
                     return
@@ -224,7 +225,7 @@ class OffsetSyncsFeed(LroFeed):
             prefixes[key[:-4]] = syncs
         extra = syncs.store(sync.partition, sync.upstream_offset, sync.downstream_offset)
         if self._first_read(sync_topic):
-            self._stamp(syncs, sync.partition)
+            self._stamp(syncs, sync.partition, written_ms)
         elif extra:
             syncs.duplicate_records += extra
 
@@ -246,10 +247,10 @@ class OffsetSyncsFeed(LroFeed):
         for sync_topic, flow in self.flows_by_topic.items():
             yield from ((sync_topic, f) for f in self.sharing.get(sync_topic, (flow,)))
 
-    def _stamp(self, syncs: _TopicSyncs, partition: int) -> None:
-        at = self.reader.batch_time_s if self.reader is not None else None
-        if at is not None:
-            syncs.stamp(partition, at)
+    @staticmethod
+    def _stamp(syncs: _TopicSyncs, partition: int, written_ms: int) -> None:
+        if written_ms >= 0:
+            syncs.stamp(partition, written_ms / 1000.0)
 
     def evidence_read(self) -> dict[FlowId, str | None]:
         reader = self.reader

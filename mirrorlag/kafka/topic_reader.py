@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from mirrorlag.config.settings import ClusterSettings
@@ -143,9 +143,6 @@ class TopicReader:
     _at_eof: set[tuple[str, int]] = field(default_factory=set)
     _read_through: set[str] = field(default_factory=set)  # topics read to their end at least once
     errors: ClientErrors = field(default_factory=ClientErrors)
-    # The newest record timestamp (s) of the batch being applied: a feed dates what it learns
-    # from the batch by it (an upper bound for each record, taken once a batch, not per record).
-    batch_time_s: float | None = None
     timed: bool = False  # apply gets each record's own timestamp too (ApplyTimed)
 
     def __post_init__(self) -> None:
@@ -239,7 +236,6 @@ class TopicReader:
             messages = self.consumer.consume(num_messages=10_000, timeout=min(remaining, 0.1))
             gone: set[str] = set()
             at_eof = self._at_eof
-            self.batch_time_s = _newest_timestamp_s(messages)
             for msg in messages:  # the per-record loop of a restart's drain: keep it lean
                 err = msg.error()
                 if err is not None:
@@ -308,18 +304,3 @@ class TopicReader:
 
     def close(self) -> None:
         self.consumer.close()
-
-
-def _newest_timestamp_s(messages: Sequence) -> float | None:
-    """The newest record timestamp of a batch (seconds), None if no record has one. The newest of
-    all, not the last one's: a batch spans partitions (Connect's offsets topic has 25), and the
-    last record may be another partition's older one, which would date the batch's newer records
-    before they were written."""
-    newest = max((msg.timestamp() for msg in messages if msg.error() is None),
-                 key=_millis, default=(TIMESTAMP_NOT_AVAILABLE, -1))
-    kind, ms = newest
-    return ms / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else None
-
-
-def _millis(timestamp: tuple[int, int]) -> int:
-    return timestamp[1] if timestamp[0] != TIMESTAMP_NOT_AVAILABLE else -1

@@ -459,10 +459,11 @@ def test_connect_offsets_read_every_partition_from_the_beginning():
 
 
 def test_a_commit_is_never_dated_before_it_was_written():
-    """A batch spans the offsets topic's partitions: a commit read in it is dated by the batch's
-    newest record, never by its last one (an older commit of another partition). Dated earlier,
+    """A batch spans the offsets topic's partitions: a commit read in it is dated by its own
+    record, never by the batch's last one (an older commit of another partition). Dated earlier,
     a commit of offset 93 read just after an end offset of 93 looked older than that end offset,
-    which one log cannot hold: a false RESET of a healthy partition, seen on the real MM2."""
+    which one log cannot hold: a false RESET of a healthy partition, seen on the real MM2; dated
+    by the batch's newest, an hour-old commit read beside a new one looked fresh."""
     consumer = FakeConsumer({TOPIC: {0: (0, 1), 1: (0, 1)}})
     f = ConnectOffsetsFeed("dst", consumer, {TOPIC: [FLOW]}, timeout_s=1)  # type: ignore[arg-type]
     consumer.batches = [[FakeMessage(TOPIC, 1, GOLDEN_KEY, GOLDEN_VALUE, ms=1_700_000_016_000),
@@ -470,7 +471,7 @@ def test_a_commit_is_never_dated_before_it_was_written():
                                      b'{"offset":5}', ms=1_700_000_000_000),
                          eof(TOPIC, 0), eof(TOPIC, 1)]]
     assert f.offsets()[ORDERS_3] == 1234
-    assert f.evidence_times()[ORDERS_3] == 1_700_000_016.0
+    assert f.evidence_times() == {ORDERS_3: 1_700_000_016.0, PartitionKey("src", "dst", "x", 0): 1_700_000_000.0}
 
 
 def test_strimzi_names_the_source_connector_after_its_flow():

@@ -46,7 +46,6 @@ class ListReader:
     topic: str
     records: list[Record]
     cluster_alias: str = "x"
-    batch_time_s: float | None = None  # TopicReader's: the batch's newest record time
     through: bool = False  # read to its end once: after the first drain
 
     def drain(self, apply: Callable[[str, bytes | None, bytes | None], None]) -> None:

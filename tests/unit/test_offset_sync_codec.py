@@ -194,17 +194,17 @@ def test_a_transactional_target_counts_no_duplicates():
 
 class _ChunkedReader:
     """A first read of the sync topic that takes three polls (a week of syncs behind a restart),
-    then one new sync per drain; each drain's batch is dated `batch_time_s`."""
+    then one new sync per drain; each drain's records are written at its time in `times`."""
 
     def __init__(self, chunks: list[list[tuple[bytes, bytes]]], times: list[float]) -> None:
-        self.chunks, self.times, self.drains, self.batch_time_s = chunks, times, 0, None
+        self.chunks, self.times, self.drains = chunks, times, 0
         self.through = False
 
     def drain(self, apply) -> None:
-        chunk, self.batch_time_s = self.chunks[self.drains], self.times[self.drains]
+        chunk, at = self.chunks[self.drains], self.times[self.drains]
         self.drains += 1
         for key, value in chunk:
-            apply("syncs", key, value)
+            apply("syncs", key, value, int(at * 1000))
         self.through = self.drains >= 3
 
     def read_through(self, topic: str) -> bool:
