@@ -377,6 +377,61 @@ def test_group_partitions_mm2_rightly_never_checkpoints_are_not_held_against_the
     assert mirror.remote(topic) in translated and mirror.remote(beats) not in translated, translated
 
 
+def test_a_checkpoint_mm2_owes_is_old_and_a_high_reread_shows_through_it(mirror, translator, tmp_path):
+    """MM2 checkpointing every 20 s: a group checkpointed at 10 then committed at the end of the
+    partition, past later syncs, is owed a new checkpoint (its translation moved on) that MM2 writes
+    only at its next emission. Until then the old one is where a failover resumes: REREAD_HIGH (the
+    cost now, over the limit of 100), flagged checkpoint_old (owed and older than 2 s), not a bare
+    CHECKPOINT_OLD hiding the re-read. Then MM2 writes the owed checkpoint, the debt mirrorlag
+    claimed, and the partition reads READY."""
+    topic, group = f"owed-{mirror.tag}", f"owed-{mirror.tag}"
+    mirror.clusters.create_topic(topic, len(COUNTS))
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce(COUNTS)
+    mirror.write_config(topic, {"emit.checkpoints.interval.seconds": 20})
+    mirror.start()
+    wait_copied(mirror, topic)
+    eventually(lambda: _synced_to_end(mirror, topic), timeout=30, interval=0.5)
+    extra = tmp_path / "check.properties"
+    extra.write_text(f"mirrorlag.failover.checkpoint.max.age.ms = {AGE_MAX_MS}\n"
+                     "mirrorlag.failover.reread.max.records = 100\n")
+    low, end = {0: 10, 1: 5}, dict(COUNTS)
+
+    def checkpointed_at(offsets: dict[int, int]) -> dict:
+        _, rows = check_groups(mirror, extra, topic)
+        assert all(rows[group, p]["checkpoint_upstream"] == g for p, g in offsets.items()), rows
+        return rows
+
+    mirror.clusters.commit_group(group, {(topic, p): g for p, g in low.items()})
+    for attempt in range(3):
+        # Committed just after an emission wrote `low`'s checkpoint: MM2 owes the next for 20 s.
+        eventually(lambda: checkpointed_at(low), timeout=90, interval=0.5)
+        mirror.clusters.commit_group(group, {(topic, p): g for p, g in end.items()})
+
+        def judged() -> tuple[int, dict]:  # once the checkpoint is older than the limit, or replaced
+            code, rows = check_groups(mirror, extra, topic)
+            row = rows[group, 0]
+            assert row["checkpoint_upstream"] != low[0] or row["checkpoint_age_s"] * 1000 > AGE_MAX_MS, row
+            return code, rows
+        code, rows = eventually(judged, timeout=30, interval=0.2)
+        if rows[group, 0]["checkpoint_upstream"] == low[0]:
+            break
+        # MM2 emitted before the check read its checkpoints (a loaded machine): go back and again
+        mirror.clusters.commit_group(group, {(topic, p): g for p, g in low.items()})
+    row = rows[group, 0]
+    assert row["checkpoint_upstream"] == low[0], ("MM2 emitted before every check", rows)
+    resume = row["checkpoint_downstream"]
+    reread, _ = reread_true(mirror, topic, 0, resume, end[0])
+    assert (row["state"], row["checkpoint_old"], row["reread_records"]) == ("REREAD_HIGH", True, reread), row
+    assert reread > 100 and code == 1, (reread, code)
+    assert mm2_answer(mirror, translator, topic, group)[group, 0] == resume  # where a failover now resumes
+
+    def paid() -> None:  # the debt was real: MM2 writes the checkpoint, and nothing is owed
+        _, rows = check_groups(mirror, extra, topic)
+        row = rows[group, 0]
+        assert (row["checkpoint_upstream"], row["state"], row["checkpoint_old"]) == (end[0], "READY", False), row
+    eventually(paid, timeout=60, interval=1)
+
+
 def test_a_group_committed_at_a_commit_marker_skips_nothing(mirror, translator, tmp_path):
     """A transaction's records 0-9, its commit marker at 10; MM2 copies them and syncs (9, 9) at its
     offset flush. The next transaction's record 11 goes to target 10: MM2 syncs (11, 10) where the
