@@ -471,11 +471,14 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     """MM2 writing the target in transactions (`exactly.once.source.support = enabled`): each
     transaction's commit marker takes a target offset, so target offsets count no records. Groups
     behind, far behind and caught up resume where RemoteClusterUtils says; the re-read mirrorlag
-    gives is never below what a consumer there really reads again, and none reads SKIPS."""
+    gives is never below what a consumer there really reads again, and none reads SKIPS: nor one
+    that resumes from its own offset on the target, past the newest sync and a commit marker."""
     topic = f"eos-{mirror.tag}"
     mirror.clusters.create_topic(topic, 1)
     producer = NumberedProducer(mirror.pair.source.bootstrap_servers, topic)
-    mirror.write_config(topic, {f"{mirror.dst}.exactly.once.source.support": "enabled"})
+    # sync.group.offsets.enabled: a group resumes from its own offset on the target where it has one
+    mirror.write_config(topic, {f"{mirror.dst}.exactly.once.source.support": "enabled",
+                                "sync.group.offsets.enabled": "true"})
     mirror.start()
     source, target = mirror.pair.source.bootstrap_servers, mirror.pair.target.bootstrap_servers
     for _ in range(6):  # copied in several transactions: markers between the target's records
@@ -486,6 +489,12 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     committed = {f"far-{mirror.tag}": 30, f"behind-{mirror.tag}": 170, f"ready-{mirror.tag}": leo}
     for group, g in committed.items():
         mirror.clusters.commit_group(group, {(topic, 0): g})
+    # A group whose consumers ran on the target in a drill and left (no members there), committed
+    # at its end: it resumes there (MM2 moves a group's target offset forward only), past the
+    # newest sync by a record and the marker after it.
+    drilled, target_end = f"drilled-{mirror.tag}", mirror.clusters.end_offset(mirror.remote(topic), which="target")
+    mirror.clusters.commit_group(drilled, {(topic, 0): leo})
+    mirror.clusters.commit_group(drilled, {(mirror.remote(topic), 0): target_end}, which="target")
     extra = sidecar_properties(tmp_path / "sidecar.properties", free_port())
 
     def agreed() -> tuple[dict, dict]:
@@ -501,3 +510,8 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
         reread, _ = reread_true(mirror, topic, 0, answer[group, 0], g)
         assert row["state"] != "SKIPS" and row["skipped_records"] == 0, row
         assert row["reread_records"] >= reread, (row, reread)  # at most: never understated
+    # The drilled group reads nothing again and skips nothing (the target's end holds copies of
+    # records below its G alone); counting the markers as records put it a record past G: SKIPS.
+    row = check_groups(mirror, extra, topic)[1][drilled, 0]
+    assert reread_true(mirror, topic, 0, target_end, leo) == (0, None)
+    assert (row["state"], row["skipped_records"], row["reread_records"]) == ("READY", 0, 0), row
