@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -32,7 +33,7 @@ from mirrorlag.formats import decode_offset_sync
 from mirrorlag.groups.readiness import NotCheckpointedBecause
 from mirrorlag.groups.sync_store import SyncStore, translate
 from tests.apache.conftest import Mirror
-from tests.apache.flow_watch import TxnProducer
+from tests.apache.flow_watch import TxnProducer, last_data_offset
 from tests.apache.javac import compile_java, run_java
 from tests.apache.sidecar_watch import sidecar_properties
 from tests.apache.truth import NumberedProducer, lro_true, read_partition
@@ -341,6 +342,33 @@ def test_idle_groups_resume_at_their_offsets_mm2_synced_to_the_target(mirror, tr
     assert answer[behind, 0] < BEHIND[0] and rows[behind, 0]["reread_records"] > 0, answer
 
 
+@contextmanager
+def running_group(bootstrap: str, group: str, topic: str) -> Iterator[Callable[[], int]]:
+    """A member of `group` on `topic`, reading it from its committed offsets (else the start) and
+    committing each record, on a thread until the block ends: `newest()` is the offset of the
+    last record read (-1: none yet)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.subscribe([topic])
+    read, stop = [-1], threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            for message in consumer.consume(num_messages=100, timeout=0.2):
+                if message.error() is None:
+                    read[0] = message.offset()
+                    consumer.commit(message=message, asynchronous=False)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield lambda: read[0]
+    finally:
+        stop.set()
+        thread.join(10)
+        consumer.close()
+
+
 def test_group_partitions_mm2_rightly_never_checkpoints_are_not_held_against_the_group(mirror, translator, tmp_path):
     """Two group partitions MM2 never checkpoints, and rightly. Offset 0 of a partition nobody ever
     wrote: MM2 copies nothing of it, so it has no offset sync to translate through, and needs none
@@ -472,7 +500,8 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     transaction's commit marker takes a target offset, so target offsets count no records. Groups
     behind, far behind and caught up resume where RemoteClusterUtils says; the re-read mirrorlag
     gives is never below what a consumer there really reads again, and none reads SKIPS: nor one
-    that resumes from its own offset on the target, past the newest sync and a commit marker."""
+    that resumes from its own offset on the target, past the newest sync and a commit marker, nor
+    one whose consumers run on the target (it has failed over: active there)."""
     topic = f"eos-{mirror.tag}"
     mirror.clusters.create_topic(topic, 1)
     producer = NumberedProducer(mirror.pair.source.bootstrap_servers, topic)
@@ -515,3 +544,18 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     row = check_groups(mirror, extra, topic)[1][drilled, 0]
     assert reread_true(mirror, topic, 0, target_end, leo) == (0, None)
     assert (row["state"], row["skipped_records"], row["reread_records"]) == ("READY", 0, 0), row
+
+    # The group behind fails over: its consumers run on the target, read it to its end and commit
+    # there, past where its frozen source offset translates (MM2 leaves an active group's offsets
+    # alone). It has moved: reported active on the target, and no record is skipped.
+    behind = f"behind-{mirror.tag}"
+    last = last_data_offset(target, mirror.remote(topic), 0, "read_uncommitted")
+    with running_group(target, behind, mirror.remote(topic)) as newest:
+        eventually(lambda: newest() == last, timeout=60, interval=0.5)
+
+        def failed_over() -> dict:
+            row = check_groups(mirror, extra, topic)[1][behind, 0]
+            assert row["active_on_target"], row
+            return row
+        row = eventually(failed_over, timeout=60, interval=1)
+        assert (row["committed"], row["state"], row["skipped_records"]) == (170, "READY", 0), row
