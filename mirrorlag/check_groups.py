@@ -81,5 +81,7 @@ def _print_table(rows: list[dict], snapshot: GroupsSnapshot) -> None:
         cells = ["-" if row[c] is None else (f"{row[c]:.0f}" if c == "checkpoint_age_s" else str(row[c])) for c in columns]
         if row["because"]:
             cells[-1] += f" ({row['because']})"
+        elif row["checkpoint_old"] and row["state"] != "CHECKPOINT_OLD":
+            cells[-1] += " (checkpoint old)"
         table.add_row(*cells)
     console.print(table)

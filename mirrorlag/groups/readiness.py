@@ -19,8 +19,10 @@ class GroupState(Enum):
     SKIPS = "SKIPS"  # would resume beyond what it consumed: records never seen (a group reset below MM2's oldest sync)
     UNMAPPED = "UNMAPPED"  # a resume point no kept sync maps back to the source: the cost is unknown
     NOT_CHECKPOINTED = "NOT_CHECKPOINTED"  # committed on a mirrored partition, no checkpoint
-    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # MM2 owes a newer checkpoint and the newest is older than the limit
+    # What a failover now costs comes before why: an owed, old checkpoint is often why the re-read
+    # is high, and the partition row says so (checkpoint_old) whichever state it reads.
     REREAD_HIGH = "REREAD_HIGH"  # would read more records again than the limit
+    CHECKPOINT_OLD = "CHECKPOINT_OLD"  # MM2 owes a newer checkpoint and the newest is older than the limit
     READY = "READY"
 
 
@@ -87,6 +89,7 @@ class PartitionReadiness:
     not_yet_mirrored: int  # records consumed on the source that the target does not hold yet
     checkpoint_age_ms: int | None
     because: NotCheckpointedBecause | None = None
+    checkpoint_old: bool = False  # MM2 owes a newer checkpoint and the newest is older than the limit
 
 
 def _not_checkpointed(slots: list[Sync] | None, history: list[Sync] | None, syncs_ready: bool,
@@ -154,15 +157,16 @@ def partition_readiness(e: PartitionEvidence, slots: list[Sync] | None, syncs_re
         skipped = min(skipped, records_at_least(resume - first_copy, transactional_target))
     held = g if e.lro is None else min(g, e.lro + 1)
     reread = max(0, held - source)
+    old = age is not None and age > limits.checkpoint_max_age_ms and _owed(e, slots, syncs_ready)
     if skipped:
         state = GroupState.SKIPS
-    elif age is not None and age > limits.checkpoint_max_age_ms and _owed(e, slots, syncs_ready):
-        state = GroupState.CHECKPOINT_OLD
     elif reread > limits.reread_max_records:
         state = GroupState.REREAD_HIGH
+    elif old:
+        state = GroupState.CHECKPOINT_OLD
     else:
         state = GroupState.READY
-    return PartitionReadiness(state, resume, source, reread, skipped, not_yet_mirrored, age)
+    return PartitionReadiness(state, resume, source, reread, skipped, not_yet_mirrored, age, checkpoint_old=old)
 
 
 def worst(states: list[GroupState]) -> GroupState:

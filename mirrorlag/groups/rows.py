@@ -10,7 +10,7 @@ from mirrorlag.model import FlowId
 
 FIELDS = ("flow", "group", "topic", "partition", "committed", "checkpoint_upstream", "checkpoint_downstream",
           "resume_source_offset", "reread_records", "skipped_records", "not_yet_mirrored_records",
-          "checkpoint_age_s", "state", "because", "active_on_target")
+          "checkpoint_age_s", "checkpoint_old", "state", "because", "active_on_target")
 
 
 def partition_row(flow: FlowId, group: GroupReadiness, p: GroupPartition) -> dict[str, Any]:
@@ -28,6 +28,7 @@ def partition_row(flow: FlowId, group: GroupReadiness, p: GroupPartition) -> dic
         "skipped_records": r.skipped,
         "not_yet_mirrored_records": r.not_yet_mirrored,
         "checkpoint_age_s": None if r.checkpoint_age_ms is None else r.checkpoint_age_ms / 1000,
+        "checkpoint_old": r.checkpoint_old,
         "state": r.state.value,
         "because": None if r.because is None else r.because.value,
         "active_on_target": group.active_on_target,

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -32,7 +33,7 @@ from mirrorlag.formats import decode_offset_sync
 from mirrorlag.groups.readiness import NotCheckpointedBecause
 from mirrorlag.groups.sync_store import SyncStore, translate
 from tests.apache.conftest import Mirror
-from tests.apache.flow_watch import TxnProducer
+from tests.apache.flow_watch import TxnProducer, last_data_offset
 from tests.apache.javac import compile_java, run_java
 from tests.apache.sidecar_watch import sidecar_properties
 from tests.apache.truth import NumberedProducer, lro_true, read_partition
@@ -341,6 +342,33 @@ def test_idle_groups_resume_at_their_offsets_mm2_synced_to_the_target(mirror, tr
     assert answer[behind, 0] < BEHIND[0] and rows[behind, 0]["reread_records"] > 0, answer
 
 
+@contextmanager
+def running_group(bootstrap: str, group: str, topic: str) -> Iterator[Callable[[], int]]:
+    """A member of `group` on `topic`, reading it from its committed offsets (else the start) and
+    committing each record, on a thread until the block ends: `newest()` is the offset of the
+    last record read (-1: none yet)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.subscribe([topic])
+    read, stop = [-1], threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            for message in consumer.consume(num_messages=100, timeout=0.2):
+                if message.error() is None:
+                    read[0] = message.offset()
+                    consumer.commit(message=message, asynchronous=False)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield lambda: read[0]
+    finally:
+        stop.set()
+        thread.join(10)
+        consumer.close()
+
+
 def test_group_partitions_mm2_rightly_never_checkpoints_are_not_held_against_the_group(mirror, translator, tmp_path):
     """Two group partitions MM2 never checkpoints, and rightly. Offset 0 of a partition nobody ever
     wrote: MM2 copies nothing of it, so it has no offset sync to translate through, and needs none
@@ -375,6 +403,61 @@ def test_group_partitions_mm2_rightly_never_checkpoints_are_not_held_against_the
     translated = run_java(mirror.pair.jars, translator, "TranslateOffsets", mirror.pair.target.bootstrap_servers,
                           mirror.src, group)  # RemoteClusterUtils.translateOffsets, what a failover uses
     assert mirror.remote(topic) in translated and mirror.remote(beats) not in translated, translated
+
+
+def test_a_checkpoint_mm2_owes_is_old_and_a_high_reread_shows_through_it(mirror, translator, tmp_path):
+    """MM2 checkpointing every 20 s: a group checkpointed at 10 then committed at the end of the
+    partition, past later syncs, is owed a new checkpoint (its translation moved on) that MM2 writes
+    only at its next emission. Until then the old one is where a failover resumes: REREAD_HIGH (the
+    cost now, over the limit of 100), flagged checkpoint_old (owed and older than 2 s), not a bare
+    CHECKPOINT_OLD hiding the re-read. Then MM2 writes the owed checkpoint, the debt mirrorlag
+    claimed, and the partition reads READY."""
+    topic, group = f"owed-{mirror.tag}", f"owed-{mirror.tag}"
+    mirror.clusters.create_topic(topic, len(COUNTS))
+    NumberedProducer(mirror.pair.source.bootstrap_servers, topic).produce(COUNTS)
+    mirror.write_config(topic, {"emit.checkpoints.interval.seconds": 20})
+    mirror.start()
+    wait_copied(mirror, topic)
+    eventually(lambda: _synced_to_end(mirror, topic), timeout=30, interval=0.5)
+    extra = tmp_path / "check.properties"
+    extra.write_text(f"mirrorlag.failover.checkpoint.max.age.ms = {AGE_MAX_MS}\n"
+                     "mirrorlag.failover.reread.max.records = 100\n")
+    low, end = {0: 10, 1: 5}, dict(COUNTS)
+
+    def checkpointed_at(offsets: dict[int, int]) -> dict:
+        _, rows = check_groups(mirror, extra, topic)
+        assert all(rows[group, p]["checkpoint_upstream"] == g for p, g in offsets.items()), rows
+        return rows
+
+    mirror.clusters.commit_group(group, {(topic, p): g for p, g in low.items()})
+    for attempt in range(3):
+        # Committed just after an emission wrote `low`'s checkpoint: MM2 owes the next for 20 s.
+        eventually(lambda: checkpointed_at(low), timeout=90, interval=0.5)
+        mirror.clusters.commit_group(group, {(topic, p): g for p, g in end.items()})
+
+        def judged() -> tuple[int, dict]:  # once the checkpoint is older than the limit, or replaced
+            code, rows = check_groups(mirror, extra, topic)
+            row = rows[group, 0]
+            assert row["checkpoint_upstream"] != low[0] or row["checkpoint_age_s"] * 1000 > AGE_MAX_MS, row
+            return code, rows
+        code, rows = eventually(judged, timeout=30, interval=0.2)
+        if rows[group, 0]["checkpoint_upstream"] == low[0]:
+            break
+        # MM2 emitted before the check read its checkpoints (a loaded machine): go back and again
+        mirror.clusters.commit_group(group, {(topic, p): g for p, g in low.items()})
+    row = rows[group, 0]
+    assert row["checkpoint_upstream"] == low[0], ("MM2 emitted before every check", rows)
+    resume = row["checkpoint_downstream"]
+    reread, _ = reread_true(mirror, topic, 0, resume, end[0])
+    assert (row["state"], row["checkpoint_old"], row["reread_records"]) == ("REREAD_HIGH", True, reread), row
+    assert reread > 100 and code == 1, (reread, code)
+    assert mm2_answer(mirror, translator, topic, group)[group, 0] == resume  # where a failover now resumes
+
+    def paid() -> None:  # the debt was real: MM2 writes the checkpoint, and nothing is owed
+        _, rows = check_groups(mirror, extra, topic)
+        row = rows[group, 0]
+        assert (row["checkpoint_upstream"], row["state"], row["checkpoint_old"]) == (end[0], "READY", False), row
+    eventually(paid, timeout=60, interval=1)
 
 
 def test_a_group_committed_at_a_commit_marker_skips_nothing(mirror, translator, tmp_path):
@@ -416,11 +499,15 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     """MM2 writing the target in transactions (`exactly.once.source.support = enabled`): each
     transaction's commit marker takes a target offset, so target offsets count no records. Groups
     behind, far behind and caught up resume where RemoteClusterUtils says; the re-read mirrorlag
-    gives is never below what a consumer there really reads again, and none reads SKIPS."""
+    gives is never below what a consumer there really reads again, and none reads SKIPS: nor one
+    that resumes from its own offset on the target, past the newest sync and a commit marker, nor
+    one whose consumers run on the target (it has failed over: active there)."""
     topic = f"eos-{mirror.tag}"
     mirror.clusters.create_topic(topic, 1)
     producer = NumberedProducer(mirror.pair.source.bootstrap_servers, topic)
-    mirror.write_config(topic, {f"{mirror.dst}.exactly.once.source.support": "enabled"})
+    # sync.group.offsets.enabled: a group resumes from its own offset on the target where it has one
+    mirror.write_config(topic, {f"{mirror.dst}.exactly.once.source.support": "enabled",
+                                "sync.group.offsets.enabled": "true"})
     mirror.start()
     source, target = mirror.pair.source.bootstrap_servers, mirror.pair.target.bootstrap_servers
     for _ in range(6):  # copied in several transactions: markers between the target's records
@@ -431,6 +518,12 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     committed = {f"far-{mirror.tag}": 30, f"behind-{mirror.tag}": 170, f"ready-{mirror.tag}": leo}
     for group, g in committed.items():
         mirror.clusters.commit_group(group, {(topic, 0): g})
+    # A group whose consumers ran on the target in a drill and left (no members there), committed
+    # at its end: it resumes there (MM2 moves a group's target offset forward only), past the
+    # newest sync by a record and the marker after it.
+    drilled, target_end = f"drilled-{mirror.tag}", mirror.clusters.end_offset(mirror.remote(topic), which="target")
+    mirror.clusters.commit_group(drilled, {(topic, 0): leo})
+    mirror.clusters.commit_group(drilled, {(mirror.remote(topic), 0): target_end}, which="target")
     extra = sidecar_properties(tmp_path / "sidecar.properties", free_port())
 
     def agreed() -> tuple[dict, dict]:
@@ -446,3 +539,23 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
         reread, _ = reread_true(mirror, topic, 0, answer[group, 0], g)
         assert row["state"] != "SKIPS" and row["skipped_records"] == 0, row
         assert row["reread_records"] >= reread, (row, reread)  # at most: never understated
+    # The drilled group reads nothing again and skips nothing (the target's end holds copies of
+    # records below its G alone); counting the markers as records put it a record past G: SKIPS.
+    row = check_groups(mirror, extra, topic)[1][drilled, 0]
+    assert reread_true(mirror, topic, 0, target_end, leo) == (0, None)
+    assert (row["state"], row["skipped_records"], row["reread_records"]) == ("READY", 0, 0), row
+
+    # The group behind fails over: its consumers run on the target, read it to its end and commit
+    # there, past where its frozen source offset translates (MM2 leaves an active group's offsets
+    # alone). It has moved: reported active on the target, and no record is skipped.
+    behind = f"behind-{mirror.tag}"
+    last = last_data_offset(target, mirror.remote(topic), 0, "read_uncommitted")
+    with running_group(target, behind, mirror.remote(topic)) as newest:
+        eventually(lambda: newest() == last, timeout=60, interval=0.5)
+
+        def failed_over() -> dict:
+            row = check_groups(mirror, extra, topic)[1][behind, 0]
+            assert row["active_on_target"], row
+            return row
+        row = eventually(failed_over, timeout=60, interval=1)
+        assert (row["committed"], row["state"], row["skipped_records"]) == (170, "READY", 0), row

@@ -56,7 +56,20 @@ def test_an_old_checkpoint_mm2_owes_a_newer_one_for_is_its_own_cause():
     slots = _slots((0, 0), (900, 900))
     r = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 600_000, read_at=500), slots, True,
                             LIMITS, NOW)
-    assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000
+    assert r.state is GroupState.CHECKPOINT_OLD and r.checkpoint_age_ms == 600_000 and r.checkpoint_old
+
+
+def test_a_high_reread_is_not_hidden_behind_an_old_checkpoint():
+    # Owed (950 translates to 901, the checkpoint says 1) and 10 minutes old, and a failover now
+    # would read 949 records again, over a limit of 500: the cost is the state, the cause a flag.
+    slots = _slots((0, 0), (900, 900))
+    limits = Limits(reread_max_records=500, checkpoint_max_age_ms=120_000)
+    r = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 600_000, read_at=500), slots, True,
+                            limits, NOW)
+    assert (r.state, r.reread, r.checkpoint_old) == (GroupState.REREAD_HIGH, 949, True)
+    fresh = partition_readiness(_evidence(950, lro=999, checkpoint=1, at=NOW - 60_000, read_at=500), slots, True,
+                                limits, NOW)
+    assert (fresh.state, fresh.checkpoint_old) == (GroupState.REREAD_HIGH, False)
 
 
 @pytest.mark.parametrize("interval_s, state", [(60.0, GroupState.CHECKPOINT_OLD), (300.0, GroupState.READY)])
