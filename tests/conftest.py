@@ -44,11 +44,15 @@ class Clusters:
                 producer.produce(topic, value=b"v" * 100, key=str(i).encode(), partition=partition)
         assert producer.flush(15) == 0
 
-    def commit_group(self, group: str, offsets: dict[tuple[str, int], int], which: str = "source") -> None:
-        """Commit `offsets` ((topic, partition) -> offset) for `group`, without joining it (DESIGN §8)."""
+    def commit_group(self, group: str, offsets: dict[tuple[str, int], int], which: str = "source",
+                     metadata: str | None = None) -> None:
+        """Commit `offsets` ((topic, partition) -> offset) for `group`, without joining it (DESIGN §8),
+        with `metadata` on each where given."""
         consumer = Consumer({"bootstrap.servers": getattr(self, which), "group.id": group, "enable.auto.commit": False})
         try:
-            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            extra = {} if metadata is None else {"metadata": metadata}
+            consumer.commit(offsets=[TopicPartition(t, p, o, **extra) for (t, p), o in offsets.items()],
+                            asynchronous=False)
         finally:
             consumer.close()
 

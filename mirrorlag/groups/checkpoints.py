@@ -16,6 +16,7 @@ class Checkpointed(NamedTuple):
     upstream: int  # the group's source offset MM2 translated
     downstream: int  # where the group would resume on the target
     timestamp_ms: int  # when MM2 read the group's offsets (the record's timestamp)
+    metadata: str = ""  # the group's commit metadata MM2 copied into the checkpoint
 
 
 @dataclass
@@ -32,7 +33,8 @@ class CheckpointStore:
         except BadRecord:
             self.bad_records += 1
             return
-        self.newest[(c.group, c.topic, c.partition)] = Checkpointed(c.upstream_offset, c.downstream_offset, timestamp_ms)
+        self.newest[(c.group, c.topic, c.partition)] = Checkpointed(c.upstream_offset, c.downstream_offset, timestamp_ms,
+                                                                  c.metadata)
 
     def groups(self) -> set[str]:
         return {group for group, _, _ in self.newest}

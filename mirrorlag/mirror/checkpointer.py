@@ -14,10 +14,10 @@ the target only while no consumer there is active, only forward.
 It lists the source's groups at start and every `refresh.groups.interval.seconds` after (MM2's
 connector does, 600 s by default; here 5 s unless set, as for topics), not at every emission, so a
 new group is checkpointed only after the next listing, as with MM2; each checkpoint carries the
-group's commit metadata and the time its offsets were asked for.
+group's commit metadata and the time its offsets were asked for; an offset synced into the target
+carries its checkpoint's metadata (Checkpoint.offsetAndMetadata).
 
 Where it is not MM2:
-- synced offsets carry no metadata: MM2 copies the checkpoint's into them;
 - the topic filter's default `topics.exclude` is MM2 3.x's (`.*[\-\.]internal, .*\.replica, __.*`);
   MM2 4.1.0 and later (their jars; 3.9.x's not) exclude `mm2.*\.internal, .*\.replica, __.*`:
   set it explicitly to mirror those;
@@ -266,7 +266,9 @@ class CheckpointTask:
             wanted = offsets_to_sync(converted, on_target)
             if not wanted:
                 continue
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())])
+            newest = self.checkpoints.newest
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o, metadata=newest[group, t, p].metadata)
+                                                           for (t, p), o in sorted(wanted.items())])
             try:
                 for future in self.target_admin.alter_consumer_group_offsets([request], request_timeout=READ_TIMEOUT_S).values():
                     future.result(timeout=READ_TIMEOUT_S + 1)

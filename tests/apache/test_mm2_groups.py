@@ -23,7 +23,7 @@ import json
 import threading
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -292,8 +292,9 @@ def _back_seen(doc: dict, group: str, back: int, resume: int) -> None:
     assert rows and (rows[0]["committed"], rows[0]["checkpoint_downstream"]) == (back, resume), rows
 
 
-def target_offsets(mirror: Mirror, topic: str, *groups: str) -> dict[tuple[str, int], int]:
-    """The groups' committed offsets on the target's remote topic, as MM2's group offset sync wrote them."""
+def target_offsets(mirror: Mirror, topic: str, *groups: str, metadata: bool = False) -> dict[tuple[str, int], Any]:
+    """The groups' committed offsets on the target's remote topic, as MM2's group offset sync wrote
+    them (with `metadata`: (offset, metadata) pairs)."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     admin = mirror.clusters.admin("target")
@@ -302,7 +303,7 @@ def target_offsets(mirror: Mirror, topic: str, *groups: str) -> dict[tuple[str, 
         (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
         for tp in future.result(timeout=15).topic_partitions or ():
             if tp.topic == mirror.remote(topic) and tp.offset >= 0:
-                out[group, tp.partition] = tp.offset
+                out[group, tp.partition] = (tp.offset, tp.metadata) if metadata else tp.offset
     return out
 
 
@@ -517,7 +518,7 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
     assert mirror.clusters.end_offset(mirror.remote(topic), which="target") > leo, "no marker on the target"
     committed = {f"far-{mirror.tag}": 30, f"behind-{mirror.tag}": 170, f"ready-{mirror.tag}": leo}
     for group, g in committed.items():
-        mirror.clusters.commit_group(group, {(topic, 0): g})
+        mirror.clusters.commit_group(group, {(topic, 0): g}, metadata=f"{group}-v7")
     # A group whose consumers ran on the target in a drill and left (no members there), committed
     # at its end: it resumes there (MM2 moves a group's target offset forward only), past the
     # newest sync by a record and the marker after it.
@@ -534,6 +535,11 @@ def test_groups_on_an_exactly_once_target(mirror, translator, tmp_path):
         assert rows[f"ready-{mirror.tag}", 0]["reread_records"] == 0, rows  # once MM2 synced the last record
         return answer, rows
     answer, rows = eventually(agreed, timeout=60, interval=1)
+    # MM2 copies a group's commit metadata into its checkpoint and from there into the offset it
+    # syncs into the target (mirrorlag mirror does the same)
+    far = f"far-{mirror.tag}"
+    eventually(lambda: target_offsets(mirror, topic, far, metadata=True) == {(far, 0): (answer[far, 0], f"{far}-v7")},
+               timeout=30, interval=0.5)
     for group, g in committed.items():
         row = rows[group, 0]
         reread, _ = reread_true(mirror, topic, 0, answer[group, 0], g)
