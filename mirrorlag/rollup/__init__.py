@@ -1,15 +1,16 @@
 """The nightly rollup of the lag history (DESIGN §7): a PySpark job.
 
     mirrorlag rollup --history DIR_OR_URL --out DIR_OR_URL [--date YYYY-MM-DD | --from D [--to D]]
-                     [--lookback-days 7] [--settle-minutes 60] [--force]
+                     [--lookback-days 7] [--catch-up-days 14] [--settle-minutes 60] [--force]
                      [--master local[*] | --remote sc://HOST:PORT] [--conf k=v ...] [--max-gap-seconds 60] [--worst 10]
     spark-submit [--master spark://...|yarn|k8s://...] --py-files mirrorlag.zip mirrorlag/rollup/__main__.py --history ... --out ...
 
 On a cluster the executors import mirrorlag from the zip (`python -m mirrorlag.rollup.ship
 mirrorlag.zip`, ship.py); through Spark Connect the job sends it itself (remote.py).
 
-Without --date/--from, every day of the lookback (up to yesterday) that is new or whose history
-changed since its rollup, then the trends of the days after it (late data, manifest.py). Exit
+Without --date/--from, every day of the lookback (up to yesterday), and every older day of the
+history without a rollup receipt within --catch-up-days, that is new or whose history changed since its rollup, then the
+trends of the days after it (late data, manifest.py); a committed day's lost receipt is written again. Exit
 status 0, 2 on bad arguments, a failed Spark job or a day asked for that would lose inputs
 (--force), 3 when a day asked for has no history (a backfill still writes every day that has
 some), or none of the lookback's days has any. Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per

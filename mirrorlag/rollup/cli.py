@@ -21,6 +21,7 @@ PROG = "mirrorlag rollup"
 HELP = ("nightly Spark rollup of the lag history: daily tables, trends, an HTML report "
         "(exit 3: no history for the day asked for, or for any day of the lookback)")
 LOOKBACK_DAYS = 7  # the history's default retention (mirrorlag.history.retention.ms)
+CATCH_UP_DAYS = 14  # the sidecar keeps an unreceipted day this long (mirrorlag.history.retention.max.ms)
 SETTLE_MINUTES = 60.0
 
 
@@ -53,6 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lookback-days", type=int, default=LOOKBACK_DAYS, metavar="N",
                    help=f"without --date/--from: the days up to yesterday looked at for late or new history "
                         f"(default {LOOKBACK_DAYS}: the history's default retention)")
+    p.add_argument("--catch-up-days", type=int, default=CATCH_UP_DAYS, metavar="N",
+                   help=f"without --date/--from: also roll up the days of the last N up to yesterday that hold "
+                        f"history and no rollup receipt (nights missed for longer than the lookback; default "
+                        f"{CATCH_UP_DAYS}: how long the sidecar keeps such a day, mirrorlag.history.retention.max.ms)")
     p.add_argument("--settle-minutes", type=float, default=SETTLE_MINUTES, metavar="M",
                    help="a day is final once over and its newest segment is this old (the upload lag); "
                         f"provisional before: marked so, left out of other days' trends (default {SETTLE_MINUTES:g})")
@@ -133,6 +138,8 @@ def cmd_rollup(args: argparse.Namespace, session=None) -> int:
         raise RollupError("--max-gap-seconds must be positive")
     if args.lookback_days < 1:
         raise RollupError("--lookback-days must be at least 1")
+    if args.catch_up_days < 0:
+        raise RollupError("--catch-up-days must not be negative")
     if args.settle_minutes < 0:
         raise RollupError("--settle-minutes must not be negative")
     confs = dict(args.conf)
@@ -142,7 +149,8 @@ def cmd_rollup(args: argparse.Namespace, session=None) -> int:
         history=absolute(args.history), out=absolute(args.out), days=days_from_args(args, now.date()),
         max_gap_seconds=args.max_gap_seconds, worst=args.worst, report=not args.no_report,
         tune_spark=not {"spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled"} & confs.keys(),
-        lookback=args.date is None and args.date_from is None, settle_seconds=args.settle_minutes * 60.0,
+        lookback=args.date is None and args.date_from is None, catch_up_days=args.catch_up_days,
+        settle_seconds=args.settle_minutes * 60.0,
         force=args.force, now_ms=int(now.timestamp() * 1000),
     )
     return run(opts, master=args.master, confs=confs, log_level=args.spark_log_level, remote=remote, session=session)

@@ -185,6 +185,23 @@ def publish_reports(spark: SparkSession, out: str, committed: dict[date, Manifes
                 _publish_report(spark, out, day, html)
 
 
+def restore_receipts(spark: SparkSession | None, history: str, days: list[DayPlan]) -> dict[date, str]:
+    """The receipts of committed days whose history lost them, written again from their manifests
+    (what the sidecar's expiry waits for): per day, what happened, for its line."""
+    said = {}
+    for p in days:
+        assert p.previous is not None
+        try:
+            write_text(join(day_dir(history, p.day), ROLLUP_RECEIPT), p.previous.to_json(), spark)
+            if p.previous.group_segments and p.group_segments:
+                write_text(join(group_day_dir(history, p.day), ROLLUP_RECEIPT),
+                           p.previous.groups_receipt().to_json(), spark)
+            said[p.day] = "its receipt in the history was missing: written again"
+        except (OSError, Py4JJavaError, RollupError) as exc:
+            said[p.day] = f"its receipt in the history is missing and could not be written ({_first_line(exc)})"
+    return said
+
+
 def _run_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -446,6 +463,7 @@ def run_days(
     if rolling or local_path(opts.out) is not None:  # a local listing costs nothing: tidy every run
         clear_uncommitted(spark, opts.out, plan.committed, rolling)
         publish_reports(spark, opts.out, plan.committed, set(planned) - rolling)
+    receipts = restore_receipts(spark, opts.history, [p for p in plan.days if p.receipt_missing])
     results: list[DayResult] = []
     rolled: list[date] = []
     for day in sorted(set(planned) | set(trend_dependents(sorted(rolling), list(plan.committed)))):
@@ -465,7 +483,8 @@ def run_days(
             result = recompute_trends(spark, opts, plan.committed[day], run)
         else:
             assert p is not None
-            result = DayResult(day, p.status, action=p.decision.action, final=p.decision.final, why=p.decision.why)
+            why = receipts.get(day, "" if p.decision.action is Action.UNCHANGED else p.decision.why)
+            result = DayResult(day, p.status, action=p.decision.action, final=p.decision.final, why=why)
         results.append(result)
         if on_done:
             on_done(result)

@@ -26,6 +26,9 @@ class RollupOptions:
     # a day is rolled up only when new or changed; otherwise the days were asked for by name and
     # are rolled up again whatever their manifests say.
     lookback: bool = False
+    # With lookback: older days of the history with segments and no receipt, back this many days
+    # from yesterday, are rolled up too (0: none).
+    catch_up_days: int = 0
     # A day is final once over and its newest input is this old (the upload lag); provisional before.
     settle_seconds: float = 0.0
     force: bool = False  # replace a day even with fewer inputs than it was rolled up from

@@ -57,7 +57,7 @@ def _line(r: DayResult) -> str:
     if r.trends_only:
         return f"[cyan]↻[/] {r.day}  trends recomputed: an earlier day was rolled up again  [dim]({r.seconds:.0f} s)[/]{note}"
     if r.action is Action.UNCHANGED:
-        return f"[dim]·[/] {r.day}  unchanged since its rollup{'' if r.final else ' (provisional)'}"
+        return f"[dim]·[/] {r.day}  unchanged since its rollup{'' if r.final else ' (provisional)'}{note}"
     if r.action is Action.KEEP:
         return f"[yellow]![/] {r.day}  kept as rolled up:{note}"
     if r.status is not DayStatus.PRESENT:

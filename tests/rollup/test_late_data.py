@@ -117,6 +117,31 @@ def test_late_segments_roll_the_day_up_again_and_the_later_trends_follow(spark, 
     assert {d: manifest_text(out, d) for d in (D1, D2, D3)} == written
 
 
+def test_a_night_missed_past_the_lookback_and_a_lost_receipt_are_caught_up(spark, tmp_path):
+    """The sidecar keeps an unreceipted day up to retention.max (14 days), longer than the 7-day
+    lookback: the nightly run rolls up every day of the history without a receipt, however old. A
+    committed day whose receipt is gone from the history gets it back at the next run, unchanged."""
+    history, out = tmp_path / "history", tmp_path / "out"
+    old = TODAY - timedelta(days=10)  # missed for ten nights
+    for day in (old, D3):
+        hours(history, day, 0, 24, 100, "part-a.parquet")
+    first = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert f"✓ {old}" in first.stdout and f"✓ {D3}" in first.stdout, first.stdout
+    assert rows(out, "flow_daily", old)[0]["samples"] == 288
+    for day in (old, D3):
+        assert Manifest.from_json((history / f"date={day}" / ROLLUP_RECEIPT).read_text(), "receipt").day == day
+
+    (history / f"date={D3}" / ROLLUP_RECEIPT).unlink()
+    written = manifest_text(out, D3)
+    second = nightly(spark, "--history", str(history), "--out", str(out), "--settle-minutes", "0")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert f"{D3}  unchanged since its rollup  its receipt in the history was missing: written again" in second.stdout, \
+        second.stdout
+    assert str(old) not in second.stdout  # receipted now: past the lookback, left alone
+    assert (history / f"date={D3}" / ROLLUP_RECEIPT).read_text() == written == manifest_text(out, D3)
+
+
 def test_fewer_inputs_keep_the_day_refused_without_force(spark, late):
     history, out, _ = late
     written = manifest_text(out, D1)
