@@ -9,8 +9,9 @@ On a cluster the executors import mirrorlag from the zip (`python -m mirrorlag.r
 mirrorlag.zip`, ship.py); through Spark Connect the job sends it itself (remote.py).
 
 Without --date/--from, every day of the lookback (up to yesterday), and every older day of the
-history without a rollup receipt within --catch-up-days, that is new or whose history changed since its rollup, then the
-trends of the days after it (late data, manifest.py); a committed day's lost receipt is written again. Exit
+history without a rollup receipt within --catch-up-days, that is new or whose history changed
+since its rollup, then the trends of the days after it (late data, manifest.py); a committed
+day's lost receipt is written again. Exit
 status 0, 2 on bad arguments, a failed Spark job or a day asked for that would lose inputs
 (--force), 3 when a day asked for has no history (a backfill still writes every day that has
 some), or none of the lookback's days has any. Input: `<history>/date=YYYY-MM-DD/*.parquet`, one row per
