@@ -33,7 +33,7 @@ def test_checkpoints_and_synced_offsets_carry_the_groups_commit_metadata(apache_
         setup.clusters.commit_group(group, {(setup.topic, 0): 12}, metadata="app-v7")
         read = checkpoints.until(lambda r: any(decode_checkpoint(m.key(), m.value()).group == group for m in r),
                                  timeout=60, what="the group's checkpoint")
-        [checkpoint] = [c for m in read for c in [decode_checkpoint(m.key(), m.value())] if c.group == group][-1:]
+        checkpoint = [c for m in read for c in [decode_checkpoint(m.key(), m.value())] if c.group == group][-1]
         assert (checkpoint.upstream_offset, checkpoint.metadata) == (12, "app-v7"), checkpoint
         target = setup.clusters.admin("target")
 
@@ -44,5 +44,5 @@ def test_checkpoints_and_synced_offsets_carry_the_groups_commit_metadata(apache_
             return tp.offset, tp.metadata
         assert eventually(synced, timeout=30, interval=0.5) == (checkpoint.downstream_offset, "app-v7")
     finally:
-        checkpoints.consumer.close()
+        checkpoints.close()
         setup.stop(proc)
