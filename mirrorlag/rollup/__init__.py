@@ -61,13 +61,15 @@ started at noon was out of sync for a share of the time it watched, not of the w
 record_lag_p95 and out_of_sync_seconds with their day-over-day (`_dod`) and week-over-week
 (`_wow`) changes, `slope_7d`/`slope_28d` (least squares of daily p95 record lag, records/day),
 their t-statistics (`_t`) and day counts (`days_7d`, `days_28d`), `growing` (trend_rule.py: the
-last 7 days against the same weekdays of the 3 weeks before) and its parts: `change_7d` (records,
-trimmed mean of the 7 days' changes), `change_7d_ratio`, `noise_7d` (records: the series' own
-week-to-week wobble), `compared_7d` and `up_7d` (days compared, days above their baseline);
-`out_of_sync_growing` the same rule on daily out-of-sync seconds (its own minimum change, in
-seconds, and its own wobble: the root mean square of the week-to-week changes, not their median)
-with its parts `out_of_sync_change_7d` (seconds), `out_of_sync_change_7d_ratio`,
-`out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d` and `out_of_sync_up_7d`.
+last 7 days against the same weekdays of up to 7 weeks before, past the change's own noise; 4 weeks
+of history at least) and its evidence: `change_7d` (records), `change_7d_ratio`, `noise_7d`
+(records: the change's standard deviation), `score_7d` and `needed_7d` (change over noise, and what
+growth needs there), `daily_noise_7d` (the series' day-to-day noise, relative), `weeks_7d` (weeks of
+history before the last 7 days), `compared_7d` and `up_7d` (days compared, days above their
+baseline), `rising_7d` (each of the last 4 weeks at least 10 % above the one before);
+`out_of_sync_growing` the same rule on daily out-of-sync seconds (its own minimum
+change, in seconds) with the same evidence prefixed `out_of_sync_`. What a flag is worth, measured:
+docs/history-and-rollup.md ("How often growing is wrong").
 
 `<out>/reports/mirrorlag-YYYY-MM-DD.html`: the day's report, one self-contained file (a provisional
 day's says so). A file of the day's commit: written to `<out>/_reports/date=YYYY-MM-DD/` under the

@@ -450,9 +450,9 @@ def run_days(
     plan: Plan | None = None,
 ) -> list[DayResult]:
     """Roll up each day of the plan that needs it, in order, then (in the same date order) the
-    trends of every committed day whose 28 days hold one rolled up again. A day without history
-    is reported, not fatal, so a backfill writes every day it can (the caller decides what
-    missing days mean for the exit status)."""
+    trends of every committed day whose 56 days (trend_rule.WINDOW) hold one rolled up again. A
+    day without history is reported, not fatal, so a backfill writes every day it can (the caller
+    decides what missing days mean for the exit status)."""
     now_ms = opts.now_ms if opts.now_ms is not None else int(time.time() * 1000)
     opts = dataclasses.replace(opts, now_ms=now_ms)
     if plan is None:

@@ -195,7 +195,7 @@ def decide(day: date, previous: Manifest | None, segments: Sequence[Segment], *,
     return Decision(Action.UNCHANGED, previous.final, "unchanged")
 
 
-TREND_DAYS = 28  # the longest trend window (trends.WINDOWS): a day's change reaches this far
+TREND_DAYS = 56  # the longest trend window (trend_rule.WINDOW): a day's change reaches this far
 
 
 def trend_dependents(rolled: Sequence[date], committed: Sequence[date]) -> list[date]:

@@ -10,9 +10,9 @@ from datetime import date
 from html import escape
 from typing import Any, Callable, Sequence
 
-from mirrorlag.rollup import trend_rule as rule
+from mirrorlag.rollup import trend_figures, trend_rule as rule
 from mirrorlag.rollup.writers import GAP_POLLS, HANDOFF_MS
-from mirrorlag.rollup.report_model import ReportData, TrendViews, growing_on, out_of_sync_share, partition_label
+from mirrorlag.rollup.report_model import GROWING_FLAGS, ReportData, TrendViews, growing_on, out_of_sync_share, partition_label
 
 CSS = """
 body { font: 15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #222;
@@ -133,7 +133,7 @@ def _summary(d: ReportData) -> str:
         _card(pct(share, 2), "of the watched partition-time out of sync", "bad" if (share or 0) > 0.01 else "ok"),
         _card(n(episodes), "stall episodes", "bad" if episodes else "ok"),
         _card(dur(longest), "longest stall", "bad" if longest else "ok"),
-        _card(n(sum(growing.values())), "growing (last 7 days vs the 3 weeks before, see Trends): " + _growing_counts(d),
+        _card(n(sum(growing.values())), "growing (last 7 days vs the weeks before, see Trends): " + _growing_counts(d),
               "bad" if growing else "ok"),
     ]) + "</div>"
 
@@ -233,24 +233,44 @@ def _heatmap(d: ReportData, c: Charts) -> str:
     )
 
 
-# What "growing" means, in words (trend_rule.py; its numbers are the rule's constants).
+# What "growing" means, in words: the rule's constants (trend_rule.py) and the measured figures
+# (trend_figures.json, written by tests/bench/bench_trend_rule.py).
 GROWING = (
-    f'<b>growing</b> means the p95 record lag of the last 7 days is above the same weekdays of the 3 weeks '
-    f'before (their mean) on at least {rule.MIN_UP} of the 7 days, and on average (without the highest and '
-    f'lowest day) by at least {rule.MIN_CHANGE:,.0f} records, {rule.MIN_RATIO:.0%} and {rule.NOISE_MULTIPLE[rule.MEDIAN]:g}× '
-    "the series' own week-to-week wobble: a quiet weekend, a busy Friday or one bad day is not growth. "
-    'On simulated steady series it flags under 1 % of days; +10 % a week is flagged within 14 days in about '
-    '95 % of series. '
-    f'<b>growing: time out of sync</b> is the same rule on the daily seconds out of sync, with a minimum of '
-    f'{rule.MIN_CHANGE_SECONDS:,.0f} s ({rule.MIN_CHANGE_SECONDS / 60:g} minutes) a day instead of records, and '
-    f'past {rule.NOISE_MULTIPLE[rule.RMS]:g}× the root mean square of the week-to-week changes instead of '
-    f'{rule.NOISE_MULTIPLE[rule.MEDIAN]:g}× their median, so the few large changes a topic\'s occasional incidents '
-    'make count: a few minutes a day more, or a week that happens to hold a few more incidents, is not growth. '
-    'On simulated steady partitions and topics it flags under 1 % of days (1.1 % where the level wanders from day '
-    'to day); +10 % a week is flagged within 14 days in about 60 % of series out of sync for 2 hours a day or more '
-    '(less below: the minimum waits), a step of +30 % within a week. '
-    'Under 3 weeks of history: no flag.'
+    f'<b>growing</b> means the p95 record lag of the last 7 days stands above the same weekdays of up to '
+    f'{rule.WEEKS - 1} weeks before by more than the series\' own noise allows (learnt from its history, '
+    f'day-to-day correlation included: the score needed is {rule.THRESHOLD[rule.WEEKS - 1]:g} noise '
+    'standard deviations with 7 weeks of history, more with fewer or with a level that wanders), by at least '
+    f'{rule.MIN_CHANGE:,.0f} records and {rule.MIN_RATIO:.0%}, on at least {rule.MIN_UP} of the 7 days (or, past those '
+    f'minimums, each of the last {rule.RISING_WEEKS} weeks at least {rule.MIN_RATIO:.0%} above the one before): a quiet '
+    'weekend, a busy Friday or one bad day is not growth. <b>growing: time out of sync</b> is the same rule on '
+    f'the daily seconds out of sync, with a minimum of {rule.MIN_CHANGE_SECONDS:,.0f} s '
+    f'({rule.MIN_CHANGE_SECONDS / 60:g} minutes) a day instead of records. Each flag shows its evidence. '
+    + escape(trend_figures.words())
 )
+
+
+def _evidence(t: dict[str, Any]) -> str:
+    """Each growing flag's evidence: the change, its noise and the score needed, days up, the
+    series' daily noise and history, and how soon growth is seen at that noise."""
+    lines = []
+    for flag, label in GROWING_FLAGS.items():
+        if not t.get(flag):
+            continue
+        p = "" if flag == "growing" else "out_of_sync_"
+        unit = dur if p else n
+        change, noise, score, needed = (t.get(f"{p}{k}") for k in ("change_7d", "noise_7d", "score_7d", "needed_7d"))
+        daily, weeks, up, compared = (t.get(f"{p}{k}") for k in ("daily_noise_7d", "weeks_7d", "up_7d", "compared_7d"))
+        if change is None or noise is None or score is None:
+            continue
+        ratio = t.get(f"{p}change_7d_ratio")
+        parts = [f"{label}: +{unit(change)}" + (f" ({ratio:+.0%})" if ratio is not None and ratio != float("inf") else ""),
+                 f"{score:.1f}× its noise of {unit(noise)} (needs {needed:.1f})",
+                 f"{up} of {compared} days up", f"daily noise {daily:.0%}, {weeks} weeks of history"]
+        if t.get(f"{p}rising_7d"):
+            parts.insert(2, f"each of the last {rule.RISING_WEEKS} weeks {rule.MIN_RATIO:.0%} or more above the one before")
+        soon = trend_figures.at_noise(daily)
+        lines.append(escape("; ".join(parts) + (f"; {soon}" if soon else "")))
+    return "<br>".join(f'<span class="note">{x}</span>' for x in lines)
 
 
 def _trends(d: ReportData) -> str:
@@ -282,7 +302,7 @@ def _trends(d: ReportData) -> str:
             cell("slope_7d", signed(r["slope_7d"]) + tstat(r["slope_7d_t"])),
             cell("slope_28d", signed(r["slope_28d"]) + tstat(r["slope_28d_t"])),
             (f'{r["days_7d"]} / {r["days_28d"]}', ""),
-            (_grow_tags(r) if growing_on(r) else "", ""),
+            ((_grow_tags(r) + "<br>" + _evidence(r)) if growing_on(r) else "", "l"),
         ])
     headers = [("level", True), ("name", True), ("lag p95", False), ("Δ day", False), ("Δ week", False),
                ("out of sync", False), ("Δ day", False), ("Δ week", False), ("slope 7 d", False),

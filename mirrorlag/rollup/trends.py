@@ -7,16 +7,17 @@ the job computed them, the days before as written).
   with its t-statistic (slope / standard error, n - 2 degrees of freedom);
   (shown, no longer what `growing` means: on a weekly shape or correlated days it is
   "significant" on far too many steady days, issue 32);
-- `growing`: trend_rule.py's rule on the 28 days of daily p95 record lag (trend_rule.judge
-  itself, run in the executors' Python workers on each entity's 28 days): the last 7 days against
-  the same weekdays of the 3 weeks before, past a minimum change in records, a relative one and
-  the series' own week-to-week wobble, on most of the 7 days. Its parts: `change_7d` (records),
-  `change_7d_ratio`, `noise_7d` (records), `compared_7d` and `up_7d` (days);
-- `out_of_sync_growing`: the same rule on the 28 days of daily out-of-sync seconds, with its own
-  minimum change in seconds (trend_rule.MIN_CHANGE_SECONDS) and its own wobble: the root mean
-  square of the week-to-week changes, not their median (trend_rule.NOISE_SECONDS: a sum of
-  incidents is skewed); its parts `out_of_sync_change_7d` (seconds), `..._change_7d_ratio`,
-  `out_of_sync_noise_7d` (seconds), `out_of_sync_compared_7d` and `out_of_sync_up_7d`.
+- `growing`: trend_rule.py's rule on the 56 days of daily p95 record lag (trend_rule.judge
+  itself, run in the executors' Python workers on each entity's 8 weeks): the last 7 days against
+  the same weekdays of the weeks before, on a log scale, past the change's own noise (estimated
+  from the series, day-to-day correlation included), a minimum change in records and a relative
+  one, on most of the 7 days. Its evidence: `change_7d` (records), `change_7d_ratio`, `noise_7d`
+  (records: the change's standard deviation), `score_7d` (change over noise) and `needed_7d` (the
+  score growth needs there), `daily_noise_7d` (the series' day-to-day noise, 0.1 = 10 %),
+  `weeks_7d` (weeks of history before the last 7 days), `compared_7d` and `up_7d` (days),
+  `rising_7d` (each of the last 4 weeks at least 10 % above the week before);
+- `out_of_sync_growing`: the same rule on daily out-of-sync seconds, with its own minimum change
+  in seconds (trend_rule.MIN_CHANGE_SECONDS), and the same evidence prefixed `out_of_sync_`.
 
 Only entities with a row on the day itself get a trend row. The sums are centred on each
 entity's means, so a flat series has a slope of exactly 0, not a rounding error that some t
@@ -51,31 +52,34 @@ COLUMNS = [
     "record_lag_p95", "record_lag_p95_dod", "record_lag_p95_wow",
     "out_of_sync_seconds", "out_of_sync_seconds_dod", "out_of_sync_seconds_wow",
     "slope_7d", "slope_7d_t", "days_7d", "slope_28d", "slope_28d_t", "days_28d", "growing",
-    "change_7d", "change_7d_ratio", "noise_7d", "compared_7d", "up_7d",
-    "out_of_sync_change_7d", "out_of_sync_change_7d_ratio", "out_of_sync_noise_7d", "out_of_sync_compared_7d",
-    "out_of_sync_up_7d", "out_of_sync_growing",
+    *[f"{prefix}{name}" for prefix in ("", "out_of_sync_") for name in (
+        "change_7d", "change_7d_ratio", "noise_7d", "score_7d", "needed_7d", "daily_noise_7d", "weeks_7d",
+        "compared_7d", "up_7d", "rising_7d")],
+    "out_of_sync_growing",
 ]
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A daily figure trend_rule judges: its column of the day's rows, its output columns' prefix,
-    its minimum change (its units) and how its wobble is measured (trend_rule.MEDIAN or RMS)."""
+    """A daily figure trend_rule judges: its column of the day's rows, its output columns' prefix
+    and its minimum change (its units)."""
     column: str
     out: str
     min_change: float
-    noise: str = rule.MEDIAN
 
 
 # p95 record lag keeps its unprefixed columns (growing, change_7d, ...).
 P95 = Measure("y", "", rule.MIN_CHANGE)
-OUT_OF_SYNC = Measure("oos", "out_of_sync_", rule.MIN_CHANGE_SECONDS, rule.NOISE_SECONDS)
+OUT_OF_SYNC = Measure("oos", "out_of_sync_", rule.MIN_CHANGE_SECONDS)
 MEASURES = (P95, OUT_OF_SYNC)
 # trend_rule.Growth's figures as columns: the column's name (after the measure's prefix), the
 # Growth field, its Arrow and Spark types.
 _GROWTH = (("change_7d", "change", pa.float64(), DoubleType()), ("change_7d_ratio", "ratio", pa.float64(), DoubleType()),
-           ("noise_7d", "noise", pa.float64(), DoubleType()), ("compared_7d", "days", pa.int32(), IntegerType()),
-           ("up_7d", "up", pa.int32(), IntegerType()), ("growing", "growing", pa.bool_(), BooleanType()))
+           ("noise_7d", "noise", pa.float64(), DoubleType()), ("score_7d", "score", pa.float64(), DoubleType()),
+           ("needed_7d", "needed", pa.float64(), DoubleType()),
+           ("daily_noise_7d", "daily_noise", pa.float64(), DoubleType()), ("weeks_7d", "weeks", pa.int32(), IntegerType()),
+           ("compared_7d", "days", pa.int32(), IntegerType()), ("up_7d", "up", pa.int32(), IntegerType()),
+           ("rising_7d", "rising", pa.bool_(), BooleanType()), ("growing", "growing", pa.bool_(), BooleanType()))
 
 
 def _on(x: Column, offset: int, value: Column) -> Column:
@@ -87,7 +91,7 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
     first = day - timedelta(days=rule.WINDOW - 1)
     d = daily.where(F.col("date").between(F.lit(first), F.lit(day))).select(
         *keys,
-        F.datediff(F.col("date"), F.lit(day)).alias("x"),  # -27 .. 0: days before the day
+        F.datediff(F.col("date"), F.lit(day)).alias("x"),  # -55 .. 0: days before the day
         F.col("record_lag_p95").cast("double").alias("y"),
         F.col("out_of_sync_seconds").alias("oos"),
     )
@@ -107,7 +111,7 @@ def level_trends(daily: DataFrame, level: str, day: date) -> DataFrame:
         _on(x, 0, oos).alias("out_of_sync_seconds"),
         (_on(x, 0, oos) - _on(x, -1, oos)).alias("out_of_sync_seconds_dod"),
         (_on(x, 0, oos) - _on(x, -7, oos)).alias("out_of_sync_seconds_wow"),
-        # The 28 days as they are, for trend_rule.judge in the executors (_judge_batches).
+        # The 56 days as they are, for trend_rule.judge in the executors (_judge_batches).
         F.collect_list(F.struct(x, *[F.col(m.column).cast("double") for m in MEASURES])).alias("_days"),
     ]
     for n in WINDOWS:
@@ -149,7 +153,7 @@ def _slope(n: int) -> list[Column]:
 
 
 def _judge_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """In the executors: each entity's 28 days laid out as trend_rule's (n, 28) matrix per
+    """In the executors: each entity's 56 days laid out as trend_rule's (n, 56) matrix per
     measure (nan: no row, or no value), judged by trend_rule.judge itself, so the flags are the
     reference's by construction. Built as Spark columns instead, the rule's ~200 expressions per
     measure cost more to plan than a small day's whole work (tests/bench/RESULTS.md)."""
@@ -165,7 +169,7 @@ def _judge_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             matrix = np.full((n, rule.WINDOW), np.nan)
             # As max() would: nan (null) where a day has no value, the larger of a duplicate day's.
             np.fmax.at(matrix, (rows, column), values.to_numpy(zero_copy_only=False))
-            growth = rule.judge(matrix, m.min_change, m.noise)
+            growth = rule.judge(matrix, m.min_change)
             for name, field, arrow_type, _ in _GROWTH:
                 v = getattr(growth, field)
                 floating = pa.types.is_floating(arrow_type)
@@ -205,7 +209,7 @@ def _earlier_days(spark: SparkSession, path: str, day: date) -> DataFrame | None
     Listed now, and read by their own directories: the day's partition, rewritten meanwhile,
     is never listed again when the rows are read (a Spark Connect server plans a frame again at
     each query, a classic session lists once)."""
-    first = day - timedelta(days=max(WINDOWS) - 1)
+    first = day - timedelta(days=max(rule.WINDOW, *WINDOWS) - 1)
     days = [d for d in table_days(path, spark) if first <= d < day]
     if not days:
         return None

@@ -7,7 +7,7 @@ Writes `--days` days of history (bench_rollup.generate: `--partitions` partition
 in one local SparkSession (`--master`, default local[2]) times with the job's own run_days:
   1. the backfill of all the days (every day rolled up, trends included);
   2. one late segment added to the first day, then the nightly form (lookback over the days):
-     that day rolled up again and the trends of the 27 days after it recomputed;
+     that day rolled up again and the trends of the days after it recomputed (55 since issue 41, 27 before);
   3. the same again with nothing changed: the listing only (no Spark job).
 Prints each wall time, the ratios to (1) and the load average.
 """

@@ -1,76 +1,92 @@
-"""The trend rule's false alarms and detection on the simulation suite (tests/sim/trend_series.py),
-beside the rule it replaced (least-squares slope of 7 or 28 days, t > 2, at least 4 days), on
-p95 record lag and on out-of-sync seconds (its own minimum change). Run by hand; numpy only,
-~1-2 min for 3,000 series of each kind:
+"""The trend rule's false alarms and detection, per simulated family, on two generators: the
+rule author's (tests/sim/trend_series.py) and one written without sight of the rule
+(tests/sim/trend_series_independent.py). Only the days the rule can judge count (4 weeks of
+history). Run by hand; numpy only, a few minutes at 2,000 series a family:
 
-    .venv/bin/python -m tests.bench.bench_trend_rule --series 3000 --seed 7
+    PYTHONPATH=. .venv/bin/python -m tests.bench.bench_trend_rule --series 2000 --seed 7 [--write]
 
-Prints markdown tables for tests/bench/RESULTS.md.
+Prints the markdown table for tests/bench/RESULTS.md. --write also writes
+mirrorlag/rollup/trend_figures.json (what the report's words are built from) and the generated
+block of docs/history-and-rollup.md and README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
-from mirrorlag.rollup.trend_rule import MIN_CHANGE, MIN_CHANGE_SECONDS
-from tests.sim import trend_series as ts
+from mirrorlag.rollup import trend_figures
+from mirrorlag.rollup.trend_rule import MIN_CHANGE, MIN_CHANGE_SECONDS, WINDOW, judge
+from tests.sim import trend_series as own
+from tests.sim import trend_series_independent as ind
+
+ROOT = Path(__file__).resolve().parents[2]
+UNITS = {"records": MIN_CHANGE, "seconds": MIN_CHANGE_SECONDS}
 
 
-def old_rule(windows: np.ndarray) -> np.ndarray:
-    """Before issue 32: days >= 4 and t > 2 on the 7- or 28-day slope (missing days left out)."""
-    out = np.zeros(windows.shape[:-1], dtype=bool)
-    for n in (7, 28):
-        y = windows[..., -n:]
-        ok = ~np.isnan(y)
-        days = ok.sum(axis=-1)
-        x = np.broadcast_to(np.arange(n, dtype=float), y.shape)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mx = np.where(ok, x, 0).sum(-1) / days
-            my = np.where(ok, y, 0).sum(-1) / days
-            dx = np.where(ok, x - mx[..., None], 0)
-            dy = np.where(ok, y - my[..., None], 0)
-            sxx, sxy, syy = (dx * dx).sum(-1), (dx * dy).sum(-1), (dy * dy).sum(-1)
-            slope = sxy / sxx
-            se = np.sqrt(np.maximum(syy - slope * sxy, 0) / (days - 2) / sxx)
-            t = np.where(se > 0, slope / se, np.where(slope > 0, np.inf, -np.inf))
-        out |= (days >= 4) & (t > 2)
-    return out
+def _row(generator: str, family: str, metric: str, kind: str, **figures: float | None) -> dict:
+    return {"generator": generator, "family": family, "metric": metric, "kind": kind, **figures}
 
 
-def tables(fa: dict[str, float], det: dict[str, ts.Detection], old_fa: dict[str, float],
-           old_det: dict[str, ts.Detection]) -> None:
-    print("| steady series | partition-days flagged | old rule |\n|---|---|---|")
-    for kind in fa:
-        print(f"| {kind} | {fa[kind]:.2%} | {old_fa[kind]:.1%} |")
-    print(f"| all kinds pooled | {np.mean(list(fa.values())):.2%} | {np.mean(list(old_fa.values())):.1%} |")
-    print("\n| growing series | flagged within 14 days | delay median / p90 (days) | flagged before the onset | old rule: within 14 days / before |\n"
-          "|---|---|---|---|---|")
-    for kind, d in det.items():
-        o = old_det[kind]
-        print(f"| {kind} | {d.within:.1%} | {d.median_delay:g} / {d.p90_delay:g} | {d.before:.1%} | {o.within:.1%} / {o.before:.1%} |")
+def _detection(d: own.Detection) -> dict:
+    return {"within_14": d.within, "median_days": None if math.isinf(d.median_delay) else d.median_delay}
+
+
+def own_rows(n: int, seed: int) -> list[dict]:
+    rows = []
+    for metric, (fa, det) in (("records", own.run(n, seed)), ("seconds", own.run_seconds(n, seed))):
+        rows += [_row("own", k, metric, "steady", false_alarms=v) for k, v in fa.items()]
+        rows += [_row("own", k, metric, "growing", **_detection(d)) for k, d in det.items()]
+    rows += [_row("own", k, "records", "sustained", last_day=v) for k, v in own.sustained(n, seed).items()]
+    return rows
+
+
+def independent_rows(n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for family, make in ind.STEADY.items():
+        metric = ind.KIND[family]
+        rule = (lambda m: lambda w: judge(w, UNITS[m]))(metric)
+        rows.append(_row("independent", family, metric, "steady", false_alarms=own.false_alarms(make(rng, n, own.DAYS), rule)))
+    for family, (make, onset) in ind.GROWING.items():
+        metric = ind.KIND[family]
+        if onset == 0:
+            g = judge(make(rng, n, max(WINDOW, ind.MIN_DAYS))[:, :WINDOW], UNITS[metric])
+            rows.append(_row("independent", family, metric, "sustained", last_day=float(g.growing.mean())))
+            continue
+        rule = (lambda m: lambda w: judge(w, UNITS[m]))(metric)
+        d = own.detection(make(rng, n, onset + own.AFTER), rule, onset)
+        rows.append(_row("independent", family, metric, "growing", **_detection(d)))
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--series", type=int, default=3000, help="series of each kind")
+    ap.add_argument("--series", type=int, default=2000, help="series of each family")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--write", action="store_true", help="write trend_figures.json and the docs' blocks")
     a = ap.parse_args()
     start = time.monotonic()
-    fa, det = ts.run(a.series, a.seed)
-    old_fa, old_det = ts.run(a.series, a.seed, old_rule)  # the same series (same seed)
-    print(f"{a.series} series of each kind, seed {a.seed}, {time.monotonic() - start:.0f} s, "
-          f"load {os.getloadavg()[0]:.1f}\n\nDaily p95 record lag (MIN_CHANGE {MIN_CHANGE:g} records)\n")
-    tables(fa, det, old_fa, old_det)
-    start = time.monotonic()
-    fa, det = ts.run_seconds(a.series, a.seed)
-    old_fa, old_det = ts.run_seconds(a.series, a.seed, old_rule)
-    print(f"\nDaily out-of-sync seconds (MIN_CHANGE_SECONDS {MIN_CHANGE_SECONDS:g} s), {time.monotonic() - start:.0f} s, "
-          f"load {os.getloadavg()[0]:.1f}\n")
-    tables(fa, det, old_fa, old_det)
+    rows = own_rows(a.series, a.seed) + independent_rows(a.series, a.seed + 1)
+    data = {"measured": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "series": a.series, "seed": a.seed,
+            "command": f"python -m tests.bench.bench_trend_rule --series {a.series} --seed {a.seed} --write",
+            "rows": rows}
+    print(f"{a.series} series a family, seed {a.seed}, {time.monotonic() - start:.0f} s, load {os.getloadavg()[0]:.1f}\n")
+    print(trend_figures.words(trend_figures.summary(data)) + "\n")
+    print(trend_figures.table(data))
+    if a.write:
+        (ROOT / "mirrorlag/rollup/trend_figures.json").write_text(json.dumps(data, indent=1) + "\n")
+        for doc in ("docs/history-and-rollup.md", "README.md"):
+            path = ROOT / doc
+            block = trend_figures.doc_block(data) if doc.startswith("docs") else trend_figures.words(trend_figures.summary(data)) + "\n"
+            path.write_text(trend_figures.replace_block(path.read_text(), block))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Daily p95 record-lag and out-of-sync-seconds series for measuring the trend rule
-(trend_rule.py): how often it calls a steady series growing (false alarms, per partition-day) and
-how soon it sees real growth.
+(trend_rule.py), written by the rule's author (tests/sim/trend_series_independent.py is the
+generator written without sight of the rule): how often it calls a steady series growing (false
+alarms, per judged partition-day) and how soon it sees real growth.
 
 Numpy only, seeded. A series is `level × weekly shape × (1 + noise)` per day, noise normal with
-standard deviation `sd` ("±10 %" here: sd 5 %, 95 % of days within ±10 %), independent or AR(1)
+standard deviation `sd` (clipped so a value stays above 5 % of its level), independent or AR(1)
 with that marginal sd; growth multiplies from `onset` on. Every window the rule reads is judged,
-from the 7th day of a series on (a young history: the days before it are missing).
+from the 7th day of a series on (a young history: the days before it are missing), and only the
+days the rule can judge (4 weeks of history) count.
 """
 
 from __future__ import annotations
@@ -16,12 +18,19 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from mirrorlag.rollup.trend_rule import MIN_CHANGE_SECONDS, NOISE_SECONDS, WINDOW, judge
+from mirrorlag.rollup.trend_rule import MIN_CHANGE, MIN_CHANGE_SECONDS, WINDOW, Growth, judge
 
 LEVEL = 10_000.0  # records: MIN_CHANGE (100) is 1 % of it, so the relative rule decides
-WEEK = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 0.6, 0.6])  # Monday .. Sunday
-DAYS = 84  # a steady series: 12 weeks
-ONSET = 42  # a growing one: 6 steady weeks, then growth
+SHAPES = {  # Monday .. Sunday
+    "weekly": np.array([1.0, 1.05, 1.1, 1.15, 1.2, 0.6, 0.6]),
+    "weekend x3": np.array([1.0, 1, 1, 1, 1, 3, 3]),
+    "weekend x1/3": np.array([1.0, 1, 1, 1, 1, 1 / 3, 1 / 3]),
+    "Friday peak": np.array([1.0, 1.05, 1.1, 1.2, 2.0, 0.8, 0.8]),
+    "flat": np.ones(7),
+}
+WEEK = SHAPES["weekly"]
+DAYS = 112  # a steady series: 16 weeks
+ONSET = 56  # a growing one: 8 steady weeks, then growth
 AFTER = 35  # days of a growing series after its onset
 WITHIN = 14  # detection counts when flagged on one of the first 14 days of growth
 
@@ -38,11 +47,36 @@ def noise(rng: Rng, n: int, days: int, sd: float, rho: float = 0.0) -> np.ndarra
 
 
 def steady(rng: Rng, n: int, days: int = DAYS, *, sd: float = 0.05, rho: float = 0.0, weekly: bool = True,
-           level: float = LEVEL) -> np.ndarray:
+           level: float = LEVEL, shape: str = "weekly") -> np.ndarray:
     y = np.full((n, days), level)
     if weekly:  # each series starts on a random weekday
-        y = y * WEEK[(np.arange(days)[None, :] + rng.integers(0, 7, n)[:, None]) % 7]
+        y = y * SHAPES[shape][(np.arange(days)[None, :] + rng.integers(0, 7, n)[:, None]) % 7]
     return np.round(y * np.clip(1 + noise(rng, n, days, sd, rho), 0.05, None))
+
+
+def holiday(rng: Rng, n: int, factor: float = 5.0) -> np.ndarray:
+    """Weekly series, sd 10 %, with one day in 30 (a random phase) at `factor` times."""
+    y = steady(rng, n, sd=0.10)
+    return np.where((np.arange(DAYS)[None, :] + rng.integers(0, 30, n)[:, None]) % 30 == 0, y * factor, y)
+
+
+def outages(rng: Rng, n: int, share: float = 0.02) -> np.ndarray:
+    """Weekly series, sd 10 %, with a share of days at 10-50 times (a stall that day)."""
+    y = steady(rng, n, sd=0.10)
+    return np.where(rng.random(y.shape) < share, y * rng.uniform(10, 50, y.shape), y)
+
+
+def shifted_down(rng: Rng, n: int) -> np.ndarray:
+    """Weekly series, sd 10 %, whose level drops to 30-80 % on a random day and stays there."""
+    y = steady(rng, n, sd=0.10)
+    at = rng.integers(0, DAYS, n)
+    return np.where(np.arange(DAYS)[None, :] >= at[:, None], y * rng.uniform(0.3, 0.8, n)[:, None], y)
+
+
+def one_day(rng: Rng, n: int, factor: float) -> np.ndarray:
+    """Weekly series, sd 10 %, with one day (anywhere) at `factor` times."""
+    y = steady(rng, n, sd=0.10)
+    return np.where(np.arange(DAYS)[None, :] == rng.integers(0, DAYS, n)[:, None], y * factor, y)
 
 
 def grown(y: np.ndarray, per_week: float | None = None, step: float | None = None, onset: int = ONSET) -> np.ndarray:
@@ -74,28 +108,34 @@ def gappy(rng: Rng, n: int, missing: float = 0.1) -> np.ndarray:
     return np.where(rng.random(y.shape) < missing, np.nan, y)
 
 
-Rule = Callable[[np.ndarray], np.ndarray]  # (..., 28) windows -> flagged
+Rule = Callable[[np.ndarray], Growth]  # (..., 56) windows -> judgements
 
 
-def growing(windows: np.ndarray) -> np.ndarray:
-    return judge(windows).growing
+def growing(windows: np.ndarray) -> Growth:
+    return judge(windows, MIN_CHANGE)
 
 
-def growing_seconds(windows: np.ndarray) -> np.ndarray:
-    """The rule on out-of-sync seconds: its own minimum change and wobble (root mean square)."""
-    return judge(windows, MIN_CHANGE_SECONDS, NOISE_SECONDS).growing
+def growing_seconds(windows: np.ndarray) -> Growth:
+    """The rule on out-of-sync seconds: its own minimum change."""
+    return judge(windows, MIN_CHANGE_SECONDS)
+
+
+def judgements(y: np.ndarray, rule: Rule = growing) -> Growth:
+    """The rule on every day of each series (the days before the series are missing)."""
+    padded = np.concatenate([np.full((y.shape[0], WINDOW - 1), np.nan), y], axis=1)
+    return rule(sliding_window_view(padded, WINDOW, axis=1))
 
 
 def flags(y: np.ndarray, rule: Rule = growing) -> np.ndarray:
-    """(series, day) -> flagged that day, for every day from the 7th on (the days before the
-    series are missing)."""
-    padded = np.concatenate([np.full((y.shape[0], WINDOW - 1), np.nan), y], axis=1)
-    return rule(sliding_window_view(padded, WINDOW, axis=1))[:, 6:]
+    """(series, day) -> flagged that day."""
+    return judgements(y, rule).growing
 
 
 def false_alarms(y: np.ndarray, rule: Rule = growing) -> float:
-    """Share of partition-days flagged."""
-    return float(flags(y, rule).mean())
+    """Share of the partition-days the rule judges that it flags."""
+    g = judgements(y, rule)
+    judged = ~np.isnan(g.score)
+    return float(g.growing[judged].mean()) if judged.any() else 0.0
 
 
 @dataclass(frozen=True)
@@ -108,7 +148,7 @@ class Detection:
 
 def detection(y: np.ndarray, rule: Rule = growing, onset: int = ONSET) -> Detection:
     f = flags(y, rule)
-    t = np.arange(6, y.shape[1]) - onset + 1  # the day of growth each column judges
+    t = np.arange(y.shape[1]) - onset + 1  # the day of growth each column judges
     after = f & (t >= 1)[None, :]
     first = np.where(after.any(axis=1), t[np.argmax(after, axis=1)], np.inf)
     never = float(np.mean(np.isinf(first)))
@@ -120,12 +160,18 @@ def detection(y: np.ndarray, rule: Rule = growing, onset: int = ONSET) -> Detect
 
 # The suite: name -> series maker (rng, n). Steady ones for false alarms ...
 STEADY: dict[str, Callable[[Rng, int], np.ndarray]] = {
-    "stationary sd 5%": lambda rng, n: steady(rng, n, weekly=False),
-    "weekly sd 5%": lambda rng, n: steady(rng, n),
-    "weekly sd 10%": lambda rng, n: steady(rng, n, sd=0.10),
-    "weekly sd 20%": lambda rng, n: steady(rng, n, sd=0.20),
-    "weekly AR(1) 0.5": lambda rng, n: steady(rng, n, rho=0.5),
-    "weekly AR(1) 0.8": lambda rng, n: steady(rng, n, rho=0.8),
+    **{f"{shape}, sd {sd:.0%}": (lambda shape, sd: lambda rng, n: steady(rng, n, sd=sd, shape=shape))(shape, sd)
+       for shape in ("weekend x3", "weekend x1/3", "Friday peak", "flat") for sd in (0.05, 0.10, 0.20)},
+    "weekly AR(1) 0.5, sd 10%": lambda rng, n: steady(rng, n, sd=0.10, rho=0.5),
+    "weekly AR(1) 0.5, sd 20%": lambda rng, n: steady(rng, n, sd=0.20, rho=0.5),
+    "weekly AR(1) 0.8, sd 10%": lambda rng, n: steady(rng, n, sd=0.10, rho=0.8),
+    "weekly AR(1) 0.8, sd 20%": lambda rng, n: steady(rng, n, sd=0.20, rho=0.8),
+    "weekly, monthly holiday x5": holiday,
+    "weekly, monthly holiday x0.2": lambda rng, n: holiday(rng, n, 0.2),
+    "weekly, outage days 2% x10-50": outages,
+    "weekly, level shift down": shifted_down,
+    "weekly, one day x5": lambda rng, n: one_day(rng, n, 5.0),
+    "weekly, one day x50": lambda rng, n: one_day(rng, n, 50.0),
     "weekly, 1% incident days x3": spiky,
     "weekly, 10% days missing": gappy,
     "low level 200 sd 10%": lambda rng, n: steady(rng, n, sd=0.10, level=200.0),
@@ -133,14 +179,21 @@ STEADY: dict[str, Callable[[Rng, int], np.ndarray]] = {
     "bursty: 90% zero": bursty,
 }
 # ... and growing ones for detection.
+GROWN = ONSET + AFTER
 GROWING: dict[str, Callable[[Rng, int], np.ndarray]] = {
-    "stationary +10%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER, weekly=False), 0.10),
-    "weekly +10%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER), 0.10),
-    "weekly step +30%": lambda rng, n: grown(steady(rng, n, ONSET + AFTER), step=0.30),
-    "weekly AR(1) 0.5 +10%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER, rho=0.5), 0.10),
-    "weekly AR(1) 0.8 +10%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER, rho=0.8), 0.10),
-    "weekly sd 10% +10%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER, sd=0.10), 0.10),
-    "weekly +5%/week": lambda rng, n: grown(steady(rng, n, ONSET + AFTER), 0.05),
+    "weekly +10%/week, sd 5%": lambda rng, n: grown(steady(rng, n, GROWN), 0.10),
+    "weekly +10%/week, sd 10%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.10), 0.10),
+    "weekly +10%/week, sd 20%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.20), 0.10),
+    "weekly +20%/week, sd 10%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.10), 0.20),
+    "weekly +5%/week, sd 10%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.10), 0.05),
+    "stationary +10%/week, sd 5%": lambda rng, n: grown(steady(rng, n, GROWN, weekly=False), 0.10),
+    "weekly step +30%, sd 10%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.10), step=0.30),
+    "weekly AR(1) 0.5 +10%/week, sd 10%": lambda rng, n: grown(steady(rng, n, GROWN, sd=0.10, rho=0.5), 0.10),
+}
+# ... and growth over the whole window, judged on its last day.
+SUSTAINED: dict[str, Callable[[Rng, int], np.ndarray]] = {
+    "weekly +10%/week over the whole window, sd 10%":
+        lambda rng, n: grown(steady(rng, n, WINDOW, sd=0.10), 0.10, onset=0),
 }
 
 
@@ -182,7 +235,6 @@ def oos_grown(y: np.ndarray, per_week: float | None = None, step: float | None =
     return capped(grown(y, per_week, step))
 
 
-GROWN = ONSET + AFTER
 OOS_STEADY: dict[str, Callable[[Rng, int], np.ndarray]] = {
     "3,600 s/day weekly sd 10%": lambda rng, n: oos_steady(rng, n),
     "1,800 s/day weekly sd 20%": lambda rng, n: oos_steady(rng, n, level=1_800.0, sd=0.20),
@@ -213,6 +265,12 @@ def run(n: int, seed: int, rule: Rule = growing, steady_kinds: dict[str, Callabl
     fa = {name: false_alarms(make(rng, n), rule) for name, make in steady_kinds.items()}
     det = {name: detection(make(rng, n), rule) for name, make in growing_kinds.items()}
     return fa, det
+
+
+def sustained(n: int, seed: int, rule: Rule = growing) -> dict[str, float]:
+    """Share of each SUSTAINED kind's series flagged on the window's last day."""
+    rng = np.random.default_rng(seed)
+    return {name: float(rule(make(rng, n)).growing.mean()) for name, make in SUSTAINED.items()}
 
 
 def run_seconds(n: int, seed: int, rule: Rule = growing_seconds) -> tuple[dict[str, float], dict[str, Detection]]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import date
+from pathlib import Path
 
-from mirrorlag.rollup import report, trend_rule
+from mirrorlag.rollup import report, trend_figures, trend_rule
 from mirrorlag.rollup.report_model import ReportData
 
 
@@ -37,11 +38,39 @@ def test_tags_name_the_measures():
     assert report._grow_tags({}) == "–"
 
 
-def test_the_words_take_their_numbers_from_the_rule():
+def test_the_words_take_their_numbers_from_the_rule_and_the_bench():
     assert f"{trend_rule.MIN_CHANGE:,.0f} records" in report.GROWING
     assert f"{trend_rule.MIN_CHANGE_SECONDS:,.0f} s" in report.GROWING
     assert "time out of sync" in report.GROWING
-    assert trend_rule.NOISE_SECONDS == trend_rule.RMS and "1× the root mean square" in report.GROWING
+    s = trend_figures.summary()
+    assert f"at most {s.steady_max:.1%} of the days judged" in report.GROWING  # trend_figures.json's
+    assert "95 %" not in report.GROWING and "Under 4 weeks of history: no flag" in report.GROWING
+
+
+def test_the_figures_are_the_bench_s_and_the_docs_quote_them():
+    """trend_figures.json holds both generators' rows of every family; the docs' generated
+    blocks are what the bench would write from it (no percentage typed by hand)."""
+    data = trend_figures.figures()
+    generators = {r["generator"] for r in data["rows"]}
+    assert generators == {"own", "independent"} and data["series"] >= 1000
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs/history-and-rollup.md").read_text()
+    assert trend_figures.block_of(doc) == trend_figures.doc_block(data)
+    readme = (root / "README.md").read_text()
+    assert trend_figures.block_of(readme) == trend_figures.words() + "\n"
+
+
+def test_a_flag_shows_its_evidence():
+    row = {"growing": True, "change_7d": 1_500.0, "change_7d_ratio": 0.15, "noise_7d": 400.0, "score_7d": 3.7,
+           "needed_7d": 2.9, "daily_noise_7d": 0.12, "weeks_7d": 7, "up_7d": 6, "compared_7d": 7,
+           "out_of_sync_growing": False}
+    html = report._evidence(row)
+    assert "p95 lag: +1,500 (+15%)" in html and "3.7× its noise of 400 (needs 2.9)" in html
+    assert "6 of 7 days up" in html and "daily noise 12%, 7 weeks of history" in html
+    s = trend_figures.summary()
+    assert f"{s.within[(10, 0.2)]:.0%} of simulated series at 20% noise" in html  # 12 %: the 20 % row
+    assert report._evidence({"growing": False}) == ""
+    assert "each of the last 4 weeks 10% or more above the one before" in report._evidence(dict(row, rising_7d=True))
 
 
 def _flow() -> dict:

@@ -62,10 +62,10 @@ def test_fewer_inputs_keep_the_day_or_refuse_unless_forced():
         assert d(previous(A, B), segs, asked=True, force=True).action is Action.ROLL
 
 
-def test_trend_dependents_are_the_committed_days_within_28_days_after():
-    committed = [DAY + timedelta(days=i) for i in range(-3, 40)]
+def test_trend_dependents_are_the_committed_days_within_the_trend_window_after():
+    committed = [DAY + timedelta(days=i) for i in range(-3, 70)]
     deps = trend_dependents([DAY], committed)
-    assert deps == [DAY + timedelta(days=i) for i in range(1, 28)]
+    assert deps == [DAY + timedelta(days=i) for i in range(1, 56)]  # the growth rule reads 8 weeks
     assert trend_dependents([DAY, DAY + timedelta(days=2)], committed)[:2] == [DAY + timedelta(days=1), DAY + timedelta(days=3)]
     assert trend_dependents([], committed) == []
 
