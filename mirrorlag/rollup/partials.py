@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from mirrorlag.rollup import buckets, slots, writers
 from mirrorlag.rollup.histograms import PERCENTILES
-from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, NULL_TS, SCALES, STAT_NAMES
+from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, LOOK_BITS, LOOK_MAX, NULL_TS, SCALES, STAT_NAMES
 from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
 
 KEY = ["source", "target", "topic", "partition"]
@@ -53,6 +53,10 @@ PARTIAL = pa.schema([
     # The samples' (time, state) codes: of the day in 32 bits, relative to its start (4 bytes a
     # sample through the shuffle, not 8); any other (no time, a time outside the day) in full.
     pa.field("time_code", pa.binary()), pa.field("time_code_other", pa.binary()),
+    # The STALLED samples of the day that carry a time lag: (time of the day << LOOK_BITS) | the
+    # time lag (ms, at most LOOK_MAX), 8 bytes each: how far back the evidence dates the stall
+    # (partition_day.py). Nothing for any other sample.
+    pa.field("stall_since", pa.binary()),
     *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
     pa.field("series", pa.binary()),  # slots.SLOT records (HELD once merged): the report's curves
@@ -236,6 +240,33 @@ def _day_codes(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, start_ms: i
             "time_code_other": _blobs(time_codes(ms, timed, state)[~inside], np.bincount(of[~inside], minlength=groups.n))}
 
 
+def _stall_since(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, time_lag: tuple[np.ndarray, np.ndarray],
+                 start_ms: int, groups: Groups) -> pa.Array:
+    """PARTIAL's stall_since column for rows in group order: each STALLED sample of the day with a
+    time lag, as (its time of the day << LOOK_BITS) | its time lag (clipped to LOOK_MAX)."""
+    lag, known = time_lag
+    rel = ms - start_ms
+    marked = timed & known & (state == STALLED) & (rel >= 0) & (rel < HOURS * HOUR_MS)
+    if not marked.any():
+        return _blobs(np.zeros(0, np.int64), np.zeros(groups.n, np.int64))
+    packed = (rel[marked] << LOOK_BITS) | np.clip(lag[marked], 0, LOOK_MAX)
+    return _blobs(packed, np.bincount(groups.of_sorted()[marked], minlength=groups.n))
+
+
+def _merged_stall_since(parts: pa.Table, groups: Groups) -> tuple[np.ndarray, np.ndarray]:
+    """The parts' stall_since entries of every group, as sorted unique keys (group << LOOK_BITS
+    | time of the day) and each key's look-back (the largest where one time has several)."""
+    values, lengths = _flat(parts.column("stall_since"), groups.order, np.int64)
+    if not values.size:
+        return values, values
+    key = (np.repeat(groups.of_sorted(), lengths) << LOOK_BITS) | (values >> LOOK_BITS)
+    back = values & LOOK_MAX
+    order = np.lexsort((back, key))
+    key, back = key[order], back[order]
+    last = np.r_[key[1:] != key[:-1], True]  # each key's largest look-back is its last
+    return key[last], back[last]
+
+
 def _merged_codes(parts: pa.Table, groups: Groups, start_ms: int) -> tuple[np.ndarray, np.ndarray]:
     """The codes of part rows `groups.order` in full (time_codes), and each row's count."""
     short, n_short = _flat(parts.column("time_code"), groups.order, np.int32)
@@ -376,6 +407,7 @@ def partials(table: pa.Table, table_edges: np.ndarray, start_ms: int) -> Iterato
     out["interval_ms"] = _maxima(cols["refresh_interval_ms"], groups)
     out["span_first_ms"], out["span_last_ms"] = (pa.array(x) for x in _spans(ms, timed, groups))
     out.update(_day_codes(ms, timed, state, start_ms, groups))
+    out["stall_since"] = _stall_since(ms, timed, state, values["time_lag"], start_ms, groups)
     for m in MEASURES:
         entries, nulls = _histogram(*values[m], groups, table_edges)
         counts = entries.counts(groups.n)
@@ -419,22 +451,58 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
     return np.where(sizes > 0, sums, 0)
 
 
-def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, last: np.ndarray, end_ms: int,
-                 cap: np.ndarray) -> np.ndarray:
-    """The time each sample accounts for (partition_day.py's rule), samples in their partition's
-    (time, state) order, `last` marking each partition's last one, `cap` each sample's: to the
-    partition's next sample, at most the cap, the last one to end_ms (at most the cap too); a
-    sample without a time for the cap; a GONE sample for none."""
-    following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
-    interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
+def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, first: np.ndarray, last: np.ndarray,
+                 look_back: np.ndarray, start_ms: int, end_ms: int, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The span each sample accounts for (partition_day.py's rule), samples in their partition's
+    (time, state) order, `first` marking each partition's first timed sample, `last` its last
+    sample, `look_back` each STALLED sample's time lag (-1: none), `cap` each sample's cap.
+    Returns (since, interval): where the span begins (ms) and its length.
+
+    A sample runs to the partition's next span (the next sample, or where the next sample's
+    look-back starts), at most the cap, the last one to end_ms (at most the cap too). The day's
+    first sample also stands for the time since midnight, at most the cap (for a STALLED one with
+    a time lag, at most that too); the first STALLED sample of a run stands for the time back to
+    when its time lag says the partition fell behind, at most to the previous sample and at most
+    the cap. A sample without a time stands for the cap; a GONE sample for nothing."""
+    prev_ts = np.r_[start_ms, ts[:-1]] if ts.size else ts
+    bound = np.maximum(np.where(first, start_ms, prev_ts), start_ms)
+    room = np.minimum(np.maximum(ts - bound, 0), cap)
+    inside = timed & (ts >= start_ms) & (ts < end_ms) & (state != GONE)
+    stalled = state == STALLED
+    run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
+    evidence = look_back >= 0
+    back = np.where(first, np.where(stalled & evidence, np.minimum(room, look_back), room),
+                    np.where(run_start & evidence, np.minimum(room, look_back), 0))
+    back = np.where(inside, back, 0)
+    since = ts - back
+    following = np.where(last, end_ms, np.r_[since[1:], end_ms])
+    own = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
+    interval = own + back
     interval[state == GONE] = 0
-    return interval
+    return since, interval
 
 
-def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray) -> dict[str, pa.Array]:
+def _look_backs(group: np.ndarray, ts: np.ndarray, candidates: np.ndarray, start_ms: int,
+                stall_since: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each sample's look-back from the merged stall_since entries (-1 where it has none)."""
+    out = np.full(ts.size, -1, np.int64)
+    keys, backs = stall_since
+    at = np.flatnonzero(candidates)
+    if not keys.size or not at.size:
+        return out
+    wanted = (group[at] << LOOK_BITS) | (ts[at] - start_ms)
+    pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    found = keys[pos] == wanted
+    out[at[found]] = backs[pos[found]]
+    return out
+
+
+def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray,
+             stall_since: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, pa.Array]:
     """Each group's day from its samples' codes, by the rules partition_day.py states (the time
     each sample accounts for, out of sync, at risk, stalled, stall episodes, by hour), for every
-    group at once; `codes` sorted within groups of `sizes`; `cap_ms`: one cap, or each group's."""
+    group at once; `codes` sorted within groups of `sizes`; `cap_ms`: one cap, or each group's;
+    `stall_since`: the STALLED samples' look-backs (_merged_stall_since)."""
     n = sizes.size
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
     ends = starts + sizes
@@ -443,10 +511,15 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     timed = ts != NULL_TS
     last = np.zeros(codes.size, bool)
     last[ends[sizes > 0] - 1] = True
-    interval = accounted_ms(ts, timed, state, last, end_ms, np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes))
-    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)
-    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
+    first = timed & np.r_[True, last[:-1] | ~timed[:-1]]  # untimed samples sort first in their group
     stalled = state == STALLED
+    inside = timed & (ts >= start_ms) & (ts < end_ms)
+    look_back = _look_backs(group, ts, stalled & inside, start_ms,
+                            stall_since if stall_since is not None else (np.zeros(0, np.int64),) * 2)
+    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
+    since, interval = accounted_ms(ts, timed, state, first, last, look_back, start_ms, end_ms, cap)
+    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)  # its sample's hour, look-back and all
+    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     # A stall episode: a run of STALLED samples within one partition.
     run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
     run = np.cumsum(run_start) - 1
@@ -457,7 +530,7 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     np.maximum.at(longest, run_group, run_ms)
     untimed = np.bincount(group[~timed], minlength=n)
     has_time = untimed < sizes
-    first = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
+    first_ms = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
     lastv = np.where(has_time, ts[np.maximum(ends - 1, 0)] if codes.size else 0, 0)
 
     def hours(ms: np.ndarray) -> pa.ListArray:
@@ -472,7 +545,7 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
         "at_risk_ms": pa.array(_segment_sum(np.where(state == AT_RISK, interval, 0), starts, sizes)),
         "stalled_ms": pa.array(_segment_sum(np.where(stalled, interval, 0), starts, sizes)),
         "unknown_state_samples": pa.array(np.bincount(group[state == UNRECOGNIZED], minlength=n).astype(np.int64)),
-        "first_ms": pa.array(first, pa.int64(), mask=~has_time),
+        "first_ms": pa.array(first_ms, pa.int64(), mask=~has_time),
         "last_ms": pa.array(lastv, pa.int64(), mask=~has_time),
         "hours_ms": hours(out_of_sync), "covered_hours_ms": hours(interval),
         "stall_episodes": pa.array(episodes.astype(np.int64)), "longest_stall_ms": pa.array(longest),
@@ -572,12 +645,15 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
     history drawn sample by sample) that the tables count, as `merge` counts them: the writers
     writers.keep keeps per partition, each partition's cap from its rows' poll intervals
     (writers.caps; `default_cap_ms` for rows without one), its samples in (time, state) order
-    (partition_day.py); added columns: `ms`, the time in epoch milliseconds (null: none), and
-    `accounted_ms`, the time the sample accounts for."""
+    (partition_day.py); added columns: `ms`, the time in epoch milliseconds (null: none),
+    `accounted_ms`, the time the sample accounts for, and `held_ms`, the part of it after the
+    sample (the rest, the midnight gap or a stall's look-back, lies before it)."""
     table = table.unify_dictionaries().combine_chunks()
     n = table.num_rows
     if not n:
-        return table.append_column("ms", pa.array([], pa.int64())).append_column("accounted_ms", pa.array([], pa.int64()))
+        return (table.append_column("ms", pa.array([], pa.int64())).append_column("accounted_ms", pa.array([], pa.int64()))
+                .append_column("held_ms", pa.array([], pa.int64())))
+    start_ms = end_ms - HOURS * HOUR_MS
     cols = {c: table.column(c).chunk(0) if c in table.column_names else pa.nulls(n, _TYPES[c]) for c in READ}
     key, n_keys = group_ids([cols[c] for c in KEY])
     ms, timed = _ts_ms(cols["ts"])
@@ -585,14 +661,27 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
                            np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
     interval, known = _values(cols["refresh_interval_ms"])
     cap = writers.caps(interval[counted], known[counted], key[counted], n_keys, default_cap_ms)
+    lag, lag_known = _values(cols["time_lag_ms"])
     rows = np.flatnonzero(counted)
     state = state_codes(cols["state"])[rows]
     order = np.lexsort((time_codes(ms[rows], timed[rows], state), key[rows]))  # per partition, by (time, state)
     rows, key, state = rows[order], key[rows][order], state[order]
+    ts, is_timed = np.where(timed[rows], ms[rows], NULL_TS), timed[rows]
     last = np.r_[key[1:] != key[:-1], True]
-    spans = accounted_ms(np.where(timed[rows], ms[rows], NULL_TS), timed[rows], state, last, end_ms, cap[key])
+    first = is_timed & np.r_[True, last[:-1] | ~is_timed[:-1]]
+    # As the merge finds them: one look-back per partition and time, the largest of its STALLED rows'.
+    marked = is_timed & lag_known[rows] & (state == STALLED) & (ts >= start_ms) & (ts < end_ms)
+    look_back = np.full(rows.size, -1, np.int64)
+    if marked.any():
+        at = np.flatnonzero(marked)
+        pairs, which = np.unique(np.stack([key[at], ts[at]]), axis=1, return_inverse=True)
+        largest = np.full(pairs.shape[1], -1, np.int64)
+        np.maximum.at(largest, which.ravel(), np.clip(lag[rows][at], 0, LOOK_MAX))
+        look_back[at] = largest[which.ravel()]
+    since, spans = accounted_ms(ts, is_timed, state, first, last, look_back, start_ms, end_ms, cap[key])
+    held = np.where(is_timed, spans - (ts - since), spans)
     return (table.take(pa.array(rows)).append_column("ms", pa.array(ms[rows], pa.int64(), mask=~timed[rows]))
-            .append_column("accounted_ms", pa.array(spans, pa.int64())))
+            .append_column("accounted_ms", pa.array(spans, pa.int64())).append_column("held_ms", pa.array(held, pa.int64())))
 
 
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
@@ -608,10 +697,11 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
     codes, lengths = _merged_codes(parts, groups, start_ms)
+    stall_since = _merged_stall_since(parts, groups)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     interval, known = _values(parts.column("interval_ms").chunk(0))
     cap = writers.caps(interval, known, groups.ids, groups.n, cap_ms)
-    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap))
+    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap, stall_since))
     for m in MEASURES:
         entries = _merged_entries(parts, groups, m)
         nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)
