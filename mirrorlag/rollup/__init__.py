@@ -31,7 +31,9 @@ segment younger than --settle-minutes); a provisional day stays out of other day
                               the writers that count: where several sidecars wrote one history
                               (rows name their `writer`), per partition-day the one with the most
                               samples, and any other whose samples do not overlap it in time
-                              (by more than 10 min: a sidecar that took over from another)
+                              (by more than 10 min: a sidecar that took over from another); within
+                              such an overlap the first one's samples alone (one writer per time
+                              span; the lag figures still hold both writers' samples of it)
   coverage                    share of the level's partition-time with samples (0..1)
   record_lag_min/_avg/_max    records, over samples with a record lag
   record_lag_p50/_p95/_p99    nearest-rank percentiles from 1 % buckets: a real sample, never below

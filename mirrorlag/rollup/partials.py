@@ -253,12 +253,18 @@ def _stall_since(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, time_lag:
     return _blobs(packed, np.bincount(groups.of_sorted()[marked], minlength=groups.n))
 
 
-def _merged_stall_since(parts: pa.Table, groups: Groups) -> tuple[np.ndarray, np.ndarray]:
+def _merged_stall_since(parts: pa.Table, groups: Groups, start_ms: int, lo: np.ndarray,
+                        hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The parts' stall_since entries of every group, as sorted unique keys (group << LOOK_BITS
-    | time of the day) and each key's look-back (the largest where one time has several)."""
+    | time of the day) and each key's look-back (the largest where one time has several); none
+    of a sample in its row's windows (one_view)."""
     values, lengths = _flat(parts.column("stall_since"), groups.order, np.int64)
     if not values.size:
         return values, values
+    if lo.shape[1]:
+        row = np.repeat(groups.order, lengths)
+        counts = writers.outside((values >> LOOK_BITS) + start_ms, lo[row], hi[row])
+        values, lengths = values[counts], np.bincount(np.arange(lengths.size).repeat(lengths)[counts], minlength=lengths.size)
     key = (np.repeat(groups.of_sorted(), lengths) << LOOK_BITS) | (values >> LOOK_BITS)
     back = values & LOOK_MAX
     order = np.lexsort((back, key))
@@ -628,16 +634,18 @@ def _writer_ranks(col: pa.Array) -> np.ndarray:
     return rank[pc.fill_null(enc.indices, len(names)).to_numpy(zero_copy_only=False)]
 
 
-def one_view(parts: pa.Table) -> pa.Table:
-    """The part rows that count (writers.keep): all of them when one writer wrote the history."""
+def one_view(parts: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The part rows that count (writers.choose): all of them when one writer wrote the history;
+    and per row the windows (lo, hi: rows x K) where its samples do not count (K = 0: none)."""
     rank = _writer_ranks(parts.column(WRITER).chunk(0))
     if not rank.size or (rank == rank[0]).all():
-        return parts
+        return parts, *(np.zeros((parts.num_rows, 0), np.int64),) * 2
     key, _ = group_ids([parts.column(c).chunk(0) for c in KEY])
     samples = (pc.binary_length(parts.column("time_code")).to_numpy(zero_copy_only=False) // 4
                + pc.binary_length(parts.column("time_code_other")).to_numpy(zero_copy_only=False) // 8)
     first, last = (parts.column(c).to_numpy() for c in ("span_first_ms", "span_last_ms"))
-    return parts.filter(pa.array(writers.keep(key, rank, samples, first, last))).combine_chunks()
+    kept, lo, hi = writers.choose(key, rank, samples, first, last)
+    return parts.filter(pa.array(kept)).combine_chunks(), lo[kept], hi[kept]
 
 
 def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Table:
@@ -657,10 +665,12 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
     cols = {c: table.column(c).chunk(0) if c in table.column_names else pa.nulls(n, _TYPES[c]) for c in READ}
     key, n_keys = group_ids([cols[c] for c in KEY])
     ms, timed = _ts_ms(cols["ts"])
-    counted = writers.keep(key, _writer_ranks(cols[WRITER]), np.ones(n, np.int64),
-                           np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
+    counted, lo, hi = writers.choose(key, _writer_ranks(cols[WRITER]), np.ones(n, np.int64),
+                                     np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
     interval, known = _values(cols["refresh_interval_ms"])
     cap = writers.caps(interval[counted], known[counted], key[counted], n_keys, default_cap_ms)
+    # Within a handoff, the writer chosen first alone (timeless rows are in no window).
+    counted &= writers.outside(np.where(timed, ms, NULL_TS), lo, hi)
     lag, lag_known = _values(cols["time_lag_ms"])
     rows = np.flatnonzero(counted)
     state = state_codes(cols["state"])[rows]
@@ -691,13 +701,17 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     parts = parts.combine_chunks()
     if not parts.num_rows:
         return
-    parts = one_view(parts)
+    parts, lo, hi = one_view(parts)
     groups = Groups(*group_ids([parts.column(c).chunk(0) for c in KEY]))
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
     codes, lengths = _merged_codes(parts, groups, start_ms)
-    stall_since = _merged_stall_since(parts, groups)
+    stall_since = _merged_stall_since(parts, groups, start_ms, lo, hi)
+    if lo.shape[1]:  # a handoff: within it, the samples of the writer chosen first alone
+        row = np.repeat(groups.order, lengths)
+        counts = writers.outside(codes >> CODE_BITS, lo[row], hi[row])
+        codes, lengths = codes[counts], np.bincount(np.arange(lengths.size).repeat(lengths)[counts], minlength=lengths.size)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     interval, known = _values(parts.column("interval_ms").chunk(0))
     cap = writers.caps(interval, known, groups.ids, groups.n, cap_ms)

@@ -306,7 +306,8 @@ def test_a_writer_that_took_over_adds_its_part_of_the_day():
     morning = [x for x in a if x[0] < START + 12 * H + 5 * 60_000]
     afternoon = [x for x in b if x[0] >= START + 12 * H]
     [day] = merged([rows(morning, writer="pod-a", interval_ms=15_000), rows(afternoon, writer="pod-b", interval_ms=15_000)])
-    assert day["samples"] == len(morning) + len(afternoon)
+    # Within the five minutes of both, pod-a's samples (the fuller writer) alone.
+    assert day["samples"] == len(morning) + len([x for x in afternoon if x[0] > morning[-1][0]])
     assert day["covered_ms"] >= 24 * H - 15_000 and (day["stall_episodes"], day["longest_stall_ms"]) == (1, H)
 
 
@@ -374,4 +375,34 @@ def test_counted_samples_agree_with_the_merge_on_spread_parts():
             mine = [x for x in counted if x["partition"] == p]
             assert sum(x["accounted_ms"] for x in mine) == day["covered_ms"]
             assert sum(x["accounted_ms"] for x in mine if x["state"] == "STALLED") == day["stalled_ms"]
+
+
+# --- one writer per time span (issue 41 item 5) -----------------------------
+
+
+def _handoff() -> tuple[list, list]:
+    """pod-a until 10:34:45, pod-b from 10:25:04 (a rolling update: under 10 minutes of both), at
+    15 s; t/0 stalls 10:00-11:00 (pod-b's view 4 s later), and pod-a calls every third of its
+    stalled samples within 10:26-10:34 LAGGING."""
+    a, b = _two_writers(4_000, flip=False)
+    morning = [(ts, LAGGING if state == STALLED and START + 10 * H + 26 * 60_000 <= ts < START + 10 * H + 34 * 60_000
+                and i % 3 == 0 else state, lag) for i, (ts, state, lag) in enumerate(a) if ts < START + 10 * H + 35 * 60_000]
+    afternoon = [x for x in b if x[0] >= START + 10 * H + 25 * 60_000]
+    return morning, afternoon
+
+
+def test_a_handoffs_overlap_counts_one_writer_per_time_span():
+    morning, afternoon = _handoff()
+    parts = [rows(morning, writer="pod-a", interval_ms=15_000), rows(afternoon, writer="pod-b", interval_ms=15_000)]
+    [day] = merged(parts)
+    # Within the overlap pod-b (more samples) alone: the stall stays one episode, pod-a's from
+    # 10:00:00 to pod-b's first sample, then pod-b's to 11:00:04.
+    assert (day["stall_episodes"], day["longest_stall_ms"], day["stalled_ms"]) == (1, H + 4_000, H + 4_000)
+    overlap = [x for x in morning if x[0] >= afternoon[0][0]]
+    assert day["samples"] == len(morning) + len(afternoon) - len(overlap)
+    assert day["covered_ms"] == 24 * H
+    counted = partials.counted_samples(pa.concat_tables(parts), END, CAP).to_pylist()
+    assert len(counted) == day["samples"]
+    assert sum(x["accounted_ms"] for x in counted if x["state"] == "STALLED") == day["stalled_ms"]
+    assert merged(parts[::-1]) == [day]
 
