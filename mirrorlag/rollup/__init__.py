@@ -33,7 +33,11 @@ segment younger than --settle-minutes); a provisional day stays out of other day
                               samples, and any other whose samples do not overlap it in time
                               (by more than 10 min: a sidecar that took over from another); within
                               such an overlap the first one's samples alone (one writer per time
-                              span; the lag figures still hold both writers' samples of it)
+                              span; the lag figures still hold both writers' samples of it).
+                              Two sidecars with one writer id read as one writer; where one
+                              writer's samples of a partition come less than half its poll
+                              interval apart 3 times or more in the day, a warning line after the
+                              day's names the writer id and the partitions (the day rolled up)
   coverage                    share of the level's partition-time with samples (0..1)
   record_lag_min/_avg/_max    records, over samples with a record lag
   record_lag_p50/_p95/_p99    nearest-rank percentiles from 1 % buckets: a real sample, never below

@@ -69,6 +69,7 @@ class DayResult:
     final: bool = True
     trends_only: bool = False
     why: str = ""
+    warnings: list[str] = field(default_factory=list)  # lines of their own after the day's (doubled_warnings)
 
 
 def write_table(df: DataFrame, path: str, sort_keys: Sequence[str], day: date,
@@ -345,6 +346,9 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             groups_f = (pool.submit(lambda: [r.asDict() for r in groups_df.orderBy(*GROUP_KEY).collect()])
                         if groups_df is not None and opts.report else None)
             flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
+            # Partitions whose samples of one writer came too close together (read from the held pass).
+            doubled_f = after([filled["partition"]], lambda: [r.asDict() for r in per.where(F.col("doubled_writer").isNotNull())
+                                                               .select(*PARTITION_KEY, "doubled_writer").collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.
             trend_f = after(list(filled.values()), lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
@@ -367,6 +371,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             writes[TRENDS] = pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
+            result.warnings = doubled_warnings(day, doubled_f.result())
             if opts.report:
                 data = report_model.gather(views, trend, flows, day, opts, provisional)
                 if groups_f is not None:
@@ -380,6 +385,23 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             drawer.close()
     result.tables = {level: table_path(opts.out, level) for level in ("partition", "topic", "flow")}
     return result
+
+
+def doubled_warnings(day: date, rows: list[dict]) -> list[str]:
+    """One line per writer id whose samples of some partitions came too close together for one
+    sidecar (partials.doubled_writers): two sidecars with that mirrorlag.history.writer.id. The
+    day is still rolled up (its samples all count, as one writer's)."""
+    by: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: (r["doubled_writer"], *[(r[k] is None, r[k]) for k in PARTITION_KEY])):
+        by.setdefault(r["doubled_writer"], []).append(f"{r['source']}->{r['target']} {r['topic']}/{r['partition']}")
+    lines = []
+    for writer, partitions in by.items():
+        shown = ", ".join(partitions[:5]) + (f" and {len(partitions) - 5} more" if len(partitions) > 5 else "")
+        lines.append(f"warning: {day}: writer {writer!r} wrote samples of {len(partitions)} partition"
+                     f"{'s' if len(partitions) != 1 else ''} less than half its poll interval apart ({shown}): "
+                     f"two sidecars with this mirrorlag.history.writer.id? Their samples count as one writer's; "
+                     f"give each sidecar an id of its own")
+    return lines
 
 
 def day_source(history: str, day: date, segments: Sequence[Segment], cores: int) -> DaySource:

@@ -74,8 +74,15 @@ def _arrow(spark_type) -> pa.DataType:
 
 
 # A merged row: the key, the maxima and the partition's day (partition_day.DAY).
+# `doubled_writer`: a writer id whose samples of the partition come too close together for one
+# sidecar (doubled_writers), null where none.
 MERGED = pa.schema([*[PARTIAL.field(c) for c in (*KEY, "freshness_max", "byte_max")],
-                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields], PARTIAL.field("series")])
+                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields], PARTIAL.field("series"),
+                    pa.field("doubled_writer", pa.string())])
+# Two samples of one writer and partition less than half its poll interval apart this often in a
+# day: two sidecars with one writer id (every poll gives one such pair while both run), not one
+# slow poll followed by a quick one (one pair).
+DOUBLED_PAIRS = 3
 # What the topic and flow levels read of it: the key and the histograms.
 MERGED_HISTS = pa.schema([MERGED.field(c) for c in (*KEY, *MEASURES)])
 BATCH_GROUPS = 4096  # partitions per output batch: list offsets stay far below 2**31
@@ -694,6 +701,66 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
             .append_column("accounted_ms", pa.array(spans, pa.int64())).append_column("held_ms", pa.array(held, pa.int64())))
 
 
+def _close_pairs(ts: np.ndarray, owner: np.ndarray, poll_ms: np.ndarray) -> np.ndarray:
+    """Per sample (times in order within each owner, `poll_ms` per sample, 0: unknown): whether it
+    comes less than half its owner's poll interval after the owner's previous one."""
+    close = np.zeros(ts.size, bool)
+    if ts.size > 1:
+        timed = ts != NULL_TS
+        close[1:] = ((owner[1:] == owner[:-1]) & timed[1:] & timed[:-1] & (poll_ms[1:] > 0)
+                     & (2 * (ts[1:] - ts[:-1]) < poll_ms[1:]))
+    return close
+
+
+def doubled_writers(parts: pa.Table, groups: Groups, codes: np.ndarray, lengths: np.ndarray,
+                    ordered: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """Per group: the writer id whose samples of it came less than half its poll interval apart
+    DOUBLED_PAIRS times or more (two sidecars with one mirrorlag.history.writer.id), else null.
+    `codes` (in part rows' order, `lengths` each) and `ordered` (sorted within groups of
+    `sizes`) are the samples that count. Where a group's samples all come from one writer, its
+    sorted codes say it at once; only groups with several writers (a handoff) sort their samples
+    by writer again."""
+    n = groups.n
+    writer = parts.column(WRITER).chunk(0)
+    rank = _writer_ranks(writer)
+    interval, known = _values(parts.column("interval_ms").chunk(0))
+    poll_row = np.where(known, interval, 0)
+    lo, hi = np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, groups.ids, rank)
+    np.maximum.at(hi, groups.ids, rank)
+    poll = np.zeros(n, np.int64)
+    np.maximum.at(poll, groups.ids, poll_row)
+    group = np.repeat(np.arange(n), sizes)
+    close = _close_pairs(ordered >> CODE_BITS, group, poll[group]) & (lo == hi)[group]
+    count = np.bincount(group[close], minlength=n)
+    flagged_row = groups.first_rows()  # a single writer's group: any of its rows names it
+    several = np.flatnonzero(lo != hi)
+    if several.size:  # each writer of these groups on its own
+        row = np.repeat(groups.order, lengths)
+        mine = np.isin(groups.ids[row], several)
+        row, ts = row[mine], codes[mine] >> CODE_BITS
+        pair = groups.ids[row] * (int(rank.max()) + 1) + rank[row]
+        order = np.lexsort((ts, pair))
+        row, ts, pair = row[order], ts[order], pair[order]
+        close = _close_pairs(ts, pair, poll_row[row])
+        if close.any():
+            pairs, at = np.unique(pair[close], return_inverse=True)
+            per_pair = np.bincount(at.reshape(-1))
+            worst = np.zeros(n, np.int64)
+            np.maximum.at(worst, pairs // (int(rank.max()) + 1), per_pair)
+            count = np.maximum(count, worst)
+            rows_of = np.zeros(n, np.int64)
+            pick = per_pair >= DOUBLED_PAIRS
+            # Name a flagged writer's row: the first row of each flagged pair.
+            first_row = row[close][np.r_[True, pair[close][1:] != pair[close][:-1]]]
+            rows_of[pairs[pick] // (int(rank.max()) + 1)] = first_row[pick]
+            flagged_row = np.where(np.isin(np.arange(n), several), rows_of, flagged_row)
+    flagged = count >= DOUBLED_PAIRS
+    names = writer.take(pa.array(flagged_row))
+    names = names.dictionary_decode() if pa.types.is_dictionary(names.type) else names
+    return pc.if_else(pa.array(flagged), names, pa.nulls(n, pa.string()))
+
+
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
     """The merge side: PARTIAL rows (any number per key and writer) -> one row per key with its
     day, from the writers that count (one_view); `cap_ms`: the cap on a sample's time where its
@@ -715,7 +782,9 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     interval, known = _values(parts.column("interval_ms").chunk(0))
     cap = writers.caps(interval, known, groups.ids, groups.n, cap_ms)
-    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap, stall_since))
+    ordered = _sorted_codes(codes, sizes)
+    out.update(timeline(ordered, sizes, start_ms, end_ms, cap, stall_since))
+    out["doubled_writer"] = doubled_writers(parts, groups, codes, lengths, ordered, sizes)
     for m in MEASURES:
         entries = _merged_entries(parts, groups, m)
         nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)
@@ -724,6 +793,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     records, lengths = _flat(parts.column("series"), groups.order, slots.SLOT)
     curves = slots.Slots.of_records(np.repeat(groups.of_sorted(), lengths), records)
     out["series"] = _blobs(curves.held(cap), curves.counts(groups.n))
+    out = {f.name: out[f.name] for f in MERGED}
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 
 

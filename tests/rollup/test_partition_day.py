@@ -377,7 +377,7 @@ def test_counted_samples_agree_with_the_merge_on_spread_parts():
             assert sum(x["accounted_ms"] for x in mine if x["state"] == "STALLED") == day["stalled_ms"]
 
 
-# --- one writer per time span (issue 41 item 5) -----------------------------
+# --- one writer per time span, and one writer id twice (issue 41 item 5) -----------------------------
 
 
 def _handoff() -> tuple[list, list]:
@@ -404,5 +404,22 @@ def test_a_handoffs_overlap_counts_one_writer_per_time_span():
     counted = partials.counted_samples(pa.concat_tables(parts), END, CAP).to_pylist()
     assert len(counted) == day["samples"]
     assert sum(x["accounted_ms"] for x in counted if x["state"] == "STALLED") == day["stalled_ms"]
-    assert merged(parts[::-1]) == [day]
+    assert merged(parts[::-1]) == [day] and day["doubled_writer"] is None
 
+
+def test_two_sidecars_with_one_writer_id_are_named():
+    a, b = _two_writers(7_000, flip=False)
+    [twice] = merged([rows(a, writer="pod-a", interval_ms=15_000), rows(b, writer="pod-a", interval_ms=15_000)])
+    assert twice["doubled_writer"] == "pod-a" and twice["samples"] == 2 * len(a)  # still rolled up
+    [once] = merged([rows(a, writer="pod-a", interval_ms=15_000)])
+    assert once["doubled_writer"] is None
+    # One slow poll (its snapshot 10 s late) makes one close pair, not a second sidecar.
+    slow = [(ts + (10_000 if i == 100 else 0), state, lag) for i, (ts, state, lag) in enumerate(a)]
+    [late] = merged([rows(slow, writer="pod-a", interval_ms=15_000)])
+    assert late["doubled_writer"] is None
+    # Beside a writer that took over: each writer's samples on their own.
+    morning, afternoon = _handoff()
+    [both] = merged([rows(morning, writer="pod-a", interval_ms=15_000),
+                     rows([(ts + 5_000, s, lag) for ts, s, lag in morning[-600:]], writer="pod-a", interval_ms=15_000),
+                     rows(afternoon, writer="pod-b", interval_ms=15_000)])
+    assert both["doubled_writer"] == "pod-a"

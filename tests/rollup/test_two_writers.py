@@ -68,3 +68,11 @@ def test_a_handoffs_overlap_counts_one_writer_per_time_span(rolled):
     assert (p["stall_episodes"], p["longest_stall_seconds"], p["stalled_seconds"]) == (1, 3604, 3604)
     assert p["coverage"] == 1.0
 
+
+def test_two_sidecars_with_one_writer_id_are_named_and_the_day_still_rolled_up(rolled):
+    proc, day = rolled
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())  # the console may wrap a long line
+    assert f"warning: {DAY}: writer 'pod-x:9464' wrote samples of 1 partition less than half its poll interval apart (A->B t/1)" in out
+    assert "pod-y:9464" not in out and "pod-a:9464" not in out and "pod-b:9464" not in out
+    assert day[("t", 1)]["samples"] == 2 * 5760 and day[("t", 2)]["samples"] == 5760
