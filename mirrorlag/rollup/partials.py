@@ -18,7 +18,7 @@ of a task's partitions (segment reductions), not once per partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -464,50 +464,62 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
     return np.where(sizes > 0, sums, 0)
 
 
-def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, first: np.ndarray, last: np.ndarray,
-                 look_back: np.ndarray, start_ms: int, end_ms: int, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The span each sample accounts for (partition_day.py's rule), samples in their partition's
-    (time, state) order, `first` marking each partition's first timed sample, `last` its last
-    sample, `look_back` each STALLED sample's time lag (-1: none), `cap` each sample's cap.
-    Returns (since, interval): where the span begins (ms) and its length.
+def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, last: np.ndarray, start_ms: int, end_ms: int,
+                 cap: np.ndarray, first_at: np.ndarray, run_at: np.ndarray,
+                 look_back: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The time each sample accounts for (partition_day.py's rule), samples in their partition's
+    (time, state) order, `last` marking each partition's last sample, `cap` each sample's cap,
+    `first_at` the index of each partition's first timed sample, `run_at` those of the other
+    samples that start a run of STALLED samples, `look_back(at)` those samples' time lags (-1:
+    none). Returns (interval, at, back): each sample's time, and the samples that reach back
+    before their time (`at`, ascending within `first_at` then `run_at`) by how much (`back`).
 
-    A sample runs to the partition's next span (the next sample, or where the next sample's
-    look-back starts), at most the cap, the last one to end_ms (at most the cap too). The day's
-    first sample also stands for the time since midnight, at most the cap (for a STALLED one with
-    a time lag, at most that too); the first STALLED sample of a run stands for the time back to
-    when its time lag says the partition fell behind, at most to the previous sample and at most
-    the cap. A sample without a time stands for the cap; a GONE sample for nothing."""
-    prev_ts = np.r_[start_ms, ts[:-1]] if ts.size else ts
-    bound = np.maximum(np.where(first, start_ms, prev_ts), start_ms)
-    room = np.minimum(np.maximum(ts - bound, 0), cap)
-    inside = timed & (ts >= start_ms) & (ts < end_ms) & (state != GONE)
-    stalled = state == STALLED
-    run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
-    evidence = look_back >= 0
-    back = np.where(first, np.where(stalled & evidence, np.minimum(room, look_back), room),
-                    np.where(run_start & evidence, np.minimum(room, look_back), 0))
-    back = np.where(inside, back, 0)
-    since = ts - back
-    following = np.where(last, end_ms, np.r_[since[1:], end_ms])
-    own = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
-    interval = own + back
+    A sample runs to where the partition's next one's span begins (the next sample, or its
+    look-back), at most the cap, the last one to end_ms (at most the cap too); a sample without a
+    time for the cap; a GONE sample for none. The day's first sample also stands for the time
+    since midnight, at most the cap (a STALLED one with a time lag: at most that too); the first
+    STALLED sample of a run for the time back to when its time lag says the partition fell behind,
+    at most to the previous sample and the cap. Only those few samples are looked at again."""
+    following = np.r_[ts[1:], end_ms] if ts.size else ts
+    following[last] = end_ms
+    interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
+    at = np.concatenate([first_at, run_at]).astype(np.int64)
+    is_first = np.r_[np.ones(first_at.size, bool), np.zeros(run_at.size, bool)]
+    t, own_cap = ts[at], cap[at]
+    prev = np.where(is_first, start_ms, ts[np.maximum(at - 1, 0)] if ts.size else 0)
+    room = np.minimum(np.maximum(t - np.maximum(prev, start_ms), 0), own_cap)
+    lag = look_back(at)
+    evidence = lag >= 0
+    back = np.where(evidence, np.minimum(room, lag), np.where(is_first, room, 0))
+    back = np.where((t >= start_ms) & (t < end_ms) & (state[at] != GONE), back, 0)
+    # The previous sample now runs to where this one's span begins.
+    moved = ~is_first & (back > 0)
+    j = at[moved] - 1
+    interval[j] = np.minimum(np.maximum(t[moved] - back[moved] - ts[j], 0), cap[j])
+    interval[at] += back
     interval[state == GONE] = 0
-    return since, interval
+    return interval, at, back
 
 
-def _look_backs(group: np.ndarray, ts: np.ndarray, candidates: np.ndarray, start_ms: int,
-                stall_since: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Each sample's look-back from the merged stall_since entries (-1 where it has none)."""
-    out = np.full(ts.size, -1, np.int64)
+def _look_backs(group: np.ndarray, ts: np.ndarray, state: np.ndarray, start_ms: int,
+                stall_since: tuple[np.ndarray, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """look_back for accounted_ms: samples `at`'s look-backs from the merged stall_since entries
+    (-1 where a sample has none: not STALLED, or no time lag)."""
     keys, backs = stall_since
-    at = np.flatnonzero(candidates)
-    if not keys.size or not at.size:
+
+    def of(at: np.ndarray) -> np.ndarray:
+        out = np.full(at.size, -1, np.int64)
+        if not keys.size or not at.size:
+            return out
+        rel = ts[at] - start_ms
+        mine = np.flatnonzero((state[at] == STALLED) & (rel >= 0) & (rel < HOURS * HOUR_MS))
+        wanted = (group[at[mine]] << LOOK_BITS) | rel[mine]
+        pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = keys[pos] == wanted
+        out[mine[found]] = backs[pos[found]]
         return out
-    wanted = (group[at] << LOOK_BITS) | (ts[at] - start_ms)
-    pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-    found = keys[pos] == wanted
-    out[at[found]] = backs[pos[found]]
-    return out
+
+    return of
 
 
 def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray,
@@ -524,25 +536,26 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     timed = ts != NULL_TS
     last = np.zeros(codes.size, bool)
     last[ends[sizes > 0] - 1] = True
-    first = timed & np.r_[True, last[:-1] | ~timed[:-1]]  # untimed samples sort first in their group
     stalled = state == STALLED
-    inside = timed & (ts >= start_ms) & (ts < end_ms)
-    look_back = _look_backs(group, ts, stalled & inside, start_ms,
-                            stall_since if stall_since is not None else (np.zeros(0, np.int64),) * 2)
-    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
-    since, interval = accounted_ms(ts, timed, state, first, last, look_back, start_ms, end_ms, cap)
-    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)  # its sample's hour, look-back and all
-    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     # A stall episode: a run of STALLED samples within one partition.
     run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
+    untimed = np.bincount(group[~timed], minlength=n)
+    has_time = untimed < sizes
+    first_at = (starts + untimed)[has_time]  # untimed samples sort first in their group
+    run_at = np.flatnonzero(run_start)
+    run_at = run_at[~np.isin(run_at, first_at)]
+    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
+    interval, _, _ = accounted_ms(ts, timed, state, last, start_ms, end_ms, cap, first_at, run_at,
+                                  _look_backs(group, ts, state, start_ms,
+                                              stall_since if stall_since is not None else (np.zeros(0, np.int64),) * 2))
+    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)  # its sample's hour, look-back and all
+    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     run = np.cumsum(run_start) - 1
     run_ms = np.bincount(run[stalled], weights=interval[stalled], minlength=int(run_start.sum())).astype(np.int64)
     run_group = group[run_start]
     episodes = np.bincount(run_group, minlength=n)
     longest = np.zeros(n, np.int64)
     np.maximum.at(longest, run_group, run_ms)
-    untimed = np.bincount(group[~timed], minlength=n)
-    has_time = untimed < sizes
     first_ms = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
     lastv = np.where(has_time, ts[np.maximum(ends - 1, 0)] if codes.size else 0, 0)
 
@@ -685,9 +698,11 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
     rows, key, state = rows[order], key[rows][order], state[order]
     ts, is_timed = np.where(timed[rows], ms[rows], NULL_TS), timed[rows]
     last = np.r_[key[1:] != key[:-1], True]
-    first = is_timed & np.r_[True, last[:-1] | ~is_timed[:-1]]
+    first = is_timed & np.r_[True, last[:-1] | ~is_timed[:-1]]  # untimed samples sort first
+    stalled = state == STALLED
+    run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
     # As the merge finds them: one look-back per partition and time, the largest of its STALLED rows'.
-    marked = is_timed & lag_known[rows] & (state == STALLED) & (ts >= start_ms) & (ts < end_ms)
+    marked = is_timed & lag_known[rows] & stalled & (ts >= start_ms) & (ts < end_ms)
     look_back = np.full(rows.size, -1, np.int64)
     if marked.any():
         at = np.flatnonzero(marked)
@@ -695,8 +710,10 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
         largest = np.full(pairs.shape[1], -1, np.int64)
         np.maximum.at(largest, which.ravel(), np.clip(lag[rows][at], 0, LOOK_MAX))
         look_back[at] = largest[which.ravel()]
-    since, spans = accounted_ms(ts, is_timed, state, first, last, look_back, start_ms, end_ms, cap[key])
-    held = np.where(is_timed, spans - (ts - since), spans)
+    spans, at, back = accounted_ms(ts, is_timed, state, last, start_ms, end_ms, cap[key], np.flatnonzero(first),
+                                   np.flatnonzero(run_start & ~first), look_back.__getitem__)
+    held = spans.copy()
+    held[at] -= back
     return (table.take(pa.array(rows)).append_column("ms", pa.array(ms[rows], pa.int64(), mask=~timed[rows]))
             .append_column("accounted_ms", pa.array(spans, pa.int64())).append_column("held_ms", pa.array(held, pa.int64())))
 
@@ -725,14 +742,23 @@ def doubled_writers(parts: pa.Table, groups: Groups, codes: np.ndarray, lengths:
     rank = _writer_ranks(writer)
     interval, known = _values(parts.column("interval_ms").chunk(0))
     poll_row = np.where(known, interval, 0)
-    lo, hi = np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(lo, groups.ids, rank)
-    np.maximum.at(hi, groups.ids, rank)
-    poll = np.zeros(n, np.int64)
-    np.maximum.at(poll, groups.ids, poll_row)
-    group = np.repeat(np.arange(n), sizes)
-    close = _close_pairs(ordered >> CODE_BITS, group, poll[group]) & (lo == hi)[group]
-    count = np.bincount(group[close], minlength=n)
+    ranked = rank[groups.order]  # each group's part rows together (a group has one at least)
+    lo, hi = np.minimum.reduceat(ranked, groups.starts), np.maximum.reduceat(ranked, groups.starts)
+    poll = np.maximum.reduceat(poll_row[groups.order], groups.starts)
+    # One writer's groups: pairs of consecutive samples closer than half the longest poll
+    # interval of any such group (few, or none), then each against its own group's.
+    single = (lo == hi) & (poll > 0)
+    count = np.zeros(n, np.int64)
+    if single.any() and ordered.size > 1:
+        # On the codes themselves (time << CODE_BITS | state): a time step of at most h is a code
+        # step of at most (h << CODE_BITS) + the largest state code, a superset checked after.
+        half = (int(poll[single].max()) - 1) // 2
+        at = np.flatnonzero(ordered[1:] - ordered[:-1] <= (half << CODE_BITS) + (1 << CODE_BITS) - 1) + 1
+        starts = np.r_[0, np.cumsum(sizes)[:-1]]
+        g = np.searchsorted(starts, at, side="right") - 1  # an empty group shares its start with the next: the last of them
+        now, before = ordered[at] >> CODE_BITS, ordered[at - 1] >> CODE_BITS
+        close = single[g] & (starts[g] != at) & (before != NULL_TS) & (2 * (now - before) < poll[g])
+        count = np.bincount(g[close], minlength=n)
     flagged_row = groups.first_rows()  # a single writer's group: any of its rows names it
     several = np.flatnonzero(lo != hi)
     if several.size:  # each writer of these groups on its own
