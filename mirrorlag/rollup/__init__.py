@@ -61,9 +61,10 @@ segment younger than --settle-minutes); a provisional day stays out of other day
                               the samples between a stall's start and the poll that first reads
                               STALLED were taken before it was judged, and the time lag (behind
                               since) is the only age the history rows carry (no LRO age): an upper
-                              bound on the stall, so where the partition was LAGGING before it
-                              stalled, its last LAGGING sample's interval counts as STALLED (out of
-                              sync either way). Without a time lag the run starts at its sample.
+                              bound on the stall, so where the partition was already LAGGING when
+                              it stalled, the interval of the sample before the run can count as
+                              STALLED (out of sync either way). Without a time lag the run starts
+                              at its sample.
                               A stall's end is known to a poll: the first sample that reads another
                               state
   at_risk_seconds, stalled_seconds           partition-seconds AT_RISK, STALLED
