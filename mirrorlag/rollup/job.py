@@ -321,7 +321,12 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
                     return work(*args)
                 return pool.submit(run)
 
-            empty = pool.submit(per.isEmpty)  # the pass
+            # The pass, in one job that also brings back the partitions whose samples of one writer
+            # came too close together (partials.doubled_writers; no job of their own).
+            pass_f = pool.submit(lambda: per.select(
+                F.count(F.lit(1)).alias("n"),
+                F.collect_list(F.when(F.col("doubled_writer").isNotNull(), F.struct(*PARTITION_KEY, "doubled_writer")))
+                .alias("doubled")).first())
             # Planned while the pass runs: the driver's planning of the tables and trends overlaps it.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
             figures = hold(level_figures(per.select(*PARTITION_KEY, "record_lag", "time_lag")))
@@ -329,7 +334,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             frames = {level: hold(df.withColumn("final", F.lit(final)))
                       for level, df in daily.tables(parts, figures, day).items()}
             trend_df = hold(trends.compute_trends(spark, opts.out, day, frames).withColumn("final", F.lit(final)))
-            if empty.result():
+            if pass_f.result()["n"] == 0:
                 return DayResult(day, DayStatus.EMPTY)
             # Each query starts once what it reads is filled.
             figures_f = pool.submit(figures.count)  # the topic and flow tables both read it
@@ -346,9 +351,6 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             groups_f = (pool.submit(lambda: [r.asDict() for r in groups_df.orderBy(*GROUP_KEY).collect()])
                         if groups_df is not None and opts.report else None)
             flows_f = after([filled["flow"]], lambda: [r.asDict() for r in frames["flow"].orderBy(*FLOW_KEY).collect()])
-            # Partitions whose samples of one writer came too close together (read from the held pass).
-            doubled_f = after([filled["partition"]], lambda: [r.asDict() for r in per.where(F.col("doubled_writer").isNotNull())
-                                                               .select(*PARTITION_KEY, "doubled_writer").collect()])
             # One query for every figure of the trends (rankings and counts of their rows); it
             # also fills the held trends for their write.
             trend_f = after(list(filled.values()), lambda: report_data.trend_views(trend_df.toArrow().to_pylist(), opts.worst))
@@ -371,7 +373,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             writes[TRENDS] = pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
-            result.warnings = doubled_warnings(day, doubled_f.result())
+            result.warnings = doubled_warnings(day, [r.asDict() for r in pass_f.result()["doubled"]])
             if opts.report:
                 data = report_model.gather(views, trend, flows, day, opts, provisional)
                 if groups_f is not None:
