@@ -555,6 +555,8 @@ class FlowCollector(Collector):
             ("upload_throttle_seconds", "Seconds the upload quota held the uploader back.", h.upload_throttle_seconds_total),
             ("upload_failures", "Failed history segment uploads (retried with backoff).", h.upload_failures_total),
             ("expired_segments", "Local history segments deleted after mirrorlag.history.retention.ms.", h.expired_segments_total),
+            ("same_id_segments", "History segments another process wrote with this sidecar's mirrorlag.history.writer.id "
+             "since it started: two sidecars with one id, which the rollup cannot tell apart.", h.same_id_segments_total),
         ):
             yield CounterMetricFamily(f"mirrorlag_history_{name}", doc, value=value)
         yield GaugeMetricFamily("mirrorlag_history_buffered_rows", "History rows in memory, not yet in a segment on disk.", value=h.buffered_rows)

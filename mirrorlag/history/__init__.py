@@ -54,6 +54,7 @@ class HistoryStats:
     segments_uploaded_total: int = 0
     pending_upload_segments: int = 0
     last_error: str = ""  # the latest failure of a failing job, for /status; "" when healthy
+    same_id_segments_total: int = 0  # segments another process wrote with this writer id (writer.look_for_twin)
 
     def plus(self, other: "HistoryStats") -> "HistoryStats":
         """Both datasets' figures as one (the partitions' and the groups' history on /metrics):
@@ -181,4 +182,5 @@ class History:
             segments_uploaded_total=u.segments_uploaded_total if u else 0,
             pending_upload_segments=u.pending_upload_segments if u else 0,
             last_error="; ".join(x for x in errors if x),
+            same_id_segments_total=w.same_id_segments_total,
         )

@@ -11,7 +11,11 @@ Three stages, each with its own owner:
 - the writer thread writes closed segments: Parquet (zstd) to a dot-prefixed `.tmp` name that
   carries the writer's id (several sidecars may write one history dir), fsync
   the file, rename, fsync the directory. A failing write (disk full, read-only) keeps the segment
-  buffered and retries with backoff; a hung disk stalls only this thread.
+  buffered and retries with backoff; a hung disk stalls only this thread. After each write it
+  lists the segment's directory: a segment it did not write, written since it started, whose
+  `writer` column is its own id (the Parquet footer's statistics: no rows read) means a second
+  sidecar with this id writes the same history (look_for_twin), which the rollup cannot tell
+  apart from this one: warned once, and counted (`same_id_segments_total`).
 
 Everything held in memory (queued, being encoded, open, closed but unwritten) counts against
 `buffer_max_rows`; over it the oldest rows are dropped and counted, never the poll thread blocked.
@@ -78,6 +82,7 @@ class WriterStats:
     buffered_rows: int
     failing: bool
     last_error: str
+    same_id_segments_total: int = 0  # segments another process wrote with this writer id (look_for_twin)
 
 
 class SegmentWriter:
@@ -145,6 +150,10 @@ class SegmentWriter:
         self._segments_written = 0
         self._dropped = 0
         self._write_errors = 0
+        self._started_wall = time.time()  # the wall clock, as files' mtimes have it
+        self._mine: set[str] = set()  # names of the segments this writer wrote
+        self._looked: dict[Path, set[str]] = {}  # per directory, the segment names seen
+        self._same_id = 0
 
         # This writer, killed mid-write before, left its .tmp behind; nobody will finish it. Only
         # its own: another sidecar on this dir may be writing its .tmp now. Never raises: an
@@ -220,6 +229,7 @@ class SegmentWriter:
                 buffered_rows=self._buffered(),
                 failing=self._health.failing,
                 last_error=self._health.last_error,
+                same_id_segments_total=self._same_id,
             )
 
     # --- buffer bookkeeping (lock held) ----------------------------------------------------------
@@ -381,11 +391,47 @@ class SegmentWriter:
                 if self._dropping and self._buffered() < self.buffer_max_rows:
                     self._dropping = False
             self._health.succeeded()
+            self.look_for_twin(path)
             if self._on_segment is not None:
                 try:
                     self._on_segment(path, size)
                 except Exception:
                     log.exception("history: segment callback failed for %s", path)
+
+    def look_for_twin(self, written: Path) -> int:
+        """After writing `written`: the segments of its directory this writer has not seen yet,
+        written since it started and not by it, whose rows all name this writer id; each is
+        counted, the first warned about. One listing per segment written, and a footer read per
+        new segment of another process (other writers' too: they are told apart by the id in
+        the footer). Returns how many were found now; never raises."""
+        directory = written.parent
+        self._mine.add(written.name)
+        seen = self._looked.setdefault(directory, set())
+        found = 0
+        try:
+            entries = [e for e in os.scandir(directory)
+                       if e.name.startswith("part-") and e.name.endswith(".parquet") and e.name not in seen]
+        except OSError:
+            return 0
+        for entry in entries:
+            seen.add(entry.name)
+            if entry.name in self._mine:
+                continue
+            try:
+                if entry.stat().st_mtime < self._started_wall or not _written_by(entry.path, self.writer_id):
+                    continue
+            except (OSError, ValueError, pa.ArrowException):
+                continue  # removed meanwhile, or not a Parquet file: nothing to say about it
+            found += 1
+            with self._lock:
+                self._same_id += 1
+                first = self._same_id == 1
+            if first:
+                log.warning("history: %s in %s was written by another process with this writer id (%s) since this "
+                            "sidecar started: two sidecars with one mirrorlag.history.writer.id write this history, "
+                            "and the rollup cannot tell their samples apart; give each sidecar an id of its own "
+                            "(counted in same_id_segments_total, warned once)", entry.name, directory, self.writer_id)
+        return found
 
     def _write(self, date: str, first_ts_ms: int, batches: list[pa.RecordBatch]) -> tuple[Path, int]:
         directory = self.root / f"date={date}"
@@ -409,6 +455,23 @@ class SegmentWriter:
             # The segment is complete and in place; writing it again would duplicate its rows.
             log.warning("history: cannot fsync %s after adding %s: %s", directory, final.name, err)
         return final, size
+
+
+def _written_by(path: str, writer_id: str) -> bool:
+    """Whether every row of the segment at `path` names `writer_id` (its footer's statistics of
+    the `writer` column: min = max = the id)."""
+    meta = pq.read_metadata(path)
+    names = meta.schema.names
+    if "writer" not in names or not meta.num_row_groups:
+        return False
+    column = names.index("writer")
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return False
+        if not (stats.min == stats.max == writer_id):
+            return False
+    return True
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:

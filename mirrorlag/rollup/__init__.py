@@ -31,7 +31,13 @@ segment younger than --settle-minutes); a provisional day stays out of other day
                               the writers that count: where several sidecars wrote one history
                               (rows name their `writer`), per partition-day the one with the most
                               samples, and any other whose samples do not overlap it in time
-                              (by more than 10 min: a sidecar that took over from another)
+                              (by more than 10 min: a sidecar that took over from another); within
+                              such an overlap the first one's samples alone (one writer per time
+                              span; the lag figures still hold both writers' samples of it).
+                              Two sidecars with one writer id read as one writer; where one
+                              writer's samples of a partition come less than half its poll
+                              interval apart 3 times or more in the day, a warning line after the
+                              day's names the writer id and the partitions (the day rolled up)
   coverage                    share of the level's partition-time with samples (0..1)
   record_lag_min/_avg/_max    records, over samples with a record lag
   record_lag_p50/_p95/_p99    nearest-rank percentiles from 1 % buckets: a real sample, never below
@@ -44,14 +50,31 @@ segment younger than --settle-minutes); a provisional day stays out of other day
                               wrote it (its rows' refresh_interval_ms; --max-gap-seconds for rows
                               written before rows had it) (the day's last one to midnight, at most
                               that too), so a gap in the history is not counted;
-                              a GONE sample (the partition left the flow) accounts for no time
+                              a GONE sample (the partition left the flow) accounts for no time.
+                              The day's first sample also accounts for the time since midnight
+                              before it, at most the same cap, in its own state: the previous day's
+                              last sample is not in the day's rows, and the first sample's state is
+                              the best evidence of that span (a day-long stall: 86,400 s at any poll
+                              interval and phase). A run of STALLED samples starts where its first
+                              sample's time lag says the partition fell behind (ts - time_lag_ms),
+                              at most back to the previous sample (or midnight) and at most the cap:
+                              the samples between a stall's start and the poll that first reads
+                              STALLED were taken before it was judged, and the time lag (behind
+                              since) is the only age the history rows carry (no LRO age): an upper
+                              bound on the stall, so where the partition was already LAGGING when
+                              it stalled, the interval of the sample before the run can count as
+                              STALLED (out of sync either way). Without a time lag the run starts
+                              at its sample.
+                              A stall's end is known to a poll: the first sample that reads another
+                              state
   at_risk_seconds, stalled_seconds           partition-seconds AT_RISK, STALLED
   stall_episodes              runs of consecutive STALLED samples (summed over partitions)
-  longest_stall_seconds       the longest run, its samples' intervals added up
+  longest_stall_seconds       the longest run, its samples' intervals (and its look-back) added up
   unknown_state_samples       samples whose state is null or not a State (counted as out of sync)
   null_record_lag_samples, null_time_lag_samples
   first_ts, last_ts           first and last sample (UTC)
-  out_of_sync_seconds_by_hour 24 partition-second sums, by the hour (UTC) a sample's interval starts
+  out_of_sync_seconds_by_hour 24 partition-second sums, by the hour (UTC) of the sample whose
+                              interval it is (a look-back or the midnight gap with its sample)
   covered_seconds_by_hour     the same for covered_seconds (the heat map's denominators)
 
 Shares of time out of sync (report, summary) are of the *covered* partition-time: a sidecar that

@@ -5,7 +5,8 @@ A groups run is one sample of a group: its re-read is the sum over its committed
 records a failover at that moment would deliver again), its state its worst partition's. A sample
 stands for the time to the group's next sample, at most 4 of its writer's intervals (the rule the
 partitions' tables follow, partition_day.py) and never past the day's end, so a sidecar that
-stopped reading groups lowers `coverage`, not `ready_ratio`.
+stopped reading groups lowers `coverage`, not `ready_ratio`; the day's first sample also stands
+for the time since midnight before it, at most the same cap, in its own state (as a partition's).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def group_figures(rows: DataFrame, window: DayWindow, max_gap_seconds: float) ->
     following = Window.partitionBy(*GROUP_KEY).orderBy("ts")
     cap_ms = F.coalesce(F.col("interval_ms") * INTERVALS_PER_SAMPLE, F.lit(int(max_gap_seconds * 1000)))
     to_next = F.coalesce(F.lead(ts_ms).over(following), F.lit(window.end_ms)) - ts_ms
-    spans = samples.withColumn("span_ms", F.least(to_next, cap_ms, F.lit(window.end_ms) - ts_ms))
+    # The day's first run also stands for the time since midnight, at most the cap (the
+    # previous day's last run is not in the day's rows: the first one's state is the evidence).
+    head = F.when(F.lag(ts_ms).over(following).isNull(), F.least(ts_ms - F.lit(window.start_ms), cap_ms)).otherwise(0)
+    spans = samples.withColumn("span_ms", F.least(to_next, cap_ms, F.lit(window.end_ms) - ts_ms) + head)
     ready = F.lit(len(STATE_RANK))
     return (spans.groupBy(*GROUP_KEY)
             .agg(F.count(F.lit(1)).alias("samples"),

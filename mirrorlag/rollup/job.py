@@ -69,6 +69,7 @@ class DayResult:
     final: bool = True
     trends_only: bool = False
     why: str = ""
+    warnings: list[str] = field(default_factory=list)  # lines of their own after the day's (doubled_warnings)
 
 
 def write_table(df: DataFrame, path: str, sort_keys: Sequence[str], day: date,
@@ -320,7 +321,12 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
                     return work(*args)
                 return pool.submit(run)
 
-            empty = pool.submit(per.isEmpty)  # the pass
+            # The pass, in one job that also brings back the partitions whose samples of one writer
+            # came too close together (partials.doubled_writers; no job of their own).
+            pass_f = pool.submit(lambda: per.select(
+                F.count(F.lit(1)).alias("n"),
+                F.collect_list(F.when(F.col("doubled_writer").isNotNull(), F.struct(*PARTITION_KEY, "doubled_writer")))
+                .alias("doubled")).first())
             # Planned while the pass runs: the driver's planning of the tables and trends overlaps it.
             parts = per.select(*PARTITION_KEY, *PER_PARTITION, "freshness_max", "byte_max")
             figures = hold(level_figures(per.select(*PARTITION_KEY, "record_lag", "time_lag")))
@@ -328,7 +334,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             frames = {level: hold(df.withColumn("final", F.lit(final)))
                       for level, df in daily.tables(parts, figures, day).items()}
             trend_df = hold(trends.compute_trends(spark, opts.out, day, frames).withColumn("final", F.lit(final)))
-            if empty.result():
+            if pass_f.result()["n"] == 0:
                 return DayResult(day, DayStatus.EMPTY)
             # Each query starts once what it reads is filled.
             figures_f = pool.submit(figures.count)  # the topic and flow tables both read it
@@ -367,6 +373,7 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             writes[TRENDS] = pool.submit(write_table, trend_df, trends_path(opts.out), ["level", *PARTITION_KEY], day, spark)
             flows = flows_f.result()
             result = _result(day, flows, trend.growing)
+            result.warnings = doubled_warnings(day, [r.asDict() for r in pass_f.result()["doubled"]])
             if opts.report:
                 data = report_model.gather(views, trend, flows, day, opts, provisional)
                 if groups_f is not None:
@@ -380,6 +387,23 @@ def _rollup(spark: SparkSession, opts: RollupOptions, plan: DayPlan, tasks: int 
             drawer.close()
     result.tables = {level: table_path(opts.out, level) for level in ("partition", "topic", "flow")}
     return result
+
+
+def doubled_warnings(day: date, rows: list[dict]) -> list[str]:
+    """One line per writer id whose samples of some partitions came too close together for one
+    sidecar (partials.doubled_writers): two sidecars with that mirrorlag.history.writer.id. The
+    day is still rolled up (its samples all count, as one writer's)."""
+    by: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: (r["doubled_writer"], *[(r[k] is None, r[k]) for k in PARTITION_KEY])):
+        by.setdefault(r["doubled_writer"], []).append(f"{r['source']}->{r['target']} {r['topic']}/{r['partition']}")
+    lines = []
+    for writer, partitions in by.items():
+        shown = ", ".join(partitions[:5]) + (f" and {len(partitions) - 5} more" if len(partitions) > 5 else "")
+        lines.append(f"warning: {day}: writer {writer!r} wrote samples of {len(partitions)} partition"
+                     f"{'s' if len(partitions) != 1 else ''} less than half its poll interval apart ({shown}): "
+                     f"two sidecars with this mirrorlag.history.writer.id? Their samples count as one writer's; "
+                     f"give each sidecar an id of its own")
+    return lines
 
 
 def day_source(history: str, day: date, segments: Sequence[Segment], cores: int) -> DaySource:

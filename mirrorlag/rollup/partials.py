@@ -18,7 +18,7 @@ of a task's partitions (segment reductions), not once per partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from mirrorlag.rollup import buckets, slots, writers
 from mirrorlag.rollup.histograms import PERCENTILES
-from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, NULL_TS, SCALES, STAT_NAMES
+from mirrorlag.rollup.partition_day import CODE_BITS, DAY, HOUR_MS, HOURS, LOOK_BITS, LOOK_MAX, NULL_TS, SCALES, STAT_NAMES
 from mirrorlag.rollup.schema import AT_RISK, GONE, IN_SYNC, STALLED, STATE_CODES, UNRECOGNIZED
 
 KEY = ["source", "target", "topic", "partition"]
@@ -53,6 +53,10 @@ PARTIAL = pa.schema([
     # The samples' (time, state) codes: of the day in 32 bits, relative to its start (4 bytes a
     # sample through the shuffle, not 8); any other (no time, a time outside the day) in full.
     pa.field("time_code", pa.binary()), pa.field("time_code_other", pa.binary()),
+    # The STALLED samples of the day that carry a time lag: (time of the day << LOOK_BITS) | the
+    # time lag (ms, at most LOOK_MAX), 8 bytes each: how far back the evidence dates the stall
+    # (partition_day.py). Nothing for any other sample.
+    pa.field("stall_since", pa.binary()),
     *[pa.field(f"{m}_{f}", pa.binary()) for m in MEASURES for f in HIST],
     *[pa.field(f"{m}_nulls", pa.int64()) for m in MEASURES],
     pa.field("series", pa.binary()),  # slots.SLOT records (HELD once merged): the report's curves
@@ -70,8 +74,15 @@ def _arrow(spark_type) -> pa.DataType:
 
 
 # A merged row: the key, the maxima and the partition's day (partition_day.DAY).
+# `doubled_writer`: a writer id whose samples of the partition come too close together for one
+# sidecar (doubled_writers), null where none.
 MERGED = pa.schema([*[PARTIAL.field(c) for c in (*KEY, "freshness_max", "byte_max")],
-                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields], PARTIAL.field("series")])
+                    *[pa.field(f.name, _arrow(f.dataType)) for f in DAY.fields], PARTIAL.field("series"),
+                    pa.field("doubled_writer", pa.string())])
+# Two samples of one writer and partition less than half its poll interval apart this often in a
+# day: two sidecars with one writer id (every poll gives one such pair while both run), not one
+# slow poll followed by a quick one (one pair).
+DOUBLED_PAIRS = 3
 # What the topic and flow levels read of it: the key and the histograms.
 MERGED_HISTS = pa.schema([MERGED.field(c) for c in (*KEY, *MEASURES)])
 BATCH_GROUPS = 4096  # partitions per output batch: list offsets stay far below 2**31
@@ -236,6 +247,39 @@ def _day_codes(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, start_ms: i
             "time_code_other": _blobs(time_codes(ms, timed, state)[~inside], np.bincount(of[~inside], minlength=groups.n))}
 
 
+def _stall_since(ms: np.ndarray, timed: np.ndarray, state: np.ndarray, time_lag: tuple[np.ndarray, np.ndarray],
+                 start_ms: int, groups: Groups) -> pa.Array:
+    """PARTIAL's stall_since column for rows in group order: each STALLED sample of the day with a
+    time lag, as (its time of the day << LOOK_BITS) | its time lag (clipped to LOOK_MAX)."""
+    lag, known = time_lag
+    rel = ms - start_ms
+    marked = timed & known & (state == STALLED) & (rel >= 0) & (rel < HOURS * HOUR_MS)
+    if not marked.any():
+        return _blobs(np.zeros(0, np.int64), np.zeros(groups.n, np.int64))
+    packed = (rel[marked] << LOOK_BITS) | np.clip(lag[marked], 0, LOOK_MAX)
+    return _blobs(packed, np.bincount(groups.of_sorted()[marked], minlength=groups.n))
+
+
+def _merged_stall_since(parts: pa.Table, groups: Groups, start_ms: int, lo: np.ndarray,
+                        hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The parts' stall_since entries of every group, as sorted unique keys (group << LOOK_BITS
+    | time of the day) and each key's look-back (the largest where one time has several); none
+    of a sample in its row's windows (one_view)."""
+    values, lengths = _flat(parts.column("stall_since"), groups.order, np.int64)
+    if not values.size:
+        return values, values
+    if lo.shape[1]:
+        row = np.repeat(groups.order, lengths)
+        counts = writers.outside((values >> LOOK_BITS) + start_ms, lo[row], hi[row])
+        values, lengths = values[counts], np.bincount(np.arange(lengths.size).repeat(lengths)[counts], minlength=lengths.size)
+    key = (np.repeat(groups.of_sorted(), lengths) << LOOK_BITS) | (values >> LOOK_BITS)
+    back = values & LOOK_MAX
+    order = np.lexsort((back, key))
+    key, back = key[order], back[order]
+    last = np.r_[key[1:] != key[:-1], True]  # each key's largest look-back is its last
+    return key[last], back[last]
+
+
 def _merged_codes(parts: pa.Table, groups: Groups, start_ms: int) -> tuple[np.ndarray, np.ndarray]:
     """The codes of part rows `groups.order` in full (time_codes), and each row's count."""
     short, n_short = _flat(parts.column("time_code"), groups.order, np.int32)
@@ -376,6 +420,7 @@ def partials(table: pa.Table, table_edges: np.ndarray, start_ms: int) -> Iterato
     out["interval_ms"] = _maxima(cols["refresh_interval_ms"], groups)
     out["span_first_ms"], out["span_last_ms"] = (pa.array(x) for x in _spans(ms, timed, groups))
     out.update(_day_codes(ms, timed, state, start_ms, groups))
+    out["stall_since"] = _stall_since(ms, timed, state, values["time_lag"], start_ms, groups)
     for m in MEASURES:
         entries, nulls = _histogram(*values[m], groups, table_edges)
         counts = entries.counts(groups.n)
@@ -419,22 +464,70 @@ def _segment_sum(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> n
     return np.where(sizes > 0, sums, 0)
 
 
-def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, last: np.ndarray, end_ms: int,
-                 cap: np.ndarray) -> np.ndarray:
+def accounted_ms(ts: np.ndarray, timed: np.ndarray, state: np.ndarray, last: np.ndarray, start_ms: int, end_ms: int,
+                 cap: np.ndarray, first_at: np.ndarray, run_at: np.ndarray,
+                 look_back: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The time each sample accounts for (partition_day.py's rule), samples in their partition's
-    (time, state) order, `last` marking each partition's last one, `cap` each sample's: to the
-    partition's next sample, at most the cap, the last one to end_ms (at most the cap too); a
-    sample without a time for the cap; a GONE sample for none."""
-    following = np.where(last, end_ms, np.r_[ts[1:], end_ms])
+    (time, state) order, `last` marking each partition's last sample, `cap` each sample's cap,
+    `first_at` the index of each partition's first timed sample, `run_at` those of the other
+    samples that start a run of STALLED samples, `look_back(at)` those samples' time lags (-1:
+    none). Returns (interval, at, back): each sample's time, and the samples that reach back
+    before their time (`at`, ascending within `first_at` then `run_at`) by how much (`back`).
+
+    A sample runs to where the partition's next one's span begins (the next sample, or its
+    look-back), at most the cap, the last one to end_ms (at most the cap too); a sample without a
+    time for the cap; a GONE sample for none. The day's first sample also stands for the time
+    since midnight, at most the cap (a STALLED one with a time lag: at most that too); the first
+    STALLED sample of a run for the time back to when its time lag says the partition fell behind,
+    at most to the previous sample and the cap. Only those few samples are looked at again."""
+    following = np.r_[ts[1:], end_ms] if ts.size else ts
+    following[last] = end_ms
     interval = np.where(timed, np.minimum(np.maximum(following - ts, 0), cap), cap)
+    at = np.concatenate([first_at, run_at]).astype(np.int64)
+    is_first = np.r_[np.ones(first_at.size, bool), np.zeros(run_at.size, bool)]
+    t, own_cap = ts[at], cap[at]
+    prev = np.where(is_first, start_ms, ts[np.maximum(at - 1, 0)] if ts.size else 0)
+    room = np.minimum(np.maximum(t - np.maximum(prev, start_ms), 0), own_cap)
+    lag = look_back(at)
+    evidence = lag >= 0
+    back = np.where(evidence, np.minimum(room, lag), np.where(is_first, room, 0))
+    back = np.where((t >= start_ms) & (t < end_ms) & (state[at] != GONE), back, 0)
+    # The previous sample now runs to where this one's span begins.
+    moved = ~is_first & (back > 0)
+    j = at[moved] - 1
+    interval[j] = np.minimum(np.maximum(t[moved] - back[moved] - ts[j], 0), cap[j])
+    interval[at] += back
     interval[state == GONE] = 0
-    return interval
+    return interval, at, back
 
 
-def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray) -> dict[str, pa.Array]:
+def _look_backs(group: np.ndarray, ts: np.ndarray, state: np.ndarray, start_ms: int,
+                stall_since: tuple[np.ndarray, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """look_back for accounted_ms: samples `at`'s look-backs from the merged stall_since entries
+    (-1 where a sample has none: not STALLED, or no time lag)."""
+    keys, backs = stall_since
+
+    def of(at: np.ndarray) -> np.ndarray:
+        out = np.full(at.size, -1, np.int64)
+        if not keys.size or not at.size:
+            return out
+        rel = ts[at] - start_ms
+        mine = np.flatnonzero((state[at] == STALLED) & (rel >= 0) & (rel < HOURS * HOUR_MS))
+        wanted = (group[at[mine]] << LOOK_BITS) | rel[mine]
+        pos = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = keys[pos] == wanted
+        out[mine[found]] = backs[pos[found]]
+        return out
+
+    return of
+
+
+def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, cap_ms: int | np.ndarray,
+             stall_since: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, pa.Array]:
     """Each group's day from its samples' codes, by the rules partition_day.py states (the time
     each sample accounts for, out of sync, at risk, stalled, stall episodes, by hour), for every
-    group at once; `codes` sorted within groups of `sizes`; `cap_ms`: one cap, or each group's."""
+    group at once; `codes` sorted within groups of `sizes`; `cap_ms`: one cap, or each group's;
+    `stall_since`: the STALLED samples' look-backs (_merged_stall_since)."""
     n = sizes.size
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
     ends = starts + sizes
@@ -443,21 +536,27 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
     timed = ts != NULL_TS
     last = np.zeros(codes.size, bool)
     last[ends[sizes > 0] - 1] = True
-    interval = accounted_ms(ts, timed, state, last, end_ms, np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes))
-    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)
-    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     stalled = state == STALLED
     # A stall episode: a run of STALLED samples within one partition.
     run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
+    untimed = np.bincount(group[~timed], minlength=n)
+    has_time = untimed < sizes
+    first_at = (starts + untimed)[has_time]  # untimed samples sort first in their group
+    run_at = np.flatnonzero(run_start)
+    run_at = run_at[~np.isin(run_at, first_at)]
+    cap = np.repeat(np.broadcast_to(np.asarray(cap_ms, np.int64), (n,)), sizes)
+    interval, _, _ = accounted_ms(ts, timed, state, last, start_ms, end_ms, cap, first_at, run_at,
+                                  _look_backs(group, ts, state, start_ms,
+                                              stall_since if stall_since is not None else (np.zeros(0, np.int64),) * 2))
+    hour = np.where(timed, np.clip((ts - start_ms) // HOUR_MS, 0, HOURS - 1), 0)  # its sample's hour, look-back and all
+    out_of_sync = np.where((state != IN_SYNC) & (state != GONE), interval, 0)
     run = np.cumsum(run_start) - 1
     run_ms = np.bincount(run[stalled], weights=interval[stalled], minlength=int(run_start.sum())).astype(np.int64)
     run_group = group[run_start]
     episodes = np.bincount(run_group, minlength=n)
     longest = np.zeros(n, np.int64)
     np.maximum.at(longest, run_group, run_ms)
-    untimed = np.bincount(group[~timed], minlength=n)
-    has_time = untimed < sizes
-    first = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
+    first_ms = np.where(has_time, ts[np.minimum(starts + untimed, max(codes.size - 1, 0))] if codes.size else 0, 0)
     lastv = np.where(has_time, ts[np.maximum(ends - 1, 0)] if codes.size else 0, 0)
 
     def hours(ms: np.ndarray) -> pa.ListArray:
@@ -472,7 +571,7 @@ def timeline(codes: np.ndarray, sizes: np.ndarray, start_ms: int, end_ms: int, c
         "at_risk_ms": pa.array(_segment_sum(np.where(state == AT_RISK, interval, 0), starts, sizes)),
         "stalled_ms": pa.array(_segment_sum(np.where(stalled, interval, 0), starts, sizes)),
         "unknown_state_samples": pa.array(np.bincount(group[state == UNRECOGNIZED], minlength=n).astype(np.int64)),
-        "first_ms": pa.array(first, pa.int64(), mask=~has_time),
+        "first_ms": pa.array(first_ms, pa.int64(), mask=~has_time),
         "last_ms": pa.array(lastv, pa.int64(), mask=~has_time),
         "hours_ms": hours(out_of_sync), "covered_hours_ms": hours(interval),
         "stall_episodes": pa.array(episodes.astype(np.int64)), "longest_stall_ms": pa.array(longest),
@@ -555,16 +654,18 @@ def _writer_ranks(col: pa.Array) -> np.ndarray:
     return rank[pc.fill_null(enc.indices, len(names)).to_numpy(zero_copy_only=False)]
 
 
-def one_view(parts: pa.Table) -> pa.Table:
-    """The part rows that count (writers.keep): all of them when one writer wrote the history."""
+def one_view(parts: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The part rows that count (writers.choose): all of them when one writer wrote the history;
+    and per row the windows (lo, hi: rows x K) where its samples do not count (K = 0: none)."""
     rank = _writer_ranks(parts.column(WRITER).chunk(0))
     if not rank.size or (rank == rank[0]).all():
-        return parts
+        return parts, *(np.zeros((parts.num_rows, 0), np.int64),) * 2
     key, _ = group_ids([parts.column(c).chunk(0) for c in KEY])
     samples = (pc.binary_length(parts.column("time_code")).to_numpy(zero_copy_only=False) // 4
                + pc.binary_length(parts.column("time_code_other")).to_numpy(zero_copy_only=False) // 8)
     first, last = (parts.column(c).to_numpy() for c in ("span_first_ms", "span_last_ms"))
-    return parts.filter(pa.array(writers.keep(key, rank, samples, first, last))).combine_chunks()
+    kept, lo, hi = writers.choose(key, rank, samples, first, last)
+    return parts.filter(pa.array(kept)).combine_chunks(), lo[kept], hi[kept]
 
 
 def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Table:
@@ -572,27 +673,118 @@ def counted_samples(table: pa.Table, end_ms: int, default_cap_ms: int) -> pa.Tab
     history drawn sample by sample) that the tables count, as `merge` counts them: the writers
     writers.keep keeps per partition, each partition's cap from its rows' poll intervals
     (writers.caps; `default_cap_ms` for rows without one), its samples in (time, state) order
-    (partition_day.py); added columns: `ms`, the time in epoch milliseconds (null: none), and
-    `accounted_ms`, the time the sample accounts for."""
+    (partition_day.py); added columns: `ms`, the time in epoch milliseconds (null: none),
+    `accounted_ms`, the time the sample accounts for, and `held_ms`, the part of it after the
+    sample (the rest, the midnight gap or a stall's look-back, lies before it)."""
     table = table.unify_dictionaries().combine_chunks()
     n = table.num_rows
     if not n:
-        return table.append_column("ms", pa.array([], pa.int64())).append_column("accounted_ms", pa.array([], pa.int64()))
+        return (table.append_column("ms", pa.array([], pa.int64())).append_column("accounted_ms", pa.array([], pa.int64()))
+                .append_column("held_ms", pa.array([], pa.int64())))
+    start_ms = end_ms - HOURS * HOUR_MS
     cols = {c: table.column(c).chunk(0) if c in table.column_names else pa.nulls(n, _TYPES[c]) for c in READ}
     key, n_keys = group_ids([cols[c] for c in KEY])
     ms, timed = _ts_ms(cols["ts"])
-    counted = writers.keep(key, _writer_ranks(cols[WRITER]), np.ones(n, np.int64),
-                           np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
+    counted, lo, hi = writers.choose(key, _writer_ranks(cols[WRITER]), np.ones(n, np.int64),
+                                     np.where(timed, ms, np.iinfo(np.int64).max), np.where(timed, ms, np.iinfo(np.int64).min))
     interval, known = _values(cols["refresh_interval_ms"])
     cap = writers.caps(interval[counted], known[counted], key[counted], n_keys, default_cap_ms)
+    # Within a handoff, the writer chosen first alone (timeless rows are in no window).
+    counted &= writers.outside(np.where(timed, ms, NULL_TS), lo, hi)
+    lag, lag_known = _values(cols["time_lag_ms"])
     rows = np.flatnonzero(counted)
     state = state_codes(cols["state"])[rows]
     order = np.lexsort((time_codes(ms[rows], timed[rows], state), key[rows]))  # per partition, by (time, state)
     rows, key, state = rows[order], key[rows][order], state[order]
+    ts, is_timed = np.where(timed[rows], ms[rows], NULL_TS), timed[rows]
     last = np.r_[key[1:] != key[:-1], True]
-    spans = accounted_ms(np.where(timed[rows], ms[rows], NULL_TS), timed[rows], state, last, end_ms, cap[key])
+    first = is_timed & np.r_[True, last[:-1] | ~is_timed[:-1]]  # untimed samples sort first
+    stalled = state == STALLED
+    run_start = stalled & ~np.r_[False, stalled[:-1] & ~last[:-1]]
+    # As the merge finds them: one look-back per partition and time, the largest of its STALLED rows'.
+    marked = is_timed & lag_known[rows] & stalled & (ts >= start_ms) & (ts < end_ms)
+    look_back = np.full(rows.size, -1, np.int64)
+    if marked.any():
+        at = np.flatnonzero(marked)
+        pairs, which = np.unique(np.stack([key[at], ts[at]]), axis=1, return_inverse=True)
+        largest = np.full(pairs.shape[1], -1, np.int64)
+        np.maximum.at(largest, which.ravel(), np.clip(lag[rows][at], 0, LOOK_MAX))
+        look_back[at] = largest[which.ravel()]
+    spans, at, back = accounted_ms(ts, is_timed, state, last, start_ms, end_ms, cap[key], np.flatnonzero(first),
+                                   np.flatnonzero(run_start & ~first), look_back.__getitem__)
+    held = spans.copy()
+    held[at] -= back
     return (table.take(pa.array(rows)).append_column("ms", pa.array(ms[rows], pa.int64(), mask=~timed[rows]))
-            .append_column("accounted_ms", pa.array(spans, pa.int64())))
+            .append_column("accounted_ms", pa.array(spans, pa.int64())).append_column("held_ms", pa.array(held, pa.int64())))
+
+
+def _close_pairs(ts: np.ndarray, owner: np.ndarray, poll_ms: np.ndarray) -> np.ndarray:
+    """Per sample (times in order within each owner, `poll_ms` per sample, 0: unknown): whether it
+    comes less than half its owner's poll interval after the owner's previous one."""
+    close = np.zeros(ts.size, bool)
+    if ts.size > 1:
+        timed = ts != NULL_TS
+        close[1:] = ((owner[1:] == owner[:-1]) & timed[1:] & timed[:-1] & (poll_ms[1:] > 0)
+                     & (2 * (ts[1:] - ts[:-1]) < poll_ms[1:]))
+    return close
+
+
+def doubled_writers(parts: pa.Table, groups: Groups, codes: np.ndarray, lengths: np.ndarray,
+                    ordered: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """Per group: the writer id whose samples of it came less than half its poll interval apart
+    DOUBLED_PAIRS times or more (two sidecars with one mirrorlag.history.writer.id), else null.
+    `codes` (in part rows' order, `lengths` each) and `ordered` (sorted within groups of
+    `sizes`) are the samples that count. Where a group's samples all come from one writer, its
+    sorted codes say it at once; only groups with several writers (a handoff) sort their samples
+    by writer again."""
+    n = groups.n
+    writer = parts.column(WRITER).chunk(0)
+    rank = _writer_ranks(writer)
+    interval, known = _values(parts.column("interval_ms").chunk(0))
+    poll_row = np.where(known, interval, 0)
+    ranked = rank[groups.order]  # each group's part rows together (a group has one at least)
+    lo, hi = np.minimum.reduceat(ranked, groups.starts), np.maximum.reduceat(ranked, groups.starts)
+    poll = np.maximum.reduceat(poll_row[groups.order], groups.starts)
+    # One writer's groups: pairs of consecutive samples closer than half the longest poll
+    # interval of any such group (few, or none), then each against its own group's.
+    single = (lo == hi) & (poll > 0)
+    count = np.zeros(n, np.int64)
+    if single.any() and ordered.size > 1:
+        # On the codes themselves (time << CODE_BITS | state): a time step of at most h is a code
+        # step of at most (h << CODE_BITS) + the largest state code, a superset checked after.
+        half = (int(poll[single].max()) - 1) // 2
+        at = np.flatnonzero(ordered[1:] - ordered[:-1] <= (half << CODE_BITS) + (1 << CODE_BITS) - 1) + 1
+        starts = np.r_[0, np.cumsum(sizes)[:-1]]
+        g = np.searchsorted(starts, at, side="right") - 1  # an empty group shares its start with the next: the last of them
+        now, before = ordered[at] >> CODE_BITS, ordered[at - 1] >> CODE_BITS
+        close = single[g] & (starts[g] != at) & (before != NULL_TS) & (2 * (now - before) < poll[g])
+        count = np.bincount(g[close], minlength=n)
+    flagged_row = groups.first_rows()  # a single writer's group: any of its rows names it
+    several = np.flatnonzero(lo != hi)
+    if several.size:  # each writer of these groups on its own
+        row = np.repeat(groups.order, lengths)
+        mine = np.isin(groups.ids[row], several)
+        row, ts = row[mine], codes[mine] >> CODE_BITS
+        pair = groups.ids[row] * (int(rank.max()) + 1) + rank[row]
+        order = np.lexsort((ts, pair))
+        row, ts, pair = row[order], ts[order], pair[order]
+        close = _close_pairs(ts, pair, poll_row[row])
+        if close.any():
+            pairs, at = np.unique(pair[close], return_inverse=True)
+            per_pair = np.bincount(at.reshape(-1))
+            worst = np.zeros(n, np.int64)
+            np.maximum.at(worst, pairs // (int(rank.max()) + 1), per_pair)
+            count = np.maximum(count, worst)
+            rows_of = np.zeros(n, np.int64)
+            pick = per_pair >= DOUBLED_PAIRS
+            # Name a flagged writer's row: the first row of each flagged pair.
+            first_row = row[close][np.r_[True, pair[close][1:] != pair[close][:-1]]]
+            rows_of[pairs[pick] // (int(rank.max()) + 1)] = first_row[pick]
+            flagged_row = np.where(np.isin(np.arange(n), several), rows_of, flagged_row)
+    flagged = count >= DOUBLED_PAIRS
+    names = writer.take(pa.array(flagged_row))
+    names = names.dictionary_decode() if pa.types.is_dictionary(names.type) else names
+    return pc.if_else(pa.array(flagged), names, pa.nulls(n, pa.string()))
 
 
 def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[pa.RecordBatch]:
@@ -602,16 +794,23 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     parts = parts.combine_chunks()
     if not parts.num_rows:
         return
-    parts = one_view(parts)
+    parts, lo, hi = one_view(parts)
     groups = Groups(*group_ids([parts.column(c).chunk(0) for c in KEY]))
     out: dict[str, pa.Array] = dict(zip(KEY, _key_columns(parts, groups.first_rows())))
     for c in ("freshness_max", "byte_max"):
         out[c] = _maxima(parts.column(c).chunk(0), groups)
     codes, lengths = _merged_codes(parts, groups, start_ms)
+    stall_since = _merged_stall_since(parts, groups, start_ms, lo, hi)
+    if lo.shape[1]:  # a handoff: within it, the samples of the writer chosen first alone
+        row = np.repeat(groups.order, lengths)
+        counts = writers.outside(codes >> CODE_BITS, lo[row], hi[row])
+        codes, lengths = codes[counts], np.bincount(np.arange(lengths.size).repeat(lengths)[counts], minlength=lengths.size)
     sizes = np.bincount(groups.of_sorted(), weights=lengths, minlength=groups.n).astype(np.int64)
     interval, known = _values(parts.column("interval_ms").chunk(0))
     cap = writers.caps(interval, known, groups.ids, groups.n, cap_ms)
-    out.update(timeline(_sorted_codes(codes, sizes), sizes, start_ms, end_ms, cap))
+    ordered = _sorted_codes(codes, sizes)
+    out.update(timeline(ordered, sizes, start_ms, end_ms, cap, stall_since))
+    out["doubled_writer"] = doubled_writers(parts, groups, codes, lengths, ordered, sizes)
     for m in MEASURES:
         entries = _merged_entries(parts, groups, m)
         nulls = np.bincount(groups.ids, weights=parts.column(f"{m}_nulls").to_numpy(), minlength=groups.n).astype(np.int64)
@@ -620,6 +819,7 @@ def merge(parts: pa.Table, start_ms: int, end_ms: int, cap_ms: int) -> Iterator[
     records, lengths = _flat(parts.column("series"), groups.order, slots.SLOT)
     curves = slots.Slots.of_records(np.repeat(groups.of_sorted(), lengths), records)
     out["series"] = _blobs(curves.held(cap), curves.counts(groups.n))
+    out = {f.name: out[f.name] for f in MERGED}
     yield from pa.Table.from_pydict(out, schema=MERGED).to_batches(BATCH_GROUPS)
 
 

@@ -6,7 +6,11 @@ with these fields. The rules (documented in __init__.py): the samples of the wri
 each account for the time to the partition's next sample, at most the cap (writers.caps: 4 poll
 intervals of the writer, or --max-gap-seconds for rows that do not say theirs), the day's last
 one to midnight; a GONE sample for none; a stall episode is a run of consecutive STALLED
-samples. Null times sort first and account for the cap; they count in hour 0.
+samples. Null times sort first and account for the cap; they count in hour 0. A span may also
+reach back before its sample (partials.accounted_ms): the day's first timed sample's to midnight,
+at most the cap; a run's first STALLED sample's to where its time lag says the partition fell
+behind, at most to the previous sample and the cap (the map side carries each STALLED sample's
+time lag for this, `stall_since`). A span counts in its sample's hour.
 
 The lag histograms (histograms.py) come as (bucket, n, vmin, vmax, vsum) rows for the topic and
 flow levels to merge, with the partition's own min/avg/max/percentiles computed from them as
@@ -26,6 +30,12 @@ HOURS = 24
 HOUR_MS = 3_600_000
 CODE_BITS = 4  # a sample's time and state code in one long, ordering as (ts, code): code + 1 in the low bits
 assert len(STATE_CODES) < (1 << CODE_BITS) - 1
+# A STALLED sample's look-back (its time lag, in ms) travels beside its time of the day in one
+# long: both fit in LOOK_BITS (a day is 86,400,000 ms < 2**27); a longer time lag is clipped,
+# which changes nothing (a look-back never passes midnight).
+LOOK_BITS = 27
+LOOK_MAX = (1 << LOOK_BITS) - 1
+assert HOURS * HOUR_MS <= LOOK_MAX
 # Below any real time (Spark's timestamps span years 1-9999: |ms| < 2**58), and still
 # room for the code bits.
 NULL_TS = -(1 << 58)

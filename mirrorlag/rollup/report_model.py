@@ -31,8 +31,10 @@ class Series:
 def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
                   time_lag_ms: list[float | None], accounted_ms: list[int], start_ms: int) -> Series:
     """A partition's samples (in time order, within the day starting at start_ms) as a Series
-    whose states hold for the time the tables count for each (`accounted_ms`: the samples of the
-    writers that count, by partials.counted_samples, the rule partition_day.py states)."""
+    whose states hold for the time the tables count for each after it (`accounted_ms`: the
+    samples of the writers that count, their `held_ms` by partials.counted_samples, the rule
+    partition_day.py states; the part of a span before its sample, the midnight gap or a stall's
+    look-back, is not shaded)."""
     hour = 3_600_000.0
     return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
                   [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),

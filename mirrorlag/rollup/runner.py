@@ -9,6 +9,7 @@ from datetime import date
 from typing import Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -65,6 +66,13 @@ def _line(r: DayResult) -> str:
     return (f"[green]✓[/] {r.day}  {r.flows} flows · {r.topics:,} topics · {r.partitions:,} partitions · "
             f"{r.samples:,} samples · out of sync {_share(r)} · {r.stall_episodes:,} stalls · "
             f"{r.growing:,} growing{'' if r.final else ' · provisional'}  [dim]({r.seconds:.0f} s)[/]{note}")
+
+
+def _print_day(console: Console, r: DayResult) -> None:
+    """The day's line, then its warnings, each a line of its own."""
+    console.print(_line(r))
+    for warning in r.warnings:
+        console.print(f"  [yellow]{escape(warning)}[/]")
 
 
 def _summary(opts: RollupOptions, results: list[DayResult], seconds: float) -> Table:
@@ -124,7 +132,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
         if not plan.work:
             results = run_days(None, opts, plan=plan)  # type: ignore[arg-type]  # nothing for Spark to do
             for r in results:
-                console.print(_line(r))
+                _print_day(console, r)
             console.print(_summary(opts, results, 0.0))
             return _exit(opts, results)
 
@@ -146,7 +154,7 @@ def run(opts: RollupOptions, master: str | None, confs: Mapping[str, str], log_l
                 progress.update(task, description=f"rolling up {day}")
 
             def done(result: DayResult) -> None:
-                progress.console.print(_line(result))
+                _print_day(progress.console, result)
                 progress.advance(task)
 
             if plan is None:

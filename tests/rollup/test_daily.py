@@ -123,13 +123,20 @@ def test_in_sync_partition(rolled):
     assert p["out_of_sync_seconds_by_hour"] == [0.0] * 24
 
 
+def _look_back(rolled: Rolled, at_ms: int) -> float:
+    """How far before its sample at T0 + at_ms orders/1's stall starts: where its (random) time
+    lag says, at most back to the previous sample 15 s before."""
+    return min(int(rolled.time_lags["orders/1"][at_ms // S]), S) / 1000
+
+
 def test_stalls_lagging_and_at_risk(rolled):
     p = _part(rolled, "orders", 1)
-    assert p["out_of_sync_seconds"] == 3600 + 1800 + 600 + 300
-    assert (p["stalled_seconds"], p["at_risk_seconds"]) == (5400, 300)
-    assert (p["stall_episodes"], p["longest_stall_seconds"]) == (2, 3600)
+    first, second = _look_back(rolled, 1 * H), _look_back(rolled, 5 * H)
+    assert p["out_of_sync_seconds"] == 3600 + 1800 + 600 + 300 + first + second
+    assert (p["stalled_seconds"], p["at_risk_seconds"]) == (5400 + first + second, 300)
+    assert (p["stall_episodes"], p["longest_stall_seconds"]) == (2, 3600 + first)
     hours = [0.0] * 24
-    hours[1], hours[5], hours[10], hours[12] = 3600, 1800, 600, 300
+    hours[1], hours[5], hours[10], hours[12] = 3600 + first, 1800 + second, 600, 300
     assert p["out_of_sync_seconds_by_hour"] == hours
 
 
@@ -152,8 +159,9 @@ def test_unknown_states_and_null_lags_are_counted(rolled):
     assert p["samples"] == 1440
     assert (p["unknown_state_samples"], p["null_record_lag_samples"], p["null_time_lag_samples"]) == (3, 5, 5)
     assert p["out_of_sync_seconds"] == 8 * 60  # unrecognized and UNKNOWN are not in sync
-    # The day's last sample (23:59:50) accounts for 10 s, not the 60 s cap.
-    assert p["covered_seconds"] == 1439 * 60 + 10
+    # The day's last sample (23:59:50) accounts for 10 s, not the 60 s cap; its first (00:00:50)
+    # for the 50 s since midnight too.
+    assert p["covered_seconds"] == 1439 * 60 + 10 + 50
     assert p["out_of_sync_seconds_by_hour"][1] == 180 and p["out_of_sync_seconds_by_hour"][3] == 300
     lags = [1000 + i for i in range(1440) if not 200 <= i < 205]
     assert (p["record_lag_min"], p["record_lag_max"]) == (min(lags), max(lags))
@@ -200,25 +208,27 @@ def test_percentiles_against_numpy(rolled):
 
 def test_topic_and_flow_add_up_partition_seconds(rolled):
     [orders, events] = rolled.tables["topic"]
-    assert orders["out_of_sync_seconds"] == 6300 + 645
+    backs = _look_back(rolled, 1 * H) + _look_back(rolled, 5 * H)
+    assert orders["out_of_sync_seconds"] == 6300 + 645 + backs
     assert orders["samples"] == 5760 * 2 + 1440 + 3840
     assert orders["coverage"] == pytest.approx((86_400 * 2 + 79_245) / (3 * 86_400))
-    assert (orders["stall_episodes"], orders["longest_stall_seconds"], orders["at_risk_seconds"]) == (2, 3600, 300)
-    assert events["coverage"] == pytest.approx((86_350 + 43_200) / (2 * 86_400))
+    assert (orders["stall_episodes"], orders["longest_stall_seconds"], orders["at_risk_seconds"]) == \
+        (2, 3600 + _look_back(rolled, 1 * H), 300)
+    assert events["coverage"] == pytest.approx((86_400 + 43_200) / (2 * 86_400))
     assert (events["unknown_state_samples"], events["null_record_lag_samples"]) == (3, 6)
     for level in ("topic", "flow"):
         for row in rolled.tables[level]:
             assert sum(row["out_of_sync_seconds_by_hour"]) == pytest.approx(row["out_of_sync_seconds"])
             assert sum(row["covered_seconds_by_hour"]) == pytest.approx(row["covered_seconds"])
     [ab, ac] = rolled.tables["flow"]
-    assert (ab["out_of_sync_seconds"], ac["out_of_sync_seconds"]) == (6945, 480)
+    assert (ab["out_of_sync_seconds"], ac["out_of_sync_seconds"]) == (6945 + backs, 480)
     assert ab["time_lag_max_s"] == rolled.time_lags["orders/1"].max() / 1000.0
 
 
 def test_result_summary(rolled):
     r = rolled.results[0]
     assert (r.flows, r.topics, r.partitions, r.samples) == (2, 2, 5, 5760 * 2 + 5280 + 1440 + 721)
-    assert r.out_of_sync_seconds == 6945 + 480
+    assert r.out_of_sync_seconds == 6945 + 480 + _look_back(rolled, 1 * H) + _look_back(rolled, 5 * H)
     assert (r.unknown_state_samples, r.null_record_lag_samples) == (3, 6)
     assert r.report and Path(r.report).is_file()
 

@@ -55,22 +55,25 @@ def test_intervals_in_time_order_whatever_the_input_order():
     samples = [(START + 2 * m, STALLED, 5), (START, IN_SYNC, 1), (START + 3 * m, IN_SYNC, 2),
                (START + m, STALLED, 7), (START + 10 * m, GONE, None), (START + 4 * m, STALLED, 3)]
     day = _day(samples)
-    # 0..1 in sync, 1..3 stalled (one episode), 3..4 in sync, 4..10 stalled (capped at 60 s), GONE: nothing.
+    # 0..1 in sync, 1..3 stalled (one episode), 3..4 in sync, 4..10 stalled (capped at 60 s), GONE: nothing;
+    # each run of STALLED samples starts where its first one's time lag says (70 ms, 30 ms before it).
     assert day["samples"] == 6
     assert day["covered_ms"] == 4 * m + CAP
-    assert day["stalled_ms"] == 2 * m + CAP
-    assert day["out_of_sync_ms"] == 2 * m + CAP
-    assert (day["stall_episodes"], day["longest_stall_ms"]) == (2, 2 * m)
+    assert day["stalled_ms"] == 2 * m + CAP + 100
+    assert day["out_of_sync_ms"] == 2 * m + CAP + 100
+    assert (day["stall_episodes"], day["longest_stall_ms"]) == (2, 2 * m + 70)
     assert (day["first_ms"], day["last_ms"]) == (START, START + 10 * m)
-    assert day["hours_ms"][0] == 2 * m + CAP and sum(day["hours_ms"]) == 2 * m + CAP
+    assert day["hours_ms"][0] == 2 * m + CAP + 100 and sum(day["hours_ms"]) == 2 * m + CAP + 100
     assert day == _day(list(reversed(samples)))
 
 
 def test_null_times_come_first_and_account_for_the_cap_in_hour_zero():
     day = _day([(None, LAGGING, 1), (START + 23 * H + 59 * 60_000, IN_SYNC, 1), (None, UNRECOGNIZED, None)])
-    assert day["covered_ms"] == 2 * CAP + 60_000  # the last sample runs to midnight (60 s)
+    # The timed sample, the day's first, also stands for the cap before it (no earlier sample
+    # of the day), and runs to midnight (60 s).
+    assert day["covered_ms"] == 2 * CAP + 60_000 + 60_000
     assert day["out_of_sync_ms"] == 2 * CAP
-    assert day["covered_hours_ms"][0] == 2 * CAP and day["covered_hours_ms"][23] == 60_000
+    assert day["covered_hours_ms"][0] == 2 * CAP and day["covered_hours_ms"][23] == 120_000
     assert day["unknown_state_samples"] == 1
     assert day["first_ms"] == day["last_ms"] == START + 23 * H + 59 * 60_000
 
@@ -131,8 +134,9 @@ def test_stall_episode_across_parts_is_one_episode():
     stalled = [(START + i * 15_000, STALLED if 4 <= i < 12 else IN_SYNC, i) for i in range(20)]
     parts = [rows(stalled[0::2]), rows(stalled[1::2])]
     [day] = merged(parts)
-    assert (day["stall_episodes"], day["longest_stall_ms"]) == (1, 8 * 15_000)
-    assert day["covered_ms"] == 19 * 15_000 + CAP  # the last one runs to the cap, not to midnight
+    # The run starts 40 ms before its first sample (its time lag), and the last one runs to the cap, not to midnight.
+    assert (day["stall_episodes"], day["longest_stall_ms"]) == (1, 8 * 15_000 + 40)
+    assert day["covered_ms"] == 19 * 15_000 + CAP
     assert day == _day(stalled)
 
 
@@ -302,7 +306,8 @@ def test_a_writer_that_took_over_adds_its_part_of_the_day():
     morning = [x for x in a if x[0] < START + 12 * H + 5 * 60_000]
     afternoon = [x for x in b if x[0] >= START + 12 * H]
     [day] = merged([rows(morning, writer="pod-a", interval_ms=15_000), rows(afternoon, writer="pod-b", interval_ms=15_000)])
-    assert day["samples"] == len(morning) + len(afternoon)
+    # Within the five minutes of both, pod-a's samples (the fuller writer) alone.
+    assert day["samples"] == len(morning) + len([x for x in afternoon if x[0] > morning[-1][0]])
     assert day["covered_ms"] >= 24 * H - 15_000 and (day["stall_episodes"], day["longest_stall_ms"]) == (1, H)
 
 
@@ -313,3 +318,108 @@ def test_rows_with_and_without_a_writer_in_one_day():
     [day] = merged([rows(samples[:360]), rows(samples[360:], writer="w", interval_ms=poll)])
     # Disjoint in time: both count; the partition-day's cap is the larger, 4 x 120 s.
     assert day["samples"] == 720 and day["out_of_sync_ms"] == 24 * H
+
+
+# --- the midnight gap and a stall's start (issue 41 item 4) ---------------------------------------
+
+
+def _timed(samples: list[tuple[int, int, int | None]], time_lag_ms: list[int | None], interval_ms: int) -> pa.Table:
+    """rows() with each sample's own time lag."""
+    t = rows(samples, writer="w", interval_ms=interval_ms)
+    return t.set_column(t.schema.get_field_index("time_lag_ms"), "time_lag_ms", pa.array(time_lag_ms, pa.int64()))
+
+
+def test_the_days_first_sample_stands_for_the_time_since_midnight_up_to_the_cap():
+    for poll, phase in ((15_000, 7_000), (120_000, 119_000), (600_000, 599_000)):
+        ts = list(range(START + phase, END, poll))
+        [day] = merged([_timed([(t, STALLED, 5) for t in ts], [t - START + 3 * H for t in ts], poll)])
+        assert day["covered_ms"] == day["stalled_ms"] == day["out_of_sync_ms"] == day["longest_stall_ms"] == 24 * H
+        assert day["stall_episodes"] == 1 and sum(day["covered_hours_ms"]) == 24 * H
+        # In sync, or without a time lag: the same span, in the first sample's state.
+        [ok] = merged([_timed([(t, IN_SYNC, 0) for t in ts], [0] * len(ts), poll)])
+        assert (ok["covered_ms"], ok["out_of_sync_ms"]) == (24 * H, 0)
+    # At most the cap: a first sample at 00:09:59 of a 120 s poll stands for 480 s before it.
+    [late] = merged([_timed([(START + 599_000, LAGGING, 5)], [None], 120_000)])
+    assert late["covered_ms"] == late["out_of_sync_ms"] == 480_000 + 480_000
+
+
+def test_a_stall_starts_where_its_first_samples_time_lag_says_within_the_previous_interval():
+    poll = 120_000
+    stall_from, stall_to = START + 10 * H + 7_000, START + 11 * H + 7_000  # both on a poll (phase 7 s)
+    ts = list(range(START + 7_000, END, poll))
+    samples = [(t, STALLED if stall_from < t < stall_to else IN_SYNC, 5) for t in ts]
+    lags = [t - stall_from if stall_from < t < stall_to else 0 for t in ts]
+    [day] = merged([_timed(samples, lags, poll)])
+    assert (day["stalled_ms"], day["longest_stall_ms"], day["stall_episodes"], day["out_of_sync_ms"]) == (H, H, 1, H)
+    assert day["covered_ms"] == 24 * H
+    # Bounded by the previous sample: a time lag of a day still starts the run there.
+    [long] = merged([_timed(samples, [lag * 1000 for lag in lags], poll)])
+    assert (long["stalled_ms"], long["longest_stall_ms"]) == (H, H)
+    # No time lag: no evidence before the first STALLED sample (a poll short, as before).
+    [blind] = merged([_timed(samples, [None] * len(ts), poll)])
+    assert blind["stalled_ms"] == H - poll
+    # Spread over parts in any order, the same day; the sample-by-sample count agrees.
+    whole = _timed(samples, lags, poll)
+    assert merged([whole.slice(0, 310), whole.slice(500), whole.slice(310, 190)][::-1]) == [day]
+    counted = partials.counted_samples(whole, END, CAP).to_pylist()
+    assert sum(x["accounted_ms"] for x in counted) == day["covered_ms"]
+    assert sum(x["accounted_ms"] for x in counted if x["state"] == "STALLED") == H
+
+
+def test_counted_samples_agree_with_the_merge_on_spread_parts():
+    for seed in range(3):
+        parts, whole = _spread(400, seed)
+        days = {d["partition"]: d for d in merged(parts)}
+        counted = partials.counted_samples(whole, END, CAP).to_pylist()
+        for p, day in days.items():
+            mine = [x for x in counted if x["partition"] == p]
+            assert sum(x["accounted_ms"] for x in mine) == day["covered_ms"]
+            assert sum(x["accounted_ms"] for x in mine if x["state"] == "STALLED") == day["stalled_ms"]
+
+
+# --- one writer per time span, and one writer id twice (issue 41 item 5) -----------------------------
+
+
+def _handoff() -> tuple[list, list]:
+    """pod-a until 10:34:45, pod-b from 10:25:04 (a rolling update: under 10 minutes of both), at
+    15 s; t/0 stalls 10:00-11:00 (pod-b's view 4 s later), and pod-a calls every third of its
+    stalled samples within 10:26-10:34 LAGGING."""
+    a, b = _two_writers(4_000, flip=False)
+    morning = [(ts, LAGGING if state == STALLED and START + 10 * H + 26 * 60_000 <= ts < START + 10 * H + 34 * 60_000
+                and i % 3 == 0 else state, lag) for i, (ts, state, lag) in enumerate(a) if ts < START + 10 * H + 35 * 60_000]
+    afternoon = [x for x in b if x[0] >= START + 10 * H + 25 * 60_000]
+    return morning, afternoon
+
+
+def test_a_handoffs_overlap_counts_one_writer_per_time_span():
+    morning, afternoon = _handoff()
+    parts = [rows(morning, writer="pod-a", interval_ms=15_000), rows(afternoon, writer="pod-b", interval_ms=15_000)]
+    [day] = merged(parts)
+    # Within the overlap pod-b (more samples) alone: the stall stays one episode, pod-a's from
+    # 10:00:00 to pod-b's first sample, then pod-b's to 11:00:04.
+    assert (day["stall_episodes"], day["longest_stall_ms"], day["stalled_ms"]) == (1, H + 4_000, H + 4_000)
+    overlap = [x for x in morning if x[0] >= afternoon[0][0]]
+    assert day["samples"] == len(morning) + len(afternoon) - len(overlap)
+    assert day["covered_ms"] == 24 * H
+    counted = partials.counted_samples(pa.concat_tables(parts), END, CAP).to_pylist()
+    assert len(counted) == day["samples"]
+    assert sum(x["accounted_ms"] for x in counted if x["state"] == "STALLED") == day["stalled_ms"]
+    assert merged(parts[::-1]) == [day] and day["doubled_writer"] is None
+
+
+def test_two_sidecars_with_one_writer_id_are_named():
+    a, b = _two_writers(7_000, flip=False)
+    [twice] = merged([rows(a, writer="pod-a", interval_ms=15_000), rows(b, writer="pod-a", interval_ms=15_000)])
+    assert twice["doubled_writer"] == "pod-a" and twice["samples"] == 2 * len(a)  # still rolled up
+    [once] = merged([rows(a, writer="pod-a", interval_ms=15_000)])
+    assert once["doubled_writer"] is None
+    # One slow poll (its snapshot 10 s late) makes one close pair, not a second sidecar.
+    slow = [(ts + (10_000 if i == 100 else 0), state, lag) for i, (ts, state, lag) in enumerate(a)]
+    [late] = merged([rows(slow, writer="pod-a", interval_ms=15_000)])
+    assert late["doubled_writer"] is None
+    # Beside a writer that took over: each writer's samples on their own.
+    morning, afternoon = _handoff()
+    [both] = merged([rows(morning, writer="pod-a", interval_ms=15_000),
+                     rows([(ts + 5_000, s, lag) for ts, s, lag in morning[-600:]], writer="pod-a", interval_ms=15_000),
+                     rows(afternoon, writer="pod-b", interval_ms=15_000)])
+    assert both["doubled_writer"] == "pod-a"

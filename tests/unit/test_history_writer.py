@@ -333,3 +333,25 @@ def test_write_errors_are_counted_logged_once_and_retried(
     messages = [r.getMessage() for r in caplog.records]
     assert sum(" failed: " in m for m in messages) == 1, messages  # once per state change, not per attempt
     assert sum("recovered" in m for m in messages) == 1, messages
+
+
+def test_a_second_sidecar_with_this_writer_id_is_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two processes with one writer id on one history (issue 41 item 5): the rollup cannot tell
+    their samples apart. Each notices, after a write, a segment with its id it did not write."""
+    twin_a, twin_b = make(tmp_path, writer_id="pod-x:9464"), make(tmp_path, writer_id="pod-x:9464")
+    other = make(tmp_path, writer_id="pod-y:9464")  # another id beside them: no concern of theirs
+    for w, ts in ((twin_a, T0), (other, T0 + 1), (twin_b, T0 + 2)):
+        w.append(snap(ts))
+        assert w.close(timeout_s=5)
+    assert [w.stats().same_id_segments_total for w in (twin_a, other, twin_b)] == [0, 0, 1]
+    warned = [r.getMessage() for r in caplog.records if "another process with this writer id" in r.getMessage()]
+    assert len(warned) == 1 and "(pod-x:9464)" in warned[0] and "mirrorlag.history.writer.id" in warned[0]
+    # twin_a's next segment finds twin_b's (and warns: its first); neither counts a segment twice.
+    assert twin_a.look_for_twin(next((tmp_path / "h").glob("date=*")) / "part-9999999999999-00000000.parquet") == 1
+    assert twin_a.look_for_twin(next((tmp_path / "h").glob("date=*")) / "part-9999999999999-00000000.parquet") == 0
+    # The same id after a restart (the old process gone, its segments older than the new one): nothing.
+    caplog.clear()
+    again = make(tmp_path, writer_id="pod-x:9464")
+    again.append(snap(T0 + 3))
+    assert again.close(timeout_s=5) and again.stats().same_id_segments_total == 0
+    assert not [r for r in caplog.records if "another process" in r.getMessage()]

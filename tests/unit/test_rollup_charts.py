@@ -141,8 +141,9 @@ def test_the_drawing_processes_never_import_spark():
 
 
 def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
-    """The time the tables count for each sample of one partition of day 0 (rows without a writer
-    or an interval: `cap_ms`, --max-gap-seconds, caps them)."""
+    """The time the tables count for each sample of one partition of day 0 after it (`held_ms`: what
+    the chart shades from the sample; rows without a writer or an interval: `cap_ms`,
+    --max-gap-seconds, caps them)."""
     import pyarrow as pa
 
     from mirrorlag.rollup.partials import counted_samples
@@ -152,7 +153,7 @@ def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
                       "ts": pa.array(ms, pa.timestamp("ms", tz="UTC")), "state": states})
     got = counted_samples(table, 86_400_000, cap_ms)
     assert got.column("ms").to_pylist() == ms
-    return got.column("accounted_ms").to_pylist()
+    return got.column("held_ms").to_pylist()
 
 
 def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
