@@ -99,7 +99,12 @@ def _card(value: str, key: str, tone: str = "") -> str:
 ACCOUNTING = (f"at most {GAP_POLLS} poll intervals of the sidecar that wrote it (its rows' refresh interval; "
               "{gap:g} s, --max-gap-seconds, for rows written before rows said it)")
 WRITERS = ("where several sidecars wrote the history, per partition the one with the most samples, and any other "
-           f"whose samples overlap it by at most {HANDOFF_MS // 60_000} min: one sidecar's view, not two interleaved")
+           f"whose samples overlap it by at most {HANDOFF_MS // 60_000} min, one writer for each moment of the overlap: "
+           "one sidecar's view, not two interleaved")
+# How the tables count the edges of a day and of a stall (partition_day.py).
+EDGES = ("the day's first sample also stands for the time since midnight before it (as far as that cap), and a "
+         "stall starts where its first STALLED sample's time lag says the partition fell behind (no earlier than "
+         "the sample before)")
 
 
 # --- sections ---------------------------------------------------------------------------------
@@ -204,7 +209,7 @@ def _worst(d: ReportData, c: Charts) -> str:
     if d.series and all(s.every_sample for s in d.series):
         how = ('each sample (a history this short is drawn sample by sample), with the time it was not in sync '
                f'shaded: each sample\'s state to the next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, '
-               'as the tables count it')
+               f'as the tables count it; {EDGES}')
     else:
         how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
                'worst state, held to the next slot with samples for as long as the tables count its last sample), '
@@ -346,7 +351,8 @@ def _quality(d: ReportData) -> str:
         '<section id="data-quality"><h2>Data quality</h2>'
         f'<p class="note">Coverage: the share of partition-time with samples; a sample accounts for the time to the '
         f'partition\'s next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, so gaps in the history lower the '
-        f'coverage and are not counted as out of sync. Samples: of the writers that count ({WRITERS}). Unrecognized states (not one the sidecar knows) count as out of sync; '
+        f'coverage and are not counted as out of sync; {EDGES}. Samples: of the writers that count ({WRITERS}). '
+        'Unrecognized states (not one the sidecar knows) count as out of sync; '
         'samples without a lag (UNKNOWN, GONE) count in every sample total but not in the percentiles.</p>'
         + _table(headers, rows) + "</section>"
     )
