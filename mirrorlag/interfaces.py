@@ -1,4 +1,4 @@
-"""The interfaces between the stages of DESIGN §2: what a feed gives the poller, what the poller
+"""The interfaces between the stages of docs/design.md §2: what a feed gives the poller, what the poller
 asks of the lag engine it is handed, and what the poller gives the exporters about itself.
 
 They live here, not in any stage, so that feeds, poller, exporters and sidecar depend on this
@@ -97,13 +97,13 @@ class LroFeed(Protocol):
     def evidence_read(self) -> Mapping[FlowId, str | None]:
         """Per flow whose copies this feed would show: None once it has read all it holds of
         them, else why not yet. A partition no feed gives an LRO is owed every record once a feed
-        that shows every first copy has read through (DESIGN §3)."""
+        that shows every first copy has read through (docs/design.md §3)."""
         return {}
 
     def evidence_times(self) -> Mapping[PartitionKey, float]:
         """When the records behind the offsets last handed out were written (record timestamps,
         seconds), for the partitions the feed can date, then forgotten: an old sync or commit read
-        at start is old evidence, not fresh (DESIGN §3)."""
+        at start is old evidence, not fresh (docs/design.md §3)."""
         return {}
 
     def close(self) -> None:

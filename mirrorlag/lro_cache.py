@@ -1,4 +1,4 @@
-"""The LRO cache: last replicated offset per partition, with KIP-971's TTL done right (DESIGN §4).
+"""The LRO cache: last replicated offset per partition, with KIP-971's TTL done right (docs/design.md §4).
 
 KIP-971 evicts an LRO after `replication.record.lag.metric.last.replicated.offset.ttl`. Forgetting
 it would make a stalled partition's lag vanish exactly when it matters, so here the TTL only decides
@@ -7,7 +7,7 @@ partition stays until the partition leaves its flow.
 
 Feeds hand in their whole offset maps once per poll (never per record), so the TTL bookkeeping costs
 one dict pass per poll. Within a feed its newest value is the truth (a step back is a rewind, which
-the engine reports); across feeds the highest wins (DESIGN §6). Only the poller touches the cache.
+the engine reports); across feeds the highest wins (docs/design.md §3). Only the poller touches the cache.
 
 It holds 100k partitions, so a partition is a row of typed columns (offset, feed, changed_at,
 stale), not an object, and the rows follow the poll's own list of partitions (the poller hands it
@@ -61,7 +61,7 @@ class LroCache:
         `written_at`, per feed, dates the records behind its offsets: a new value whose record was
         written before the previous update (at the first, more than a TTL ago: an old sync or
         commit read at start), or that a feed read late, changed then, not now, so its age and
-        TTL count from then (DESIGN §3). Newer records count from now: dated by the brokers'
+        TTL count from then (docs/design.md §3). Newer records count from now: dated by the brokers'
         clock, a record written just after this poll's LEO snapshot must not look older than it.
         A value several feeds report takes the oldest of their dates: whichever wins the tie, the
         mirror has been there since the oldest record saying so.
@@ -200,5 +200,5 @@ class LroCache:
 
 _NONE = np.iinfo(np.int64).min  # no offset: below any a feed reports
 # The pseudo-feed of a partition no feed gives an LRO, once a feed of its flow has read its evidence: MM2
-# owes every record from the log start (the LRO is `log start - 1`; DESIGN §3).
+# owes every record from the log start (the LRO is `log start - 1`; docs/design.md §3).
 LOG_START = "log-start"

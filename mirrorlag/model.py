@@ -180,7 +180,7 @@ class LroTable(Mapping[PartitionKey, LroReading]):
 class PollObservation:
     """One poll's input to the lag engine.
 
-    The LEO snapshot is taken at `leo_at`, before the LROs are read at `now` (DESIGN §3).
+    The LEO snapshot is taken at `leo_at`, before the LROs are read at `now` (docs/design.md §3).
     `leos` names every partition that exists in the flows now; None means its LEO could not be
     read this poll. A key absent from `leos` has left the flow. `log_starts` (ListOffsets
     earliest) is read less often than the LEO: a key absent from it keeps its last known value.
@@ -206,11 +206,11 @@ class PollObservation:
     resolution_s: Mapping[str, float | Mapping[FlowId, float]] = field(default_factory=dict)
     oldest_uncopied: Mapping[PartitionKey, float | None] = field(default_factory=dict)
     # Where the probe found a data record in [LRO + 1, LEO): the offset of the first one (the
-    # records retention deletes below it are markers, never lost: DESIGN §3, "Lost means data").
+    # records retention deletes below it are markers, never lost: docs/design.md §3, "Lost means data").
     first_data: Mapping[PartitionKey, int] = field(default_factory=dict)
     # Partitions the poller asked the probe about this poll that it did not answer (not
     # authorized, deferred by its per-poll bound, a timeout, data deleted): where their time lag
-    # needed that answer, it is a flagged lower bound (DESIGN §3).
+    # needed that answer, it is a flagged lower bound (docs/design.md §3).
     unprobed: Collection[PartitionKey] = frozenset()
     # Where the probe proved more than the first data record: the end r of the run of data records
     # it received from it, every offset in [first_data, r) a data record (lost when deleted

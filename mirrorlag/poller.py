@@ -1,6 +1,6 @@
 """One poll: LEO snapshot, then the feeds' LROs, then the pure engine, then a published snapshot.
 
-The order matters (DESIGN §3): the LEO snapshot is taken before any LRO is read, so "LRO + 1 >= LEO"
+The order matters (docs/design.md §3): the LEO snapshot is taken before any LRO is read, so "LRO + 1 >= LEO"
 proves the mirror had copied everything that existed when the snapshot began.
 """
 
@@ -202,7 +202,7 @@ class Poller:
         # The log starts of partitions no feed gives an LRO (normally few): what they owe.
         self._log_starts_owed: dict[PartitionKey, int] = {}
         # Partitions on a new log (RESET) that no feed has said anything about since: UNKNOWN, not
-        # owed (DESIGN §3: until evidence newer than the reset arrives).
+        # owed (docs/design.md §3: until evidence newer than the reset arrives).
         self._renewed: set[PartitionKey] = set()
         # Topics that went GONE: a partition of theirs seen again is on a new log (renewed). Kept a
         # day, bounded: topics churn (a Streams application's repartition topics, say).
@@ -327,7 +327,7 @@ class Poller:
     def _owed_from_log_start(self, leos: Mapping[PartitionKey, int | None], rows: Sequence[PartitionKey],
                              lros: LroTable, log_starts: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
         """An LRO of `log start - 1` for the partitions with records that no feed gives one,
-        once a feed of their flow has read its evidence through (DESIGN §3, no LRO, records to
+        once a feed of their flow has read its evidence through (docs/design.md §3, no LRO, records to
         copy): MM2's consumer starts a partition it never copied at its log start
         (auto.offset.reset = earliest, its default), so every record from there is owed. Where it
         starts at `latest`, nothing says where it began, and they stay UNKNOWN; `/status` says
@@ -375,7 +375,7 @@ class Poller:
                first_data: dict[PartitionKey, int] | None = None,
                unprobed: set[PartitionKey] | None = None,
                data_to: dict[PartitionKey, int] | None = None) -> dict[PartitionKey, float | None]:
-        """The source probe at LRO + 1 (DESIGN §3) for partitions behind whose LRO has not moved
+        """The source probe at LRO + 1 (docs/design.md §3) for partitions behind whose LRO has not moved
         since the previous poll (a stall, or nothing but transaction markers left to copy) and for
         every partition behind at its first LRO (a mirror that stalled before the sidecar started,
         or before its evidence was read). `keys` are `leos`'s, in order. The probe remembers its

@@ -64,7 +64,7 @@ class Sidecar:
         self.gc_pacing = gc_pacing
         self.poller = Poller(settings, lag_engine(settings), feeds, trackers, heartbeats)
         self._feeds = feeds
-        # Failover readiness (DESIGN §9), built at start: its clients connect to both clusters.
+        # Failover readiness (docs/design.md §9), built at start: its clients connect to both clusters.
         self.groups: GroupsService | None = None
         self.group_history: History | None = None  # the groups' rows, beside the partitions' history
         self._groups_lock = threading.Lock()  # close() never under a running groups read

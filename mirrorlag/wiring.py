@@ -1,4 +1,4 @@
-"""The one place that picks the lag engine the poller is handed (DESIGN §2: the engine is a stage
+"""The one place that picks the lag engine the poller is handed (docs/design.md §2: the engine is a stage
 of its own, not built inside the poller). The sidecar and `mirrorlag check` both build theirs here."""
 
 from __future__ import annotations

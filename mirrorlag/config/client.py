@@ -1,4 +1,4 @@
-"""Java Kafka client keys of an MM2 file -> librdkafka configuration for one cluster (DESIGN §5).
+"""Java Kafka client keys of an MM2 file -> librdkafka configuration for one cluster (docs/design.md §5).
 
 MM2 (MirrorMakerConfig.clusterProps) gives cluster A the top-level client keys, overridden by
 `A.`-prefixed keys; mirrorlag only runs admin-type requests, so `A.admin.` keys override those.

@@ -1,5 +1,5 @@
 """Which keys of an mm2.properties file mirrorlag reads, which are MirrorMaker's, Connect's or the
-Kafka clients' own, and how a written key splits into its prefixes (DESIGN §5).
+Kafka clients' own, and how a written key splits into its prefixes (docs/design.md §5).
 
 The names come from MirrorMakerConfig, MirrorConnectorConfig, MirrorSourceConfig,
 MirrorCheckpointConfig and MirrorHeartbeatConfig (Kafka 3.x/4.x), Connect's WorkerConfig and

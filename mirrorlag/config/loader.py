@@ -1,4 +1,4 @@
-"""Build `Settings` from the Java .properties files MM2 runs with (DESIGN §5).
+"""Build `Settings` from the Java .properties files MM2 runs with (docs/design.md §5).
 
 Semantics follow MirrorMakerConfig: later files override earlier ones key by key, a flow A->B
 exists when `A->B.enabled` is true, and a flow's value of key K is `A->B.K`, else K, else MM2's
@@ -336,7 +336,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.metadata.max.age.ms": (_seconds(0), "60000"),
     "mirrorlag.metrics.detail": (_choice("auto", "full", "lag"), "auto"),
     "mirrorlag.metrics.partition.series.max": (_integer(0), "10000"),
-    # Failover readiness per consumer group (DESIGN §9). interval 0: the shortest of the flows'
+    # Failover readiness per consumer group (docs/design.md §9). interval 0: the shortest of the flows'
     # emit.checkpoints.interval.seconds (a checkpoint is never fresher than that).
     "mirrorlag.failover.enabled": (_boolean, "true"),
     "mirrorlag.failover.interval.ms": (_seconds(0), "0"),
@@ -344,7 +344,7 @@ GLOBAL_KEYS: dict[str, Row] = {
     "mirrorlag.failover.checkpoint.max.age.ms": (_seconds(0), "0"),
     "mirrorlag.failover.groups.max.in.flight": (_integer(1), "8"),
     "mirrorlag.failover.partition.series.max": (_integer(0), "1000"),
-    # Lag history (DESIGN §7), off while the dir is unset (then only upload.uri is an error: see _history).
+    # Lag history (docs/design.md §7), off while the dir is unset (then only upload.uri is an error: see _history).
     "mirrorlag.history.dir": (_optional_path, ""),
     "mirrorlag.history.segment.ms": (_seconds(1), "300000"),
     "mirrorlag.history.segment.max.rows": (_integer(1, maximum=_LONG_MAX), "1000000"),

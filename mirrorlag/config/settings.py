@@ -158,7 +158,7 @@ class S3UploadSettings:
 
 @dataclass(frozen=True)
 class HistorySettings:
-    """Lag history as Parquet segments (DESIGN §7); present only when `mirrorlag.history.dir` is set."""
+    """Lag history as Parquet segments (docs/design.md §7); present only when `mirrorlag.history.dir` is set."""
 
     dir: Path  # mirrorlag.history.dir, absolute: <dir>/date=YYYY-MM-DD/part-*.parquet
     segment_s: float = 300.0  # mirrorlag.history.segment.ms: a segment closes this long after it opened
@@ -184,7 +184,7 @@ class HistorySettings:
 
 @dataclass(frozen=True)
 class FailoverSettings:
-    """mirrorlag.failover.*: failover readiness per consumer group (DESIGN §9)."""
+    """mirrorlag.failover.*: failover readiness per consumer group (docs/design.md §9)."""
 
     enabled: bool = True  # mirrorlag.failover.enabled
     interval_s: float = 60.0  # mirrorlag.failover.interval.ms; 0 there: the flows' emit.checkpoints.interval.seconds

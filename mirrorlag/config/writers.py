@@ -1,4 +1,4 @@
-"""Which remote topics more than one writer can feed, read from the configuration (DESIGN §3).
+"""Which remote topics more than one writer can feed, read from the configuration (docs/design.md §3).
 
 Target progress translates a remote partition's end offset through one flow's offset syncs, so
 every target record after a sync must be that flow's copy. The configuration shows where that

@@ -2,7 +2,7 @@
 `orders` at a steady pace, below the bursts, and commits each second. MM2 (`mirrorlag mirror`)
 checkpoints it; the sidecar shows where it would resume on the target and what it would read again.
 
-It assigns the partitions rather than joining the group (a join takes ~20 s on tansu, DESIGN §8):
+It assigns the partitions rather than joining the group (a join takes ~20 s on tansu, docs/design.md §8):
 to MM2 and the sidecar a group is its committed offsets, however they were committed.
 """
 

@@ -23,7 +23,7 @@ class LoadGenerator:
     produced: int = 0
 
     def run(self) -> None:
-        # One record per batch: tansu's `latest` offset is wrong after a multi-record batch (DESIGN §8).
+        # One record per batch: tansu's `latest` offset is wrong after a multi-record batch (docs/design.md §8).
         producer = Producer({"bootstrap.servers": self.bootstrap_servers, "batch.num.messages": 1,
                              "linger.ms": 0, "logger": LIBRDKAFKA_LOGGER})
         targets = itertools.cycle([(t, p) for t, n in self.topics.items() for p in range(n)])

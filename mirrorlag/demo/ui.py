@@ -24,7 +24,7 @@ from mirrorlag.groups.readiness import GroupState
 STATE_STYLE = {
     "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
     "RESET": "magenta", "UNKNOWN": "dim", "GONE": "dim",
-    # failover readiness (DESIGN §9)
+    # failover readiness (docs/design.md §9)
     "READY": "green", "REREAD_HIGH": "yellow", "CHECKPOINT_OLD": "yellow", "NOT_CHECKPOINTED": "bold red",
     "UNMAPPED": "bold red", "SKIPS": "bold red",
 }

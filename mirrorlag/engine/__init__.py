@@ -1,4 +1,4 @@
-"""The pure lag engine (DESIGN §2–§4): per-partition state, windows, time lag, states."""
+"""The pure lag engine (docs/design.md §2–§4): per-partition state, windows, time lag, states."""
 
 from mirrorlag.engine.lag_engine import LagEngine
 

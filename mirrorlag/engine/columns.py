@@ -45,7 +45,7 @@ def fit(bound: int) -> type:
 
 
 class PartitionColumns:
-    """The per-partition state (DESIGN §3's memory of each partition), one array per field.
+    """The per-partition state (docs/design.md §3's memory of each partition), one array per field.
 
     Field groups, by the rule that owns them:
     - time lag: prev_leo/prev_t (the previous LEO snapshot), last_caught_up, first_seen_t;

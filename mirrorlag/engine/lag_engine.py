@@ -1,7 +1,7 @@
-"""The lag engine: one PollObservation in, one Snapshot out (DESIGN §3).
+"""The lag engine: one PollObservation in, one Snapshot out (docs/design.md §3).
 
 Pure: no I/O, no clock, no threads; every time comes from the observation. One poller calls
-`update`. Each rule of DESIGN §3 is a function over columns in a module named for it (time_lag,
+`update`. Each rule of docs/design.md §3 is a function over columns in a module named for it (time_lag,
 freshness, rewinds, rates, record_lag, retention, states, window); `update` is the list of them
 applied in order, to every partition they concern at once. The per-partition memory lives in
 `columns.PartitionColumns`, a row per partition in key order.

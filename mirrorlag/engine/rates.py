@@ -1,4 +1,4 @@
-"""Rates (DESIGN §3 beyond KIP-971): the source's append rate (LEO), the mirror's copy rate (LRO)
+"""Rates (docs/design.md §3 beyond KIP-971): the source's append rate (LEO), the mirror's copy rate (LRO)
 and from them the time to catch up.
 
 Kafka's `Rate` over a SampledStat divides what its live samples counted by the time they span,

@@ -1,4 +1,4 @@
-"""Record lag and its byte estimate (DESIGN §3).
+"""Record lag and its byte estimate (docs/design.md §3).
 
 record lag = max(0, LEO - (LRO + 1)): 0 when caught up (KIP-971 wrote LEO - LRO, which reads 1).
 byte lag = record lag x the mean bytes per record a feed reported: an estimate, unknown (never 0)

@@ -1,4 +1,4 @@
-"""Retention (DESIGN §3, AT_RISK): how far the source's log start is from the records the mirror
+"""Retention (docs/design.md §3, AT_RISK): how far the source's log start is from the records the mirror
 has not copied yet, and the records it deleted before they were copied.
 
 The log start (ListOffsets earliest) is read less often than the LEO; a partition keeps its last
@@ -6,7 +6,7 @@ known value between reads. Retention deletes whole segments, so the log start mo
 rate is measured with two checkpoints (as rates.py does) over a span at least as long as the
 horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
 
-Lost means data (DESIGN §3): of the deleted offsets `[LRO + 1, log start)`, lost records are
+Lost means data (docs/design.md §3): of the deleted offsets `[LRO + 1, log start)`, lost records are
 only those the source probe proved data records: `[data_from, data_to)`, the first data record
 it found at or after LRO + 1 and the records it received right after it, consecutive (a gap may
 be a commit marker, an aborted record or compaction: from there on nothing is proved). Offsets

@@ -1,4 +1,4 @@
-"""Rewinds (DESIGN §3, REWIND, as Burrow reports for consumers): a feed's LRO stepped back, because
+"""Rewinds (docs/design.md §3, REWIND, as Burrow reports for consumers): a feed's LRO stepped back, because
 MM2 resumed from its last committed offset and copies those records again. The partition reads
 REWIND until the old LRO is regained; each step back is counted.
 """

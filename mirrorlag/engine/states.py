@@ -1,4 +1,4 @@
-"""A partition's state (DESIGN §3) from what the other rules found, as codes into model.STATES.
+"""A partition's state (docs/design.md §3) from what the other rules found, as codes into model.STATES.
 
 Out of sync is a time lag over `replication.lag.time.max.ms` plus the resolution of the evidence
 (`res`: how often the winning feed's LRO can move at most, e.g. once per offset flush; 0 for a

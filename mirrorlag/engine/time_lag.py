@@ -1,4 +1,4 @@
-"""Time lag (DESIGN §3, KIP-16 transposed to a mirror): how long since the partition was last
+"""Time lag (docs/design.md §3, KIP-16 transposed to a mirror): how long since the partition was last
 caught up.
 
 Each poll at time t takes the LEO snapshot L_t before reading the LRO. If LRO + 1 >= L_t the
@@ -60,7 +60,7 @@ def forget(c: PartitionColumns, r: np.ndarray, first_seen: float) -> None:
 
 def unproved(c: PartitionColumns, r: np.ndarray, behind: np.ndarray, appended_at: np.ndarray,
              unanswered: np.ndarray) -> np.ndarray:
-    """Rows `r` (after `time_lag`) whose time lag is only a lower bound (DESIGN §3, "A claim the
+    """Rows `r` (after `time_lag`) whose time lag is only a lower bound (docs/design.md §3, "A claim the
     evidence cannot prove is flagged"): never seen caught up, so it counts from the first look,
     and the probe asked for record LRO + 1's append time (`unanswered`: this poll) has never
     answered on this log. A probed time, once, or a credited catch-up proves it."""

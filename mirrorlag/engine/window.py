@@ -1,4 +1,4 @@
-"""The record-lag window (DESIGN §3, KIP-971's -min, -max, -avg): Kafka's SampledStat over
+"""The record-lag window (docs/design.md §3, KIP-971's -min, -max, -avg): Kafka's SampledStat over
 `metrics.num.samples` samples of `metrics.sample.window.ms`.
 
 Kafka keeps one SampledStat per statistic (Min, Max, Avg); the three record the same values at

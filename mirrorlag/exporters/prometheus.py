@@ -13,7 +13,7 @@ Prometheus's spelling (+Inf, -Inf). The small per-flow and self metrics go throu
 prometheus_client collector. Unknown values have no series (unknown is never 0); a GONE
 partition shows once in `mirrorlag_partition_state` and its label sets then go.
 
-Labels (DESIGN §3): a partition's series carry the source `topic`; MM2's own metrics tag the
+Labels (docs/design.md §3): a partition's series carry the source `topic`; MM2's own metrics tag the
 remote topic, so `mirrorlag_topic_info{source,target,topic,remote_topic} 1` (one series per topic,
 its text made once per topic set) joins the two in PromQL without a label on every partition
 series. No series carries a label whose value changes from poll to poll: which feed gave a
@@ -124,8 +124,8 @@ class KeyIndex:
     list poll after poll): the flows' topics, sorted, each row's topic as a code into them and its
     partition number (4 bytes each a row), and each topic's label text. A row's label text is its
     topic's text and its partition number, joined when a render writes it: a label string per
-    row kept between polls would cost ~65 bytes a partition (DESIGN §3: the sidecar's served
-    memory), joining them costs a few ms a family."""
+    row kept between polls would cost ~65 bytes a partition (the sidecar's served
+    memory, docs/performance.md), joining them costs a few ms a family."""
 
     def __init__(self) -> None:
         self._keys: Sequence[PartitionKey] | None = None
@@ -512,7 +512,7 @@ class FlowCollector(Collector):
         yield _per_flow_counter("mirrorlag_lro_rewinds", "Times a partition's last replicated offset stepped back (MM2 resumed from an older commit and copies those records again).", s.rewinds_total)
         yield _per_flow_counter("mirrorlag_records_lost", "Records the source deleted before the mirror copied them (retention outran the mirror), proved data by the source probe.", s.records_lost_total)
         yield _per_flow_counter("mirrorlag_records_lost_unverified", "Offsets the source deleted before the mirror copied them whose kind no probe proved (a transaction marker may be all they were): no alert rests on them.", s.records_lost_unverified_total)
-        probe = CounterMetricFamily("mirrorlag_probe_outcomes", "Source probe requests (LRO + 1, DESIGN §3) by outcome: answered, cached, deferred (per-poll bound), not_authorized (no Read ACL on the topic), timeout, out_of_range (data deleted), error.", labels=["cluster", "reason"])
+        probe = CounterMetricFamily("mirrorlag_probe_outcomes", "Source probe requests (a fetch from LRO + 1: are the records not yet copied data, and when was the oldest appended) by outcome: answered, cached, deferred (per-poll bound), not_authorized (no Read ACL on the topic), timeout, out_of_range (data deleted), error.", labels=["cluster", "reason"])
         for cluster, outcomes in sorted(s.probe_outcomes_total.items()):
             for reason, count in sorted(outcomes.items()):
                 probe.add_metric([cluster, reason], count)

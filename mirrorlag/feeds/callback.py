@@ -1,7 +1,7 @@
 """The callback feed: a replicator tells mirrorlag each record the target acknowledged.
 
 This path runs once per replicated record, so `replicated()` is a dict store and two integer adds:
-TTL bookkeeping, change detection and everything else happen once per poll (DESIGN §4).
+TTL bookkeeping, change detection and everything else happen once per poll (docs/design.md §4).
 """
 
 from __future__ import annotations

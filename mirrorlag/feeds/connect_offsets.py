@@ -1,4 +1,4 @@
-"""The connect-offsets feed: LROs from the Connect source offsets MirrorSourceTask commits (DESIGN §6).
+"""The connect-offsets feed: LROs from the Connect source offsets MirrorSourceTask commits (docs/design.md §6).
 
 Dedicated MM2 runs one Connect herder per flow A->B against the *target* cluster B; its offset
 storage topic is `mm2-offsets.A.internal` (MirrorMakerConfig hard-codes the `.`, whatever

@@ -1,5 +1,5 @@
 """A feed the configuration turned off for some flows: no evidence, only the reason, in `/status`
-`feeds[].off` (DESIGN §3: where a feed gives no evidence by design, the output says why)."""
+`feeds[].off` (docs/design.md §3: where a feed gives no evidence by design, the output says why)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The offset-syncs feed: LROs from MM2's `mm2-offset-syncs.<alias>.internal` topic (DESIGN §6).
+"""The offset-syncs feed: LROs from MM2's `mm2-offset-syncs.<alias>.internal` topic (docs/design.md §6).
 
 MM2 writes a sync from its producer callback at most `offset.lag.max` records (or one offset flush)
 behind what it copied, so this LRO is a lower bound: the lag it gives is at most that much too high.
@@ -137,7 +137,7 @@ class OffsetSyncsFeed(LroFeed):
     # Per target alias, who can write its remote topics: where more than one writer can, a flow's
     # consecutive syncs show the other writers' records too, which are no duplicates of its own.
     writers: Mapping[str, RemoteWriters] = field(default_factory=dict)
-    # Sync topics that more than one flow writes, with every such flow (DESIGN §3: flows whose
+    # Sync topics that more than one flow writes, with every such flow (docs/design.md §6: flows whose
     # offset-syncs topics share one name, as P->Q at location source and Q->P at location target
     # both write P's mm2-offset-syncs.Q.internal). A sync there belongs to the one flow whose
     # filters accept its source topic; where several do, to none (`ambiguous`, in feeds[].off).

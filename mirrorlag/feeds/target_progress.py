@@ -1,4 +1,4 @@
-"""The target-progress feed: LROs from the remote partitions' end offsets on the target (DESIGN §6).
+"""The target-progress feed: LROs from the remote partitions' end offsets on the target (docs/design.md §6).
 
 MM2 copies a source partition into the remote partition of the same number, in offset order, one
 target record per source data record. An offset sync (U, D) says upstream record U became target

@@ -1,4 +1,4 @@
-"""Gathers one flow's evidence for failover readiness (DESIGN §9), on its own cadence and thread,
+"""Gathers one flow's evidence for failover readiness (docs/design.md §9), on its own cadence and thread,
 never the LEO poll's: the accepted groups' committed offsets on the source, MM2's checkpoints on
 the target, the groups' own offsets and members on the target, and the syncs MM2 keeps for the
 partitions those groups committed on (a replica of its OffsetSyncStore, fed from the flow's

@@ -1,4 +1,5 @@
-"""Failover readiness as Prometheus families, under the partitions' cardinality rule (DESIGN §3):
+"""Failover readiness as Prometheus families, under the partitions' cardinality rule (docs/metrics.md,
+"How many series"):
 aggregates per flow and group always, a group partition's own series only where it is not READY,
 and at most `partition_series_max` of those (the worst first; the rest counted).
 

@@ -1,5 +1,5 @@
 """Per consumer group and partition: where the group would resume on the target if it failed over
-now, and what that costs it (DESIGN §9). Pure: offsets and times in, figures and a state out.
+now, and what that costs it (docs/design.md §9). Pure: offsets and times in, figures and a state out.
 
 Offsets follow Kafka's convention: a committed offset G is the next record the group reads, so
 it has consumed every source record below G; the target holds copies of source records up to

@@ -1,4 +1,4 @@
-"""Failover readiness inside the running sidecar (DESIGN §9): the groups job's state between runs.
+"""Failover readiness inside the running sidecar (docs/design.md §9): the groups job's state between runs.
 
 The sidecar schedules `run` on an executor of its own, at `mirrorlag.failover.interval.ms` (MM2's
 emit.checkpoints.interval.seconds by default), never on the LEO poll's thread. A run assesses each

@@ -1,4 +1,4 @@
-"""Lag history that Spark can trust (DESIGN §7): Parquet segments, optional throttled upload, expiry.
+"""Lag history that Spark can trust (docs/design.md §7): Parquet segments, optional throttled upload, expiry.
 
 Wiring (the sidecar owns the lifecycle):
 

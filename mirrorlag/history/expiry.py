@@ -5,7 +5,7 @@ disk filling with segments that were uploaded long ago. The one link between the
 with an upload configured, a segment without its `.uploaded` marker is never deleted (its bytes
 show as pending_upload_bytes, which is what to alert on).
 
-Nor is one deleted before the nightly rollup has read it (DESIGN §7): the rollup leaves its
+Nor is one deleted before the nightly rollup has read it (docs/design.md §7): the rollup leaves its
 manifest of the day, naming the segments it read, in the day's directory (layout.ROLLUP_RECEIPT;
 with an upload, where the rollup reads: the same relative path at the upload URI, looked up
 there when it is not here). Past `mirrorlag.history.retention.max.ms` a segment goes whatever

@@ -1,4 +1,4 @@
-"""The group history row: one per consumer group partition per groups run (DESIGN §9), beside the
+"""The group history row: one per consumer group partition per groups run (docs/design.md §9), beside the
 partitions' history in `<history dir>/_groups/` (a name readers of the partitions' history skip:
 Spark and pyarrow pass over paths that start with `_`). Columns change only by a new column."""
 

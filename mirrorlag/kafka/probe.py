@@ -1,4 +1,4 @@
-"""The source probe at LRO + 1 (DESIGN §3, issue 23): one fetch from the source answers two rules.
+"""The source probe at LRO + 1 (docs/design.md §3, issue 23): one fetch from the source answers two rules.
 
 - Transactions: after a committed transaction the last offset of a partition is a commit marker
   MM2 never copies, so LRO + 1 = LEO - 1 for ever. When `[LRO + 1, LEO)` holds no data record at
@@ -18,7 +18,7 @@ o, appended at ts" answers any `leo` (ts when o < leo, else None), and "no data 
 `[from_offset, e)`" answers any `leo <= e`. The records a fetch already received past o prove
 more at no cost: offsets o, o + 1, ..., r - 1 all handed over, no gap, are all data records (a
 gap is a control record, an aborted record under read_committed, or compaction), which is what
-retention's "lost means data" counts (DESIGN §3). So the cache is keyed by `(topic, partition,
+retention's "lost means data" counts (docs/design.md §3). So the cache is keyed by `(topic, partition,
 from_offset)`: a stalled mirror (LRO fixed, LEO growing) costs one fetch, not one per poll. A
 topic deleted and created again starts a new log at the same offsets: `forget(topics)` drops what
 was learnt about the old one.
@@ -164,7 +164,7 @@ class SourceProbe:
         """Per key answered: the timestamp (s) of the first data record in [from_offset, leo),
         or None when that range holds none (caught up). Keys left out are unknown this call.
         `offsets`, when given, gets per key whose range holds a data record that record's offset
-        (what retention deletes below it is no data: DESIGN §3, "Lost means data"), and `runs`
+        (what retention deletes below it is no data: docs/design.md §3, "Lost means data"), and `runs`
         the end r of the run of data records proved from it: every offset in [that, r) is one."""
         out: dict[Hashable, float | None] = {}
         stats = self.stats

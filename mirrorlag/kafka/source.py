@@ -215,7 +215,7 @@ class SourceCluster:
         `cap_id_reads`), else only those of the known topics in `ids_of` (a read that a poll's
         end offsets set off: the topics whose end offset failed or went back).
 
-        Only an answer that a topic does not exist, to a request naming it, drops it (DESIGN §3,
+        Only an answer that a topic does not exist, to a request naming it, drops it (docs/design.md §3,
         GONE). A full listing that omits a known topic is no such answer (a lost Describe ACL, a
         broker whose metadata cache is still filling): the omitted topics are asked by name, in
         one DescribeTopics request, and are dropped only where it answers UNKNOWN_TOPIC_OR_PART;

@@ -1,4 +1,4 @@
-"""`Mirror`: a small replicator that behaves like MirrorMaker 2 on the wire (DESIGN §6).
+"""`Mirror`: a small replicator that behaves like MirrorMaker 2 on the wire (docs/design.md §6).
 
 For every enabled flow A->B it copies each partition of each topic the flow replicates to
 `policy.remote_topic(A, topic)` on B (same partition; keys, values, headers, timestamps kept), and
@@ -369,7 +369,7 @@ class Mirror:
         if alias not in self._data_producers:
             self._data_producers[alias] = Producer({
                 **self._client(alias), "acks": "all", "enable.idempotence": True,
-                # The tansu test broker's `latest` is wrong after a multi-record batch (DESIGN §8),
+                # The tansu test broker's `latest` is wrong after a multi-record batch (docs/design.md §8),
                 # and the sidecar reads `latest` on both sides (source LEOs, target progress).
                 "batch.num.messages": 1, "linger.ms": 0})
         return self._data_producers[alias]

@@ -1,4 +1,4 @@
-"""The nightly rollup of the lag history (DESIGN §7): a PySpark job.
+"""The nightly rollup of the lag history (docs/design.md §7): a PySpark job.
 
     mirrorlag rollup --history DIR_OR_URL --out DIR_OR_URL [--date YYYY-MM-DD | --from D [--to D]]
                      [--lookback-days 7] [--catch-up-days 14] [--settle-minutes 60] [--force]

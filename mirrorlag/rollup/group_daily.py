@@ -1,5 +1,5 @@
 """A day of the consumer groups' history (history/group_schema.py, `<history>/_groups/`) as one
-row per flow and group (DESIGN §9): how ready it was to fail over over the day.
+row per flow and group (docs/design.md §9): how ready it was to fail over over the day.
 
 A groups run is one sample of a group: its re-read is the sum over its committed partitions (the
 records a failover at that moment would deliver again), its state its worst partition's. A sample

@@ -1,4 +1,4 @@
-"""A rolled-up day's manifest: what it read, what it wrote, whether it is final (DESIGN §7,
+"""A rolled-up day's manifest: what it read, what it wrote, whether it is final (docs/design.md §7,
 "Late data and finality"). Pure logic: the comparisons that decide what a run does with a day.
 
     <out>/_manifests/date=YYYY-MM-DD.json     the day's commit marker, written last

@@ -22,7 +22,7 @@ class RollupOptions:
     # Size the shuffles to each day's input and switch adaptive execution off for the job
     # (off when the user set either): see job.tuned.
     tune_spark: bool = True
-    # Late data and finality (DESIGN §7, manifest.py). lookback: `days` is the lookback window, and
+    # Late data and finality (docs/design.md §7, manifest.py). lookback: `days` is the lookback window, and
     # a day is rolled up only when new or changed; otherwise the days were asked for by name and
     # are rolled up again whatever their manifests say.
     lookback: bool = False

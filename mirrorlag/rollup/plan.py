@@ -1,4 +1,4 @@
-"""Which days a run rolls up (DESIGN §7, "Late data and finality"): each day's inputs listed and
+"""Which days a run rolls up (docs/design.md §7, "Late data and finality"): each day's inputs listed and
 compared with its manifest (manifest.decide). A listing, no Spark read: with local history and
 output, before Spark even starts, so a night with nothing new costs no Spark session.
 """

@@ -1,4 +1,4 @@
-"""Whose samples count, and how long a sample may stand for (DESIGN §7 "A day's accounting").
+"""Whose samples count, and how long a sample may stand for (docs/design.md §7 "A day's accounting").
 Numpy only: the merge (partials.merge) calls these on its part rows.
 
 Several sidecars may write one history: replicas > 1 on a shared volume or upload store, or a pod
