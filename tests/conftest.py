@@ -37,7 +37,7 @@ class Clusters:
             future.result(timeout=15)
 
     def produce(self, topic: str, counts: dict[int, int], which: str = "source") -> None:
-        """`counts[p]` records into partition p, one record per batch (tansu's LEO quirk, DESIGN §8)."""
+        """`counts[p]` records into partition p, one record per batch (tansu's LEO quirk, docs/design.md §8)."""
         producer = Producer({"bootstrap.servers": getattr(self, which), "batch.num.messages": 1, "linger.ms": 0})
         for partition, n in counts.items():
             for i in range(n):
@@ -46,7 +46,7 @@ class Clusters:
 
     def commit_group(self, group: str, offsets: dict[tuple[str, int], int], which: str = "source",
                      metadata: str | None = None) -> None:
-        """Commit `offsets` ((topic, partition) -> offset) for `group`, without joining it (DESIGN §8),
+        """Commit `offsets` ((topic, partition) -> offset) for `group`, without joining it (docs/design.md §8),
         with `metadata` on each where given."""
         consumer = Consumer({"bootstrap.servers": getattr(self, which), "group.id": group, "enable.auto.commit": False})
         try:

@@ -85,7 +85,7 @@ def running_sidecar(*configs: Path, port: int, log: Path) -> Iterator[subprocess
 def produce_records(bootstrap: str, topic: str, partition: int, timestamps_ms: list[int],
                     value: bytes = b"v", transactional: bool = False) -> None:
     """Records with the given CreateTime timestamps into one partition, one record per batch
-    (tansu's LEO quirk, DESIGN §8); with `transactional`, all in one committed transaction (a
+    (tansu's LEO quirk, docs/design.md §8); with `transactional`, all in one committed transaction (a
     commit marker follows them)."""
     from confluent_kafka import Producer
 
@@ -141,7 +141,7 @@ def every(period_s: float, action: Callable[[], Any]) -> Iterator[None]:
 @contextmanager
 def steady_producer(bootstrap: str, topic: str, every_s: float) -> Iterator[None]:
     """One record every `every_s` into partition 0 of `topic`, one record per batch (tansu's LEO
-    quirk, DESIGN §8), from a thread, until the block ends."""
+    quirk, docs/design.md §8), from a thread, until the block ends."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})

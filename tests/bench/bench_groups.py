@@ -4,7 +4,7 @@
 
 On two local tansu brokers: a topic of --group-partitions partitions, one record each, one offset
 sync a partition ((0,0), as MM2 writes it); --groups groups that committed offset 1 on every
-partition (a commit without a join, DESIGN §8), and MM2's checkpoint for each group partition on
+partition (a commit without a join, docs/design.md §8), and MM2's checkpoint for each group partition on
 the target (upstream 1, downstream 1, dated now). Every group is READY. Beside them, a LEO estate
 of --poll-partitions partitions (topics of 100, one record each, a callback feed), as bench_poll.
 
@@ -69,7 +69,7 @@ def prepare_groups(source: str, target: str, groups: int, partitions: int) -> No
     for future in target_admin.create_topics([NewTopic(checkpoints, 1, 1)]).values():
         future.result(timeout=120)
     started = time.perf_counter()
-    # One record a batch: tansu's end offset is wrong after a multi-record batch (DESIGN §8).
+    # One record a batch: tansu's end offset is wrong after a multi-record batch (docs/design.md §8).
     producer = Producer({"bootstrap.servers": target, "batch.num.messages": 1, "linger.ms": 5,
                          "queue.buffering.max.messages": 1_000_000})
     now_ms = int(time.time() * 1000)

@@ -6,7 +6,7 @@
 One broker (tansu, or with `--broker apache` Apache Kafka's KRaft broker) holds `--partitions` partitions (topics of 100), two records each. A mirror that
 copied record 0 of every partition and then stopped (LRO 0, LEO 2) is what a sidecar started
 during an outage sees: every partition is behind, and its time lag is only proved by the probe's
-answer for record 1 (DESIGN §3, "No history is no excuse"). Each code tree measured (this one, and
+answer for record 1 (docs/design.md §3, "No history is no excuse"). Each code tree measured (this one, and
 with `--compare REV` a `git worktree` of REV, in its own child process with PYTHONPATH on that
 tree) builds the real SourceProbe for the cluster with its defaults and calls it as the poller
 does, once a "poll" (back to back, no 15 s wait), with every partition's request, until every

@@ -236,7 +236,7 @@ def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
     assert not mounts[args.out].get("readOnly")
     rule = cronjob["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"][0]
     assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [3]
-    # Late data (DESIGN §7): no --date, so every night looks back over the history's retention and
+    # Late data (docs/design.md §7): no --date, so every night looks back over the history's retention and
     # rolls up what is new or changed; a failed Job is retried; a missed night is caught up.
     assert args.date is None and args.date_from is None and not args.force
     retention_ms = int(GLOBAL_KEYS["mirrorlag.history.retention.ms"][1])

@@ -42,7 +42,7 @@ def eventually(read: Callable[[], T], ok: Callable[[T], bool], timeout: float = 
 
 
 def produce(clusters: Clusters, topic: str, records: list[Record], which: str = "target") -> None:
-    """One record per batch (tansu's offset quirk, DESIGN §8); keys partitioned like Connect's:
+    """One record per batch (tansu's offset quirk, docs/design.md §8); keys partitioned like Connect's:
     the same key bytes always land in the same partition, so their order is kept."""
     producer = Producer({"bootstrap.servers": getattr(clusters, which), "batch.num.messages": 1, "linger.ms": 0})
     for key, value in records:

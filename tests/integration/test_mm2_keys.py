@@ -2,7 +2,7 @@
 cases 3 and 8): the source consumer's isolation level (for the LEO and the probe) and
 emit.offset-syncs.enabled (no syncs read, not even old ones: connect-offsets instead).
 
-tansu answers 0 to a READ_COMMITTED `latest` while a transaction is open, Kafka the LSO (DESIGN
+tansu answers 0 to a READ_COMMITTED `latest` while a transaction is open, Kafka the LSO (docs/design.md
 §8): either is below the high watermark, which is what tells the levels apart here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Freshness lag (DESIGN §3): how long ago the oldest record not yet copied was appended.
+"""Freshness lag (docs/design.md §3): how long ago the oldest record not yet copied was appended.
 
 Each poll adds one point (LEO, time) to a partition's table; the time record `o` was appended is
 interpolated from the two points bracketing it (the kafka-lag-exporter method, on the sidecar's

@@ -1,6 +1,6 @@
-"""The oracle lag engine: DESIGN §3 as a plain loop over partitions, one rule after another.
+"""The oracle lag engine: docs/design.md §3 as a plain loop over partitions, one rule after another.
 
-Written to be read beside DESIGN §3, not to be fast: each partition is an object holding its
+Written to be read beside docs/design.md §3, not to be fast: each partition is an object holding its
 record-lag window, its freshness table, its rate checkpoints and its log start, and each poll
 walks the partitions in key order. mirrorlag.engine.LagEngine must give exactly these snapshots
 and counters (tests/unit/test_engine_vs_oracle.py).
@@ -244,7 +244,7 @@ class LagEngine:
             since = part.first_seen if part.last_caught_up is None else part.last_caught_up
             time_lag = now - since
             # Never seen caught up, and the probe asked to date record LRO + 1 has not answered:
-            # the time lag counts from the first look, a lower bound (DESIGN §3).
+            # the time lag counts from the first look, a lower bound (docs/design.md §3).
             if key in obs.unprobed and part.proof == 0:
                 part.proof = 1
             if appended_at is not None:

@@ -1,4 +1,4 @@
-"""Retention headroom (DESIGN §3, AT_RISK): how far the source's log start is from the records the
+"""Retention headroom (docs/design.md §3, AT_RISK): how far the source's log start is from the records the
 mirror has not copied yet, and the records it already deleted before they were copied.
 
 The log start (ListOffsets earliest) is read less often than the LEO; a partition keeps its last
@@ -6,7 +6,7 @@ known value between reads. Retention deletes whole segments, so the log start mo
 engine measures its rate (a `rates.WindowRate`) over `log_start_window_s`, at least as long as
 the horizon AT_RISK forecasts, so that one segment deletion does not make the forecast flap.
 
-Lost means data (DESIGN §3): of the deleted uncopied offsets, lost records are those a source
+Lost means data (docs/design.md §3): of the deleted uncopied offsets, lost records are those a source
 probe proved data records, `[data_from, data_to)` (the first data record at or after LRO + 1 and
 the run of records received right after it, no gap); offsets below data_from are no data (never
 counted); the rest are unverified, counted apart.

@@ -76,7 +76,7 @@ def _undated(rows) -> list[dict]:
 
 def test_rerun_replaces_that_day_and_the_later_trends(spark, backfill):
     """Re-running a day replaces it, leaves the other days' daily tables alone, and recomputes the
-    trends of the days after it (DESIGN §7: a day-over-day change against the day as it is now)."""
+    trends of the days after it (docs/design.md §7: a day-over-day change against the day as it is now)."""
     history, out, _, _ = backfill
     day, later = DAYS
     before = {t: _rows(spark, out, t, day) for t in TABLES}

@@ -1,4 +1,4 @@
-"""Late data and finality through the command line (DESIGN §7, issue 32): a day rolled up from
+"""Late data and finality through the command line (docs/design.md §7, issue 32): a day rolled up from
 half its history, the rest arriving later, the next run rolling it up again and the later days'
 trends recomputed; a re-run with fewer inputs refused; a provisional day; a run killed between its
 table writes; expiry racing a failed rollup. The provisional day and the killed run are processes

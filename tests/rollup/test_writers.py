@@ -1,4 +1,4 @@
-"""Durations at any poll interval and several writers on one history (issue 32, DESIGN §7 "A day's
+"""Durations at any poll interval and several writers on one history (issue 32, docs/design.md §7 "A day's
 accounting"), end to end: histories written by the sidecar's own SegmentWriter (the new columns
 as it writes them), rolled up by Spark in local mode and, for one day, by the real CLI."""
 

@@ -1,5 +1,5 @@
 """Property tests: hypothesis-generated schedules through the reference simulation (model.py),
-the real LroCache and the real LagEngine, checked against ground truth (DESIGN §3).
+the real LroCache and the real LagEngine, checked against ground truth (docs/design.md §3).
 
 Notation (per partition). Polls k = 0, 1, ... at t_k = start + kΔ; the LEO snapshot L_k = LEO(t_k)
 is taken first, the LRO R_k = LRO(now_k) is read at now_k = t_k + eps (0 < eps < Δ). a[o] is the
@@ -11,7 +11,7 @@ record lag   row.record_lag == max(0, L_k - (R_k + 1)) (hence >= 0), and it is 0
              R_k + 1 >= L_k ("caught up at the snapshot"); time lag (and freshness) are 0
              exactly then too.
 
-time lag     The engine keeps last_caught_up (lcu) as DESIGN §3 says. Two truths bracket it:
+time lag     The engine keeps last_caught_up (lcu) as docs/design.md §3 says. Two truths bracket it:
 
   C_k = a[R_k + 1] when R_k + 1 < L_k: the latest instant x such that every record that existed
         at x has been copied by now_k ("the mirror has everything up to C_k", the copied-prefix
@@ -42,8 +42,8 @@ time lag     The engine keeps last_caught_up (lcu) as DESIGN §3 says. Two truth
 
 no flapping  From TL2: at any poll where (now - H) + Δ <= replication.lag.time.max the state is
              IN_SYNC. So a burst the mirror copies within max - Δ never flaps the state.
-             DESIGN §3 and docs/states.md promise it for bursts copied within max; that is false for
-             the §3 rule itself (TL2 is tight): see test_burst_copied_within_max_never_flaps.
+             Promised for bursts copied within max, it would be false for the rule of
+             docs/design.md §3 itself (TL2 is tight): see test_burst_copied_within_max_never_flaps.
 
 STALLED      (ST1) with T = max(a[R + 1], changed_at of the LRO reading): every poll with
              now > T + max is STALLED, until the LRO moves (so it is reached within max + Δ
@@ -630,7 +630,7 @@ def burst_setups(draw: st.DrawFn) -> tuple[Case, list[SimPartition], float]:
 def _bursts(setup: tuple[Case, list[SimPartition], float], data: st.DataObject) -> None:
     case, sims, longest = setup
     delta = case.interval
-    # What TL2 proves and DESIGN §3 promises: copied within max - Δ never flaps.
+    # What TL2 proves and docs/design.md §3 promises: copied within max - Δ never flaps.
     mx = data.draw(floats(longest + delta, longest + delta + 30.0), label="lag_time_max_s")
     params = EngineParams(**{**case.params.__dict__, "lag_time_max_s": mx})
     res = run(sims, interval=delta, end=case.end, eps=case.eps, params=params, ttl=case.ttl)

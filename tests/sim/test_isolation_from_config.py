@@ -1,6 +1,6 @@
 """An open transaction through the simulation, at the isolation level MM2's own keys give the flow
 (issue 30, case 3): tansu answers 0 to a READ_COMMITTED `latest` while a transaction is open
-(DESIGN §8), so this case is tested here. The model reads each log at one level, MM2's and the
+(docs/design.md §8), so this case is tested here. The model reads each log at one level, MM2's and the
 sidecar's alike: the level the configuration resolves for both."""
 
 from __future__ import annotations

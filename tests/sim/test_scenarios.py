@@ -169,7 +169,7 @@ def test_burst_copied_in_21s_time_lag_overstates_by_less_than_one_interval() -> 
 
 
 def test_burst_copied_within_max_minus_one_interval_never_leaves_in_sync() -> None:
-    # DESIGN §3 promises what the rule keeps: time lag high by at most one refresh interval, so a
+    # docs/design.md §3 promises what the rule keeps: time lag high by at most one refresh interval, so a
     # burst copied within max - interval never flaps. The 21 s burst reads 30.5 s at its worst
     # poll: LAGGING with the default max of 30 s (one poll), IN_SYNC throughout with 21 + 15 s.
     assert LAGGING in [s for _, s, _, _ in states(burst(4200))]
@@ -311,7 +311,7 @@ def retention() -> Run:
     # 250 s (LEO 4900), then nothing. The mirror (100/s) stalls at 60 s with LRO 2999 (offset
     # 3000 appended at 60.05) and resumes at 285 s. Warn at 90 s of headroom. The poller's probe
     # reads the stalled partition from LRO + 1 and finds a data record there: what retention
-    # deletes from it on is lost data (DESIGN §3, "Lost means data").
+    # deletes from it on is lost data (docs/design.md §3, "Lost means data").
     log = SourceLog([Appends(250, 10.0)], initial=2400, initial_rate=10.0, retention=Retention(keep_records=1800))
     mirror = Mirror(log, [Phase(60, 100.0), Phase(225, 0.0), Phase(400, 100.0)])
     return simulate(log, mirror, 330.0, params=EngineParams(retention_warn_s=90.0), probe=True)
@@ -343,7 +343,7 @@ def test_retention_deleted_range() -> None:
         assert row.copy_rate == 0.0 and row.retention_headroom_s == pytest.approx(240.0 - t, abs=0.5)
     # After the loss, while the mirror is still stalled: the deleted range is visible and counted,
     # lost as far as the probe proved data (its fetch from 3000 received 16 records: the sim's
-    # `_LogFetcher.received`), the rest unverified (nothing proved their kind: DESIGN §3).
+    # `_LogFetcher.received`), the rest unverified (nothing proved their kind: docs/design.md §3).
     for t in (255.0, 270.0):
         _, row, tr = at(res, t)
         assert row.state is AT_RISK and (row.records_lost, row.records_lost_unverified) == (16, 84), row

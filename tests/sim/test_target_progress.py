@@ -25,11 +25,11 @@ feed's delay between taking the syncs and reading the target), i.e. for that lat
 restart, and by at most the records copied twice (the last acked before the restart + 1 - the
 first re-copied), capped at L - 1.
 
-State contract (DESIGN §3), at MM2's and KIP-971's defaults (offset.lag.max 100, offset flush
+State contract (docs/design.md §3), at MM2's and KIP-971's defaults (offset.lag.max 100, offset flush
 60 s, Δ 15 s, max 30 s, TTL 20 s): a healthy mirror reads IN_SYNC at every poll, whichever
 feeds are on; a stalled one reads STALLED within max + Δ of its last copy (or of the oldest
 uncopied record's arrival, whichever is later) with target progress, and within max + 2 flushes
-+ 2Δ with offset syncs alone (not DESIGN's max + flush + Δ: see test_stall_with_offset_syncs_alone).
++ 2Δ with offset syncs alone (not max + flush + Δ, as first designed: see test_stall_with_offset_syncs_alone).
 """
 
 from __future__ import annotations
@@ -368,7 +368,7 @@ def _stall_target_progress(case: EvCase) -> None:
 def _stall_offset_syncs(case: EvCase) -> None:
     # Measured: the last copy's delayed sync is sent at the next flush (< flush after the copy),
     # read at the next poll (< Δ + delay), the LRO must age past max + flush from that read, then
-    # the next poll: max + 2 flushes + 2Δ + delay. DESIGN §3 says max + flush + Δ:
+    # the next poll: max + 2 flushes + 2Δ + delay. As first designed it was max + flush + Δ:
     # test_stall_with_offset_syncs_alone pins the difference.
     res = simulate(case)
     mm2 = case.mm2
@@ -416,7 +416,7 @@ def test_stall_with_target_progress_tie() -> None:
 
 
 def test_stall_with_offset_syncs_alone() -> None:
-    """Flush-resolution evidence alone cannot keep DESIGN §3's max + flush + Δ: the last copy's
+    """Flush-resolution evidence alone cannot keep the max + flush + Δ first designed: the last copy's
     sync is a delayed one, sent at the next flush (up to a flush after the copy), and the LRO's
     age counts from when it is seen; STALLED needs that age past max + flush, or a mirror that
     still copies, whose syncs come once a flush, would flap between LAGGING and STALLED. The

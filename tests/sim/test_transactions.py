@@ -25,7 +25,7 @@ meaning the records MM2's consumer hands over at the isolation level:
  Aborted ranges behave as markers at read_committed and as data at read_uncommitted: X1-X5 hold
  with "data" so defined, and test_aborted_* pin both.
 
-And the DESIGN §3 contract "a healthy mirror reads IN_SYNC at every poll" with time lag high by
+And the docs/design.md §3 contract "a healthy mirror reads IN_SYNC at every poll" with time lag high by
 at most one interval, after a transaction ends a partition's traffic: the poller probes a
 partition the poll after its LRO last moved (test_healthy_transactional_mirror_never_leaves_in_sync).
 """
@@ -200,7 +200,7 @@ def test_committed_transaction_fully_copied_reads_caught_up_once_probed(isolatio
 
 
 def test_healthy_transactional_mirror_never_leaves_in_sync() -> None:
-    # DESIGN §3: under MM2's defaults a healthy mirror reads IN_SYNC at every poll, and time lag
+    # docs/design.md §3: under MM2's defaults a healthy mirror reads IN_SYNC at every poll, and time lag
     # reads high by at most one interval. The mirror here had every data record from 100.03 on.
     res = one_txn(True, READ_UNCOMMITTED)
     for p, row, tr in res.series(K):

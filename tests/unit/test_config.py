@@ -1,4 +1,4 @@
-"""Unit tests for mirrorlag.config: loading MM2 .properties files into Settings (DESIGN §5)."""
+"""Unit tests for mirrorlag.config: loading MM2 .properties files into Settings (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """LagEngine: record lag, time lag (KIP-16 transposed), freshness, rates, byte lag, retention,
-states and window stats (DESIGN §3)."""
+states and window stats (docs/design.md §3)."""
 
 from __future__ import annotations
 
@@ -323,7 +323,7 @@ def test_lro_age_exactly_max_is_not_stalled() -> None:
 
 
 def test_stale_lro_out_of_sync_is_stalled_and_a_moving_one_lagging() -> None:
-    # DESIGN §4: an evicted (stale) LRO stays; STALLED once out of sync, even if its age is
+    # docs/design.md §4: an evicted (stale) LRO stays; STALLED once out of sync, even if its age is
     # under the max (the TTL, 20 s, is shorter than replication.lag.time.max.ms, 30 s).
     for stale, expected in ((True, State.STALLED), (False, State.LAGGING)):
         e = engine()
@@ -793,7 +793,7 @@ NEW_FIELDS = (
 
 
 class _Model:
-    """DESIGN §3 read literally, slowly: the oracle for the engine's optimised loop.
+    """docs/design.md §3 read literally, slowly: the oracle for the engine's optimised loop.
 
     Freshness uses a plain list of points, scanned; the rate estimators are the reference
     classes of `rates` (their schedule is a choice, not part of §3), fed what the engine feeds

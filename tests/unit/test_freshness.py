@@ -1,4 +1,4 @@
-"""Freshness table: interpolation, idle flat segments, the bound and its lower-bound flag (DESIGN §3)."""
+"""Freshness table: interpolation, idle flat segments, the bound and its lower-bound flag (docs/design.md §3)."""
 
 from __future__ import annotations
 

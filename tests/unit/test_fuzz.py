@@ -1,4 +1,4 @@
-"""Fuzzing the decoders of MM2's topics through the feeds' whole read path (DESIGN §6).
+"""Fuzzing the decoders of MM2's topics through the feeds' whole read path (docs/design.md §6).
 
 Each example is a batch of records, half of them byte-level mutations of valid ones (truncated,
 flipped, spliced) so that the fuzz reaches past the first length check, handed to the feed by a

@@ -83,7 +83,7 @@ def _assert(condition: bool) -> None:
     assert condition
 
 
-# --- waiting for the rollup (DESIGN §7: nothing expires before it is rolled up) ------------------
+# --- waiting for the rollup (docs/design.md §7: nothing expires before it is rolled up) ------------------
 
 
 def receipt(root: Path, date: str, *segments: Path, where: Path | None = None) -> None:

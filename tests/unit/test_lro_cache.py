@@ -190,7 +190,7 @@ def test_forget_keeps_the_row_and_a_new_offset_enters_as_new():
 
 
 def test_an_old_record_is_old_evidence_and_a_new_one_counts_from_the_poll():
-    # DESIGN §3: read at start, a sync written an hour ago is an hour old (and stale), not fresh;
+    # docs/design.md §3: read at start, a sync written an hour ago is an hour old (and stale), not fresh;
     # one written moments ago counts from the poll (brokers' clocks must not make it look older).
     c = LroCache(ttl_s=20.0)
     t = c.update({"offset-syncs": {K1: 10, K2: 20}}, now=5_000.0,

@@ -1,4 +1,4 @@
-"""Failover readiness of one group partition (DESIGN §9), on the syncs MM2 would hold."""
+"""Failover readiness of one group partition (docs/design.md §9), on the syncs MM2 would hold."""
 
 import pytest
 

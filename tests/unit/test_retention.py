@@ -1,4 +1,4 @@
-"""Retention headroom, records already lost and AT_RISK (DESIGN §3): the arithmetic, then the engine."""
+"""Retention headroom, records already lost and AT_RISK (docs/design.md §3): the arithmetic, then the engine."""
 
 from __future__ import annotations
 

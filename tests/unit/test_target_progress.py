@@ -1,4 +1,4 @@
-"""The target-progress translation (DESIGN §3): LRO >= U + (T - 1 - D), capped at the LEO - 1."""
+"""The target-progress translation (docs/design.md §3): LRO >= U + (T - 1 - D), capped at the LEO - 1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A claim the evidence cannot prove is flagged, never IN_SYNC (DESIGN §3, issue 30 case 2): where
+"""A claim the evidence cannot prove is flagged, never IN_SYNC (docs/design.md §3, issue 30 case 2): where
 the probe needed to date record LRO + 1 did not answer (no Read ACL, its per-poll bound, a
 timeout, data deleted), the time lag is a lower bound counted from the first look, flagged, and
 the state is judged on it. The engine against hand-made polls; the oracle is held equal by
