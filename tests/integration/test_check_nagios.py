@@ -1,0 +1,108 @@
+"""`mirrorlag check` read as Nagios reads a plugin (tests.nagios): the first line's text before `|`
+is the status, the rest perfdata in the plugin grammar, and the exit code is the status. Against
+the real brokers, through the real CLI at its default --timeout, which must answer inside NRPE's
+10 s: a healthy estate (OK), a flow the mirror copies too slowly (WARNING), one it stopped copying
+(CRITICAL), a dead cluster (UNKNOWN)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mirrorlag.formats import OffsetSync
+from tests.conftest import write_properties
+from tests.integration.test_check_timeout import refused_port
+from tests.nagios import parse
+
+pytestmark = pytest.mark.integration
+
+SYNC_TOPIC = "mm2-offset-syncs.dst.internal"
+NRPE_S = 10.0
+CODES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
+
+
+def check(config: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), *args],
+                            capture_output=True, text=True, timeout=60)
+    return result, time.monotonic() - started
+
+
+def nagios(result: subprocess.CompletedProcess[str]) -> tuple[str, str, dict]:
+    status, text, perf = parse(result.stdout)
+    assert CODES[status] == result.returncode, (result.stdout, result.stderr)
+    return status, text, perf
+
+
+@pytest.fixture
+def estate(tmp_path, clusters, topic_name) -> tuple[Path, str]:
+    """Topic with 10/4/7 records, every one copied by the syncs' word."""
+    clusters.create_topic(topic_name, 3)
+    clusters.produce(topic_name, {0: 10, 1: 4, 2: 7})
+    try:
+        clusters.create_topic(SYNC_TOPIC, 1)
+    except Exception:
+        pass  # shared by the tests of the session; the topics differ per test
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic_name, 0, 9, 9), OffsetSync(topic_name, 1, 3, 3),
+                                             OffsetSync(topic_name, 2, 6, 6)])
+    return write_properties(tmp_path / "mm2.properties", clusters, f"src->dst.topics = {topic_name}\n"), topic_name
+
+
+def test_a_healthy_estate_is_ok_within_nrpes_timeout(estate):
+    config, _ = estate
+    result, took = check(config)  # the default --timeout
+    status, text, perf = nagios(result)
+    assert (status, text) == ("OK", "3 partitions IN_SYNC"), result.stdout
+    assert perf["in_sync"] == ("3", "", "", "", "0", "3") and perf["records_behind"][0] == "0"
+    assert {perf[s][0] for s in ("lagging", "stalled", "at_risk", "reset", "rewind", "unknown")} == {"0"}
+    assert took < NRPE_S, took
+
+
+def test_a_mirror_copying_too_slowly_is_a_warning_naming_the_partition(estate, clusters):
+    config, topic = estate
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 4, 4)])  # p0: 5 records behind
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), "--timeout", "5",
+                             "--warning-records", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 6, 6)])  # it copies, but not all it owed
+    out, err = proc.communicate(timeout=30)
+    status, text, perf = nagios(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    assert status == "WARNING", out + err
+    assert text.startswith(f"1 of 3 partitions not IN_SYNC: src->dst {topic}/0 LAGGING 3 records "), text
+    assert re.search(r"; window \d s of 30 s: a partition behind that catches up later reads LAGGING$", text), text
+    assert perf["records_behind"] == ("3", "", "2", "", "0", "") and perf["lagging"][0] == "1"
+    assert perf["time_lag"][1] == "s"
+
+
+def test_a_stalled_mirror_is_critical(estate, clusters):
+    config, topic = estate
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 4, 4)])
+    result, _ = check(config, "--timeout", "3", "--verbose")
+    status, text, perf = nagios(result)
+    assert status == "CRITICAL" and f"src->dst {topic}/0 STALLED 5 records" in text, result.stdout
+    assert perf["stalled"][0] == "1" and perf["records_behind"][0] == "5"
+    assert any("STALLED" in line and topic in line for line in result.stdout.splitlines()[1:])  # the table
+
+
+def test_a_dead_cluster_is_unknown_within_nrpes_timeout(tmp_path):
+    config = tmp_path / "mm2.properties"
+    address = f"127.0.0.1:{refused_port()}"
+    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
+                      "src->dst.enabled = true\n")
+    result, took = check(config)
+    status, text, perf = nagios(result)
+    assert (status, text, perf) == ("UNKNOWN", "could not read source cluster src", {}), result.stdout
+    assert f"source cluster src ({address}): " in result.stdout.splitlines()[1]
+    assert took < NRPE_S, took
+
+
+def test_a_bad_config_is_unknown_on_the_status_line(tmp_path):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst\nsrc.bootstrap.servers = x:1\n")
+    status, text, perf = nagios(check(config)[0])
+    assert status == "UNKNOWN" and str(config) in text and perf == {}
