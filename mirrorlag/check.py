@@ -143,7 +143,7 @@ def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, output: Output)
     if rows is None:  # not even a first poll answered
         return _unknown(f"timed out after {deadline.seconds:g} s {work.phase}", reach, deadline, as_json)
     if work.groups is not None:
-        return answer_groups(work.groups, as_json)
+        return answer_groups(work.groups, as_json, output.verbose, output.quiet)
     verdict = partitions_verdict(rows, output.thresholds, work.window)
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)

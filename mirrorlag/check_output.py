@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Sequence
 
+from mirrorlag.groups.assess import GroupReadiness
+from mirrorlag.groups.readiness import GroupState
 from mirrorlag.model import PartitionRow, State
 
 
@@ -169,3 +171,43 @@ def unknown_line(reason: str) -> str:
     """UNKNOWN's status line: no perfdata, nothing was measured. One line, and no `|`, which would
     start perfdata."""
     return f"MIRRORLAG UNKNOWN - {' '.join(reason.replace('|', '/').split())}"
+
+
+def _group_worst(state: GroupState) -> int:
+    return list(GroupState).index(state)  # GroupState lists the worst first
+
+
+def describe_group(flow: str, group: GroupReadiness) -> str:
+    """`A->B orders-audit REREAD_HIGH re-read 1,234`: what the status line says of one group."""
+    parts = [f"{flow} {group.group} {group.state.value}"]
+    if group.reread_max:
+        parts.append(f"re-read {group.reread_sum:,}")
+    skipped = sum(p.readiness.skipped or 0 for p in group.partitions)
+    if skipped:
+        parts.append(f"skip {skipped:,}")
+    return " ".join(parts)
+
+
+def groups_verdict(groups: Sequence[tuple[str, GroupReadiness]]) -> Verdict:
+    """`check --groups`: OK when every group is READY, WARNING otherwise (a failover would cost
+    records re-read or skipped, or its cost is unknown: a look, not a page)."""
+    total = len(groups)
+    states = [g.state for _, g in groups]
+    status = Status.OK if all(s is GroupState.READY for s in states) else Status.WARNING
+    partitions = [p.readiness for _, g in groups for p in g.partitions]
+    ages = [g.checkpoint_age_max_ms / 1000 for _, g in groups if g.checkpoint_age_max_ms is not None]
+    perfdata = [_perf("reread_records", _worst([r.reread for r in partitions])),
+                _perf("skipped_records", _worst([r.skipped for r in partitions])),
+                _perf("checkpoint_age", None if not ages else round(max(ages), 3), "s")]
+    perfdata += [_perf(s.value.lower(), states.count(s), "", None, None, 0, total) for s in GroupState]
+    behind = sorted(((f, g) for f, g in groups if g.state is not GroupState.READY),
+                    key=lambda fg: (_group_worst(fg[1].state), -fg[1].reread_sum))
+    if not groups:
+        summary = "no consumer groups with offsets on mirrored topics"
+    elif not behind:
+        summary = f"{total} consumer group{'s' if total != 1 else ''} READY"
+    else:
+        named = ", ".join(describe_group(f, g) for f, g in behind[:NAMED])
+        more = f", and {len(behind) - NAMED} more" if len(behind) > NAMED else ""
+        summary = f"{len(behind)} of {total} consumer groups not READY: {named}{more}"
+    return Verdict(status, f"MIRRORLAG {status.name} - {summary} | {' '.join(perfdata)}")

@@ -27,7 +27,9 @@ output: a Monitoring Plugins status line, then detail lines:
   MIRRORLAG OK - 120 partitions IN_SYNC | records_behind=0;;;0 time_lag=0s;;;0 in_sync=120;;;0;120 ...
   MIRRORLAG WARNING - 2 of 120 partitions not IN_SYNC: A->B orders/3 LAGGING 1,234 records 45 s, ... | ...
 perfdata: records_behind (largest record lag), time_lag (largest, s), and the
-partitions per state (in_sync, lagging, stalled, at_risk, reset, rewind, unknown).
+partitions per state (in_sync, lagging, stalled, at_risk, reset, rewind, unknown);
+--groups: reread_records, skipped_records (largest), checkpoint_age (oldest, s)
+and the groups per state (ready, reread_high, ...).
 
 exit status (Nagios'):
   0  OK: every partition IN_SYNC (--groups: every consumer group READY)
@@ -40,7 +42,7 @@ exit status (Nagios'):
   With a threshold, LAGGING alone no longer warns: the largest time lag (--warning,
   --critical, seconds) and record lag (--warning-records, --critical-records)
   judge it, each outside its range alerting; the other states judge as above.
-  Ranges as the Monitoring Plugins guidelines: 10 (0..10), 10: (at least 10),
+  Ranges (the values that are OK) as the Monitoring Plugins guidelines: 10 (0..10), 10: (at least 10),
   ~:10 (at most 10), 10:20, @10:20 (alert inside).
 
 --timeout (default 9 s, inside NRPE's 10 s) bounds the whole run: creating the

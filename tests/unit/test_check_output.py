@@ -7,7 +7,9 @@ import math
 
 import pytest
 
-from mirrorlag.check_output import Range, Status, Thresholds, Window, partitions_verdict, unknown_line
+from mirrorlag.check_output import Range, Status, Thresholds, Window, groups_verdict, partitions_verdict, unknown_line
+from mirrorlag.groups.assess import GroupPartition, GroupReadiness
+from mirrorlag.groups.readiness import GroupState, PartitionReadiness
 from mirrorlag.model import PartitionKey, PartitionRow, State
 from tests.nagios import parse
 
@@ -96,3 +98,21 @@ def test_unknown_lag_is_u_and_unknown_line_has_no_perfdata():
     status, _, perf = parse(partitions_verdict([row(0, State.UNKNOWN, None, None)]).line)
     assert status == "WARNING" and perf["records_behind"][0] == "U" and perf["time_lag"][0] == "U"
     assert parse(unknown_line("a | b\n  c")) == ("UNKNOWN", "a / b c", {})
+
+
+def group(name: str, *states_rereads: tuple[GroupState, int | None]) -> GroupReadiness:
+    return GroupReadiness(name, [GroupPartition("orders", p, 10, None, None, PartitionReadiness(
+        state, None, None, reread, 0, 0, 5_000)) for p, (state, reread) in enumerate(states_rereads)])
+
+
+def test_groups_ready_is_ok_and_the_worst_groups_are_named():
+    ready = [("A->B", group(f"g{i}", (GroupState.READY, 0))) for i in range(3)]
+    status, text, perf = parse(groups_verdict(ready).line)
+    assert (status, text) == ("OK", "3 consumer groups READY")
+    assert perf["ready"] == ("3", "", "", "", "0", "3") and perf["checkpoint_age"][:2] == ("5", "s")
+    v = groups_verdict(ready + [("A->B", group("audit", (GroupState.REREAD_HIGH, 1234), (GroupState.READY, 1))),
+                                ("A->C", group("billing", (GroupState.UNMAPPED, None)))])
+    status, text, perf = parse(v.line)
+    assert v.status is Status.WARNING
+    assert text == "2 of 5 consumer groups not READY: A->C billing UNMAPPED, A->B audit REREAD_HIGH re-read 1,235"
+    assert perf["reread_records"][0] == "1234" and perf["reread_high"][0] == "1" and perf["unmapped"][0] == "1"
