@@ -131,8 +131,8 @@ def describe(row: PartitionRow) -> str:
 
 
 def partitions_verdict(rows: Sequence[PartitionRow], thresholds: Thresholds = Thresholds(),
-                       window: Window | None = None) -> Verdict:
-    """The status and status line of a check's partitions."""
+                       window: Window | None = None, note: str | None = None) -> Verdict:
+    """The status and status line of a check's partitions; `note` ends the summary."""
     t = thresholds
     time_lag = _worst([r.time_lag_s for r in rows])
     records = _worst([r.record_lag for r in rows])
@@ -164,6 +164,8 @@ def partitions_verdict(rows: Sequence[PartitionRow], thresholds: Thresholds = Th
     if window is not None and behind and window.watched_s < window.wanted_s:
         summary += (f"; window {window.watched_s:.0f} s of {window.wanted_s:.0f} s: a partition behind that "
                     "catches up later reads LAGGING")
+    if note:
+        summary += f"; {note}"
     return Verdict(status, f"MIRRORLAG {status.name} - {summary} | {' '.join(perfdata)}")
 
 

@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="default INFO; WARNING for check, which is quiet when all is well (cron mails any output)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", "-c", action="append", required=True, metavar="FILE",
+    def add_config(p: argparse.ArgumentParser, required: bool = True) -> None:
+        p.add_argument("--config", "-c", action="append", required=required, metavar="FILE",
                        help="Java .properties file (mm2.properties); repeat to layer, later files win")
 
     run = sub.add_parser("run", help="run the sidecar: poll lag and serve /metrics, /status, /healthz, /readyz")
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="One verdict on every partition of the configured flows, within --timeout.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=CHECK_EPILOG)
     check.error = lambda message: _check_usage_error(check, message)  # type: ignore[method-assign]
-    add_config(check)
+    add_config(check, required=False)  # required unless --url
     check.add_argument("--json", action="store_true", help="print a JSON array of partitions "
                        "(exit 3: an object with the reason and the clusters)")
     check.add_argument("--groups", action="store_true",
@@ -94,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", "-q", action="store_true",
                        help="print nothing when OK (cron mails only problems), not even a warning on stderr "
                             "(--log-level WARNING shows them); the status line otherwise")
+    check.add_argument("--url", default=None, metavar="URL",
+                       help="ask a running sidecar instead (http[s]://host:9464): its /status' verdict, "
+                            "in well under a second, with its age; no Kafka client")
+    check.add_argument("--user", default=None, help="with --url: basic auth user (the listener's web config)")
+    check.add_argument("--password-file", type=Path, default=None, metavar="FILE",
+                       help="with --url: the basic auth password, the file's first line")
+    check.add_argument("--ca-file", type=Path, default=None, metavar="FILE",
+                       help="with an https --url: the CA of the listener's certificate (default: the system's)")
+    check.add_argument("--max-age", type=float, default=60.0, metavar="S",
+                       help="with --url: a sidecar verdict older than S seconds is UNKNOWN (default 60)")
     for option, what in (("--warning", "WARNING"), ("--critical", "CRITICAL")):
         check.add_argument(option, type=_range, default=None, metavar="RANGE",
                            help=f"{what} when the largest time lag (s) is outside RANGE (Nagios range syntax)")
@@ -192,6 +202,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     output = Output(verbose=args.verbose, quiet=args.quiet,
                     thresholds=Thresholds(args.warning, args.critical, args.warning_records, args.critical_records))
+    if args.url is None and not args.config:
+        print(unknown_line("usage: the following arguments are required: --config/-c (or --url)"))
+        print("mirrorlag check: error: the following arguments are required: --config/-c (or --url)", file=sys.stderr)
+        return Status.UNKNOWN
+    if args.url is not None:
+        from mirrorlag.check_url import UrlCheck, run_url_check
+
+        url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file)
+        return run_url_check(url_check, args.json, output.thresholds, args.quiet)
     try:
         return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
                          groups=args.groups, output=output)

@@ -6,7 +6,9 @@ the real brokers, through the real CLI at its default --timeout, which must answ
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -14,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
+from tests.helpers import wait_ready
 from tests.integration.test_check_timeout import refused_port
 from tests.nagios import parse
 
@@ -106,3 +110,41 @@ def test_a_bad_config_is_unknown_on_the_status_line(tmp_path):
     config.write_text("clusters = src, dst\nsrc.bootstrap.servers = x:1\n")
     status, text, perf = nagios(check(config)[0])
     assert status == "UNKNOWN" and str(config) in text and perf == {}
+
+
+def test_url_asks_a_running_sidecar_in_well_under_a_second(tmp_path, estate, clusters):
+    """`check --url`: the sidecar's /status verdict with its age, no Kafka client of its own."""
+    config, topic = estate
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 4, 4)])  # p0 behind; the sidecar's window is 30 s
+    port = free_port()
+    extra = tmp_path / "mirrorlag.properties"
+    extra.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\nreplication.record.lag.metric.refresh.interval = 500\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config), "--config", str(extra)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(port, proc)
+        time.sleep(1.2)  # a poll after the feed has read the syncs
+        url = f"http://127.0.0.1:{port}"
+        result, took = _url_check(url)
+        status, text, perf = nagios(result)
+        # Behind for less than replication.lag.time.max.ms: IN_SYNC by KIP-16, and the sidecar says so.
+        assert status == "OK" and re.search(r"^3 partitions IN_SYNC; sidecar's verdict \d s old$", text), text
+        assert perf["records_behind"][0] == "5" and perf["in_sync"][0] == "3"
+        assert took < 1.5, took  # the interpreter's start is most of it
+        result, _ = _url_check(url, "--critical-records", "3")
+        assert nagios(result)[0] == "CRITICAL", result.stdout
+        result, _ = _url_check(url, "--json")
+        assert result.returncode == 0 and {r["partition"] for r in json.loads(result.stdout)} == {0, 1, 2}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    result, _ = _url_check(url)
+    status, text, _ = nagios(result)
+    assert status == "UNKNOWN" and text.startswith(f"{url}/status: "), text
+
+
+def _url_check(url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--url", url, *args],
+                            capture_output=True, text=True, timeout=60)
+    return result, time.monotonic() - started
