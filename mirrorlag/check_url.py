@@ -28,6 +28,8 @@ class UrlCheck:
     user: str | None = None
     password_file: Path | None = None
     ca_file: Path | None = None  # the CA of the listener's certificate (web config tls_server_config)
+    client_cert: Path | None = None  # for a listener that asks for client certificates (client_auth_type)
+    client_key: Path | None = None
 
 
 def run_url_check(check: UrlCheck, as_json: bool, thresholds: Thresholds, quiet: bool = False) -> int:
@@ -35,7 +37,8 @@ def run_url_check(check: UrlCheck, as_json: bool, thresholds: Thresholds, quiet:
         doc = _fetch(check)
     except (OSError, ValueError) as exc:  # URLError, HTTPError, a timeout, TLS, bad JSON are all OSError/ValueError
         return _unknown(f"{_status_url(check.url)}: {_why(exc)}", as_json)
-    taken_at = doc.get("taken_at")
+    # last_success_at: a sidecar before the fix of an empty snapshot's taken_at (null) says it there
+    taken_at = doc.get("taken_at") or doc.get("last_success_at")
     if taken_at is None:
         return _unknown(f"{_status_url(check.url)}: the sidecar has not polled yet", as_json)
     age = max(0.0, time.time() - float(taken_at))
@@ -63,7 +66,11 @@ def _fetch(check: UrlCheck) -> dict[str, Any]:
         password = "" if check.password_file is None else check.password_file.read_text().rstrip("\n")
         token = base64.b64encode(f"{check.user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
-    context = ssl.create_default_context(cafile=check.ca_file) if check.url.startswith("https:") else None
+    context = None
+    if check.url.startswith("https:"):
+        context = ssl.create_default_context(cafile=check.ca_file)
+        if check.client_cert is not None:
+            context.load_cert_chain(check.client_cert, check.client_key)
     with urllib.request.urlopen(request, timeout=check.timeout_s, context=context) as response:
         return json.loads(response.read())
 

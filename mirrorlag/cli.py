@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --url: the basic auth password, the file's first line")
     check.add_argument("--ca-file", type=Path, default=None, metavar="FILE",
                        help="with an https --url: the CA of the listener's certificate (default: the system's)")
+    check.add_argument("--client-cert", type=Path, default=None, metavar="FILE",
+                       help="with an https --url: a client certificate (PEM), for a listener that requires one")
+    check.add_argument("--client-key", type=Path, default=None, metavar="FILE",
+                       help="with --client-cert: its key (PEM; default: in the certificate's file)")
     check.add_argument("--max-age", type=float, default=60.0, metavar="S",
                        help="with --url: a sidecar verdict older than S seconds is UNKNOWN (default 60)")
     for option, what in (("--warning", "WARNING"), ("--critical", "CRITICAL")):
@@ -209,7 +213,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.url is not None:
         from mirrorlag.check_url import UrlCheck, run_url_check
 
-        url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file)
+        url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file,
+                             args.client_cert, args.client_key)
         return run_url_check(url_check, args.json, output.thresholds, args.quiet)
     try:
         return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
