@@ -42,8 +42,9 @@ exit status (Nagios'):
   With a threshold, LAGGING alone no longer warns: the largest time lag (--warning,
   --critical, seconds) and record lag (--warning-records, --critical-records)
   judge it, each outside its range alerting; the other states judge as above.
-  Ranges (the values that are OK) as the Monitoring Plugins guidelines: 10 (0..10), 10: (at least 10),
-  ~:10 (at most 10), 10:20, @10:20 (alert inside).
+  Ranges (of the values that are OK) as in the Monitoring Plugins guidelines:
+  10 (0..10), 10: (at least 10), ~:10 (at most 10), 10:20, @10:20 (alert inside).
+--url asks a running sidecar's /status instead: the same line, with its age.
 
 --timeout (default 9 s, inside NRPE's 10 s) bounds the whole run: creating the
 clients, metadata, ListOffsets, the first read of MM2's topics, the source
