@@ -202,21 +202,22 @@ def _check_usage_error(parser: argparse.ArgumentParser, message: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from mirrorlag.check import Output, run_check
     from mirrorlag.check_output import Status, Thresholds, unknown_line
 
-    output = Output(verbose=args.verbose, quiet=args.quiet,
-                    thresholds=Thresholds(args.warning, args.critical, args.warning_records, args.critical_records))
+    thresholds = Thresholds(args.warning, args.critical, args.warning_records, args.critical_records)
     if args.url is None and not args.config:
         print(unknown_line("usage: the following arguments are required: --config/-c (or --url)"))
         print("mirrorlag check: error: the following arguments are required: --config/-c (or --url)", file=sys.stderr)
         return Status.UNKNOWN
-    if args.url is not None:
+    if args.url is not None:  # before importing mirrorlag.check: its Kafka client and poller take a second
         from mirrorlag.check_url import UrlCheck, run_url_check
 
         url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file,
                              args.client_cert, args.client_key)
-        return run_url_check(url_check, args.json, output.thresholds, args.quiet)
+        return run_url_check(url_check, args.json, thresholds, args.quiet)
+    from mirrorlag.check import Output, run_check
+
+    output = Output(verbose=args.verbose, quiet=args.quiet, thresholds=thresholds)
     try:
         return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
                          groups=args.groups, output=output)

@@ -130,7 +130,11 @@ def test_url_asks_a_running_sidecar_in_well_under_a_second(tmp_path, estate, clu
         # Behind for less than replication.lag.time.max.ms: IN_SYNC by KIP-16, and the sidecar says so.
         assert status == "OK" and re.search(r"^3 partitions IN_SYNC; sidecar's verdict \d s old$", text), text
         assert perf["records_behind"][0] == "5" and perf["in_sync"][0] == "3"
-        assert took < 1.5, took  # the interpreter's start is most of it
+        # The interpreter's start and imports are most of it (half a second here, more under load):
+        # measured alongside, the answer itself must take well under a second.
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import mirrorlag.cli, mirrorlag.check_url"], check=True, timeout=60)
+        assert took < time.monotonic() - started + 0.5, took
         result, _ = _url_check(url, "--critical-records", "3")
         assert nagios(result)[0] == "CRITICAL", result.stdout
         result, _ = _url_check(url, "--json")
