@@ -268,7 +268,9 @@ def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
 
 
 def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> PartitionRow:
-    if _final(row):
+    # REWIND as the engine said it: MM2 resumed from an older commit during the window and copies
+    # records again (duplicates on the target), a WARNING even where it caught up before.
+    if _final(row) or row.state is State.REWIND:
         return row
     if resolved:
         return row._replace(state=State.IN_SYNC)

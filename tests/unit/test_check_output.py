@@ -116,3 +116,13 @@ def test_groups_ready_is_ok_and_the_worst_groups_are_named():
     assert v.status is Status.WARNING
     assert text == "2 of 5 consumer groups not READY: A->C billing UNMAPPED, A->B audit REREAD_HIGH re-read 1,235"
     assert perf["reread_records"][0] == "1234" and perf["reread_high"][0] == "1" and perf["unmapped"][0] == "1"
+
+
+def test_the_checks_window_keeps_a_rewind_it_saw():
+    """A partition caught up at the first poll whose LRO then stepped back reads REWIND, not IN_SYNC."""
+    from mirrorlag.check import _verdict
+
+    rewound = row(0, State.REWIND, 29, 0.0)._replace(lro=20)
+    assert _verdict(rewound, True, 49).state is State.REWIND
+    assert partitions_verdict([_verdict(rewound, True, 49)]).status is Status.WARNING
+    assert _verdict(row(0, State.LAGGING, 3, 1.0), True, 49).state is State.IN_SYNC
