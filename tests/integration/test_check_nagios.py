@@ -152,3 +152,22 @@ def _url_check(url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], 
     result = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--url", url, *args],
                             capture_output=True, text=True, timeout=60)
     return result, time.monotonic() - started
+
+
+def test_a_rewind_within_the_window_is_a_warning_named_before_lagging(estate, clusters, tmp_path):
+    """MM2 resumes p0 from an older commit while the check watches p2 catch up: REWIND, not the
+    IN_SYNC p0 read at the first poll."""
+    config, topic = estate
+    extra = tmp_path / "feeds.properties"
+    extra.write_text("mirrorlag.lro.feeds = offset-syncs\n")  # the syncs alone say where MM2 is
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 2, 2, 2)])  # p2: 4 records behind
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), "--config", str(extra),
+                             "--timeout", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 4, 4), OffsetSync(topic, 2, 3, 3)])
+    out, err = proc.communicate(timeout=30)
+    status, text, perf = nagios(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    assert status == "WARNING", out + err
+    assert text.startswith(f"2 of 3 partitions not IN_SYNC: src->dst {topic}/0 REWIND 5 records"), text
+    assert f", src->dst {topic}/2 LAGGING 3 records" in text, text
+    assert (perf["rewind"][0], perf["lagging"][0], perf["in_sync"][0]) == ("1", "1", "1"), perf
