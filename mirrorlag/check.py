@@ -7,9 +7,10 @@ STALLED when its last replicated offset never moved. The window is `--timeout`, 
 flow's replication.lag.time.max.ms.
 
 `--timeout` bounds the whole run, Nagios-style: the reads run on a worker thread, and at the
-deadline the check answers with what it has. Exit 0 (OK): every partition IN_SYNC; 1 (WARNING):
-any other state; 2: a configuration or usage error; 3 (UNKNOWN): a cluster could not be read, or
-no answer came within the timeout, naming the clusters and why.
+deadline the check answers with what it has. Its exit codes are Nagios' (check_output.Status):
+0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (a cluster could not be read, no answer came within the
+timeout, or a configuration or usage error), and its first line is a Monitoring Plugins status
+line with perfdata (check_output).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rich.table import Table
 
 from mirrorlag.check_groups import answer as answer_groups
 from mirrorlag.check_groups import read_groups
+from mirrorlag.check_output import Status, Thresholds, Window, partitions_verdict, unknown_line
 from mirrorlag.check_reach import ReachProbes
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
@@ -42,14 +44,13 @@ from mirrorlag.model import PartitionKey, PartitionRow, State
 from mirrorlag.poller import Poller
 from mirrorlag.wiring import lag_engine
 
-EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3  # 2, an error, is MirrorlagError's
+EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = Status.OK, Status.WARNING, Status.UNKNOWN
 RECHECK_INTERVAL_S = 1.0
 # Kept at the end of --timeout: the window's last poll answers, the clients close, the verdict prints.
 RESERVE_S = 0.5
 # How long past the deadline the threads get to end (a probe sees its stop within its poll) before
 # the process exits without them: a librdkafka client closing against a dead cluster can block.
 GRACE_S = 0.05
-NOT_OK = {State.LAGGING, State.STALLED, State.RESET, State.UNKNOWN, State.AT_RISK}
 # States the check's own window cannot clear: waiting does not bring deleted records back.
 FINAL = (State.UNKNOWN, State.RESET, State.AT_RISK)
 
@@ -70,15 +71,27 @@ class _Work:
     rows: list[PartitionRow] | None = None  # the verdict so far: set after the first poll, then after each
     groups: GroupsSnapshot | None = None  # check --groups: the groups' readiness, once read
     error: BaseException | None = None
+    window: Window | None = None  # set when the window ended before KIP-16's full one
     answered: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)  # an answer, or a source found down
 
 
+@dataclass(frozen=True)
+class Output:
+    """How the verdict is shown: `verbose` adds the per-partition table, `quiet` prints nothing when OK."""
+
+    as_json: bool = False
+    verbose: bool = False
+    quiet: bool = False
+    thresholds: Thresholds = Thresholds()
+
+
 def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, started: float | None = None,
-              groups: bool = False) -> int:
+              groups: bool = False, output: Output | None = None) -> int:
     """The check's exit status; `started` (time.monotonic()) is when the command began, so that
     the timeout counts its imports too. `groups`: the consumer groups' failover readiness instead
     of the partitions' states (check_groups)."""
+    output = dataclasses.replace(output or Output(), as_json=as_json)
     if timeout_s <= 0:
         raise MirrorlagError(f"--timeout must be positive, got {timeout_s}")
     deadline = Deadline.after(timeout_s, started)
@@ -93,7 +106,7 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, star
     reach.stop()
     if work.answered.is_set() and work.error is not None and not isinstance(work.error, SourceUnread):
         raise work.error  # a client librdkafka would not build (exit 2), or a bug
-    status = _answer(work, reach, deadline, as_json)
+    status = _answer(work, reach, deadline, output)
     # A worker that answered is closing its clients: it gets until the deadline. One that did not is
     # stuck in a read that the verdict no longer needs.
     _leave([worker, *reach.threads], deadline.at if work.answered.is_set() else 0.0, status)
@@ -121,21 +134,26 @@ def _work(settings: Settings, deadline: Deadline, work: _Work, groups: bool = Fa
             poller.close()  # the feeds' consumers and the source probe's; may block: the main thread does not wait
 
 
-def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, as_json: bool) -> int:
+def _answer(work: _Work, reach: ReachProbes, deadline: Deadline, output: Output) -> int:
     """Prints the verdict and returns its exit status."""
+    as_json = output.as_json
     if unread := _unread_sources(work, reach):
         return _unknown(f"could not read source cluster {', '.join(unread)}", reach, deadline, as_json, unread)
     rows = work.rows
     if rows is None:  # not even a first poll answered
         return _unknown(f"timed out after {deadline.seconds:g} s {work.phase}", reach, deadline, as_json)
     if work.groups is not None:
-        return answer_groups(work.groups, as_json)
+        return answer_groups(work.groups, as_json, output.verbose, output.quiet)
+    verdict = partitions_verdict(rows, output.thresholds, work.window)
     if as_json:
         json.dump([row_to_dict(r) for r in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")
-    else:
+        return verdict.status
+    if not (output.quiet and verdict.status is Status.OK):
+        print(verdict.line)
+    if output.verbose or (sys.stdout.isatty() and not output.quiet):
         _print_table(rows)
-    return EXIT_WARNING if any(r.state in NOT_OK for r in rows) else EXIT_OK
+    return verdict.status
 
 
 def _unread_sources(work: _Work, reach: ReachProbes) -> Sequence[str]:
@@ -161,7 +179,7 @@ def _unknown(reason: str, reach: ReachProbes, deadline: Deadline, as_json: bool,
             for r in reach.reaches]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"UNKNOWN: {reason}")
+        print(unknown_line(reason))
         for name, why in details or [("every cluster", "answered; the check's own reads did not end in time")]:
             print(f"  {name}: {why}")
     return EXIT_UNKNOWN
@@ -197,9 +215,10 @@ def _observe(poller: Poller, timeout_s: float, deadline: Deadline | None = None,
     # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window (an
     # UNKNOWN that is only a time lag the probe could not prove too: the window can prove it).
     waiting = {r.key for r in rows if r.key not in resolved and not _final(r)}
+    polled = 0.0  # when the window's last poll began
     while waiting:
-        if work is not None:
-            work.rows = verdict()
+        if work is not None:  # published with the verdict: the deadline may come during the next poll
+            work.rows, work.window = verdict(), _window(poller, waiting, polled - start if polled else 0.0)
         window = max(min(timeout_s, poller.settings.flow(k.flow).engine.lag_time_max_s) for k in waiting)
         now = time.monotonic()
         if now - start + RECHECK_INTERVAL_S > window:
@@ -213,7 +232,17 @@ def _observe(poller: Poller, timeout_s: float, deadline: Deadline | None = None,
         settled = {r.key for r in rows if r.key in waiting and _settled(r, first_leo[r.key])}
         resolved |= settled
         waiting -= settled
+    if work is not None:
+        work.window = _window(poller, waiting, polled - start if polled else 0.0)
     return verdict()
+
+
+def _window(poller: Poller, waiting: set[PartitionKey], watched_s: float) -> Window | None:
+    """How long the partitions still behind were watched, of KIP-16's window (their flows'
+    replication.lag.time.max.ms): a partition judged on less may yet catch up in time."""
+    if not waiting:
+        return None
+    return Window(watched_s, max(poller.settings.flow(k.flow).engine.lag_time_max_s for k in waiting))
 
 
 def _poll(poller: Poller) -> list[PartitionRow]:
@@ -239,12 +268,19 @@ def _settled(row: PartitionRow, leo_at_start: int | None) -> bool:
 
 
 def _verdict(row: PartitionRow, resolved: bool, lro_at_start: int | None) -> PartitionRow:
-    if _final(row):
+    # REWIND as the engine said it: MM2 resumed from an older commit during the window and copies
+    # records again (duplicates on the target), a WARNING even where it caught up before.
+    if _final(row) or row.state is State.REWIND:
         return row
     if resolved:
         return row._replace(state=State.IN_SYNC)
     moved = row.lro != lro_at_start
     return row._replace(state=State.LAGGING if moved else State.STALLED)
+
+
+# The table's columns: the keys of /status and `check --json` (row_to_dict), so one name means one thing.
+COLUMNS = ("flow", "topic", "partition", "leo", "lro", "record_lag", "time_lag_s", "state", "lro_feed")
+NUMERIC = {"partition", "leo", "lro", "record_lag", "time_lag_s"}
 
 
 def _print_table(rows: list[PartitionRow]) -> None:
@@ -253,14 +289,11 @@ def _print_table(rows: list[PartitionRow]) -> None:
         console.print("no partitions in the configured flows")
         return
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("flow", "topic", "partition", "leo", "lro", "lag", "state", "feed"):
-        table.add_column(column, justify="right" if column in ("partition", "leo", "lro", "lag") else "left")
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in NUMERIC else "left")
     for r in rows:
-        k: PartitionKey = r.key
-        table.add_row(f"{k.source}->{k.target}", k.topic, str(k.partition), _fmt(r.leo), _fmt(r.lro),
-                      _fmt(r.record_lag), r.state.value, r.lro_feed or "-")
+        d = row_to_dict(r)
+        lag = d["time_lag_s"]
+        d["time_lag_s"] = None if lag is None else f"{'>=' if r.time_lag_lower_bound else ''}{lag:.1f}"
+        table.add_row(*("-" if d[c] is None else str(d[c]) for c in COLUMNS))
     console.print(table)
-
-
-def _fmt(value: int | None) -> str:
-    return "-" if value is None else str(value)

@@ -1,6 +1,6 @@
 """`mirrorlag check --groups`: failover readiness of every consumer group MM2 checkpoints, in one
-look (DESIGN §9). Exit 0 when every group is READY, 1 when any is not, 3 (UNKNOWN) when a flow's
-groups could not be read; 2 stays a configuration or usage error."""
+look (DESIGN §9). A Monitoring Plugins status line first (check_output.groups_verdict); exit 0
+when every group is READY, 1 when any is not, 3 (UNKNOWN) when a flow's groups could not be read."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from mirrorlag.check_output import Status, groups_verdict, unknown_line
 from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import flow_readers
 from mirrorlag.groups.monitor import GroupsMonitor, GroupsSnapshot
-from mirrorlag.groups.readiness import GroupState, group_lro
+from mirrorlag.groups.readiness import group_lro
 from mirrorlag.groups.rows import group_rows
 from mirrorlag.groups.service import limits_of
 from mirrorlag.model import PartitionRow
 
-EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = 0, 1, 3
+EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = Status.OK, Status.WARNING, Status.UNKNOWN
 
 
 def read_groups(settings: Settings, rows: Sequence[PartitionRow], timeout_s: float) -> GroupsSnapshot:
@@ -35,8 +36,9 @@ def read_groups(settings: Settings, rows: Sequence[PartitionRow], timeout_s: flo
         monitor.close()
 
 
-def answer(snapshot: GroupsSnapshot, as_json: bool) -> int:
-    """Prints the groups and returns the exit status."""
+def answer(snapshot: GroupsSnapshot, as_json: bool, verbose: bool = False, quiet: bool = False) -> int:
+    """Prints the groups and returns the exit status: the status line, then a line per flow (how
+    many groups it listed), then, `verbose`, the table of group partitions; `quiet`, nothing when OK."""
     failed = [f for f in snapshot.flows if f.error is not None]
     if failed:
         reason = "; ".join(f"{f.flow}: {f.error}" for f in failed)
@@ -46,19 +48,20 @@ def answer(snapshot: GroupsSnapshot, as_json: bool) -> int:
                  "error": f.error} for f in snapshot.flows]}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            print(f"UNKNOWN: {reason}")
+            print(unknown_line(reason))
         return EXIT_UNKNOWN
     rows = [row for f in snapshot.flows for row in group_rows(f.flow, f.groups)]
+    verdict = groups_verdict([(str(f.flow), g) for f in snapshot.flows for g in f.groups])
     if as_json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
-    else:
-        _print_table(rows, snapshot)
-    ready = all(g.state is GroupState.READY for f in snapshot.flows for g in f.groups)
-    return EXIT_OK if ready else EXIT_WARNING
+    elif not (quiet and verdict.status is Status.OK):
+        print(verdict.line)
+        _print_table(rows, snapshot, verbose or (sys.stdout.isatty() and not quiet))
+    return verdict.status
 
 
-def _print_table(rows: list[dict], snapshot: GroupsSnapshot) -> None:
+def _print_table(rows: list[dict], snapshot: GroupsSnapshot, table_too: bool) -> None:
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not snapshot.flows:
         console.print("no flow checkpoints consumer groups (emit.checkpoints.enabled)")
@@ -68,7 +71,7 @@ def _print_table(rows: list[dict], snapshot: GroupsSnapshot) -> None:
         console.print(f"{f.flow}: {shown} group{'s' if shown != 1 else ''} with offsets on mirrored topics, of "
                       f"{f.listed} the source listed (only groups the principal may Describe are listed)"
                       + ("" if f.checkpoints_read else "; MM2's checkpoints topic not read (missing, or not permitted)"))
-    if not rows:
+    if not rows or not table_too:
         return
     table = Table(box=box.SIMPLE_HEAD)
     columns = ("flow", "group", "topic", "partition", "committed", "checkpoint_downstream", "resume_source_offset",

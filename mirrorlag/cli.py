@@ -1,5 +1,5 @@
-"""`mirrorlag run | check | mirror | demo`. Errors the user can fix end in one line and exit status 2
-(`check` adds 3, UNKNOWN: see CHECK_EPILOG)."""
+"""`mirrorlag run | check | mirror | demo`. Errors the user can fix end in one line and exit status 2;
+`check` exits as a Nagios plugin does (CHECK_EPILOG): an error there is UNKNOWN, 3."""
 
 from __future__ import annotations
 
@@ -23,19 +23,36 @@ log = logging.getLogger("mirrorlag")
 
 
 CHECK_EPILOG = """\
-exit status:
-  0  OK: every partition IN_SYNC (--groups: every consumer group READY)
-  1  WARNING: any partition LAGGING, STALLED, AT_RISK, RESET or UNKNOWN
-     (--groups: any group not READY)
-  2  error: a bad configuration or usage (one line on stderr)
-  3  UNKNOWN: a cluster could not be read, or no answer within --timeout; the
-     output names each cluster that did not answer, and why (--groups: a
-     flow's consumer groups could not be listed; the output names the flow and why)
+output: a Monitoring Plugins status line, then detail lines:
+  MIRRORLAG OK - 120 partitions IN_SYNC | records_behind=0;;;0 time_lag=0s;;;0 in_sync=120;;;0;120 ...
+  MIRRORLAG WARNING - 2 of 120 partitions not IN_SYNC: A->B orders/3 LAGGING 1,234 records 45 s, ... | ...
+perfdata: records_behind (largest record lag), time_lag (largest, s), and the
+partitions per state (in_sync, lagging, stalled, at_risk, reset, rewind, unknown);
+--groups: reread_records, skipped_records (largest), checkpoint_age (oldest, s)
+and the groups per state (ready, reread_high, ...).
 
---timeout bounds the whole run: creating the clients, metadata, ListOffsets, the
-first read of MM2's topics, the source probe, the check's own window (a
-partition behind must be copied up to where it stood within it) and closing the
-clients. At the deadline the check answers UNKNOWN with what it knows."""
+exit status (Nagios'):
+  0  OK: every partition IN_SYNC (--groups: every consumer group READY)
+  1  WARNING: any partition LAGGING, REWIND or UNKNOWN (--groups: any group not READY)
+  2  CRITICAL: any partition STALLED, RESET or AT_RISK
+  3  UNKNOWN: a cluster could not be read, no answer within --timeout, or a
+     configuration or usage error; the status line says why, and the next lines
+     name each cluster that did not answer (--groups: each flow whose groups
+     could not be listed)
+  With a threshold, LAGGING alone no longer warns: the largest time lag (--warning,
+  --critical, seconds) and record lag (--warning-records, --critical-records)
+  judge it, each outside its range alerting; the other states judge as above.
+  Ranges (of the values that are OK) as in the Monitoring Plugins guidelines:
+  10 (0..10), 10: (at least 10), ~:10 (at most 10), 10:20, @10:20 (alert inside).
+--url asks a running sidecar's /status instead: the same line, with its age.
+
+--timeout (default 9 s, inside NRPE's 10 s) bounds the whole run: creating the
+clients, metadata, ListOffsets, the first read of MM2's topics, the source
+probe, the check's own window (a partition behind must be copied up to where it
+stood within it) and closing the clients. At the deadline the check answers
+UNKNOWN with what it knows. The window is the timeout, capped at
+replication.lag.time.max.ms (KIP-16; 30 s by default): when it was cut short
+the status line says so, as a partition behind may still catch up in time."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="default INFO; WARNING for check, which is quiet when all is well (cron mails any output)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", "-c", action="append", required=True, metavar="FILE",
+    def add_config(p: argparse.ArgumentParser, required: bool = True) -> None:
+        p.add_argument("--config", "-c", action="append", required=required, metavar="FILE",
                        help="Java .properties file (mm2.properties); repeat to layer, later files win")
 
     run = sub.add_parser("run", help="run the sidecar: poll lag and serve /metrics, /status, /healthz, /readyz")
@@ -60,18 +77,43 @@ def build_parser() -> argparse.ArgumentParser:
                           "else plain HTTP, no auth")
 
     check = sub.add_parser(
-        "check", help="one-shot Nagios-style check: exit 0 OK, 1 WARNING, 2 error, 3 UNKNOWN",
+        "check", help="one-shot Nagios plugin: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN",
         description="One verdict on every partition of the configured flows, within --timeout.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=CHECK_EPILOG)
-    add_config(check)
+    check.error = lambda message: _check_usage_error(check, message)  # type: ignore[method-assign]
+    add_config(check, required=False)  # required unless --url
     check.add_argument("--json", action="store_true", help="print a JSON array of partitions "
                        "(exit 3: an object with the reason and the clusters)")
     check.add_argument("--groups", action="store_true",
                        help="failover readiness of the consumer groups MM2 checkpoints instead: exit 0 when "
                             "every group is READY, 1 otherwise (--json: one object per group partition)")
-    check.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                       help="seconds the whole check may take, answer included (default 30); "
-                            "also its window, capped at replication.lag.time.max.ms")
+    check.add_argument("--timeout", type=float, default=9.0, metavar="S",
+                       help="seconds the whole check may take, answer included (default 9: NRPE kills a "
+                            "check at 10); also its window, capped at replication.lag.time.max.ms")
+    check.add_argument("--verbose", "-v", action="store_true",
+                       help="the per-partition table after the status line (the default on a terminal)")
+    check.add_argument("--quiet", "-q", action="store_true",
+                       help="print nothing when OK (cron mails only problems), not even a warning on stderr "
+                            "(--log-level WARNING shows them); the status line otherwise")
+    check.add_argument("--url", default=None, metavar="URL",
+                       help="ask a running sidecar instead (http[s]://host:9464): its /status' verdict, "
+                            "in well under a second, with its age; no Kafka client")
+    check.add_argument("--user", default=None, help="with --url: basic auth user (the listener's web config)")
+    check.add_argument("--password-file", type=Path, default=None, metavar="FILE",
+                       help="with --url: the basic auth password, the file's first line")
+    check.add_argument("--ca-file", type=Path, default=None, metavar="FILE",
+                       help="with an https --url: the CA of the listener's certificate (default: the system's)")
+    check.add_argument("--client-cert", type=Path, default=None, metavar="FILE",
+                       help="with an https --url: a client certificate (PEM), for a listener that requires one")
+    check.add_argument("--client-key", type=Path, default=None, metavar="FILE",
+                       help="with --client-cert: its key (PEM; default: in the certificate's file)")
+    check.add_argument("--max-age", type=float, default=60.0, metavar="S",
+                       help="with --url: a sidecar verdict older than S seconds is UNKNOWN (default 60)")
+    for option, what in (("--warning", "WARNING"), ("--critical", "CRITICAL")):
+        check.add_argument(option, type=_range, default=None, metavar="RANGE",
+                           help=f"{what} when the largest time lag (s) is outside RANGE (Nagios range syntax)")
+        check.add_argument(f"{option}-records", type=_range, default=None, metavar="RANGE",
+                           help=f"{what} when the largest record lag is outside RANGE")
 
     demo = sub.add_parser("demo", help="embedded source and target brokers, a lagging replicator and the sidecar, live")
     demo.add_argument("--port", type=int, default=9464, help="HTTP port of the embedded sidecar (default 9464)")
@@ -103,10 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()  # `check --timeout` counts from here: the check's imports take a while
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)  # parse_args, but an unknown option of check is UNKNOWN
+    if unknown:
+        (_check_usage_error if args.command == "check" else type(parser).error)(
+            parser, f"unrecognized arguments: {' '.join(unknown)}")
     args.started = started
-    if args.log_level is None:
-        args.log_level = "WARNING" if args.command == "check" else "INFO"
+    if args.log_level is None:  # check --quiet: cron mails only problems, and a warning alone is none
+        args.log_level = ("ERROR" if args.quiet else "WARNING") if args.command == "check" else "INFO"
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # librdkafka reconnect chatter is summarised by the poller once per state change.
@@ -119,10 +165,7 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "run":
         return cmd_run(args)
     if args.command == "check":
-        from mirrorlag.check import run_check
-
-        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
-                         groups=args.groups)
+        return cmd_check(args)
     if args.command == "demo":
         from mirrorlag.demo.runner import run_demo
 
@@ -137,6 +180,53 @@ def _command(args: argparse.Namespace) -> int:
 
         return cmd_rollup(args)
     return 2
+
+
+def _range(text: str) -> object:
+    from mirrorlag.check_output import Range
+
+    try:
+        return Range.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_usage_error(parser: argparse.ArgumentParser, message: str) -> None:
+    """A usage error of `check` is UNKNOWN (3) to Nagios, which reserves 2 for CRITICAL."""
+    from mirrorlag.check_output import unknown_line
+
+    print(unknown_line(f"usage: {message}"))
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    sys.exit(3)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from mirrorlag.check_output import Status, Thresholds, unknown_line
+
+    thresholds = Thresholds(args.warning, args.critical, args.warning_records, args.critical_records)
+    if args.url is None and not args.config:
+        print(unknown_line("usage: the following arguments are required: --config/-c (or --url)"))
+        print("mirrorlag check: error: the following arguments are required: --config/-c (or --url)", file=sys.stderr)
+        return Status.UNKNOWN
+    if args.url is not None:  # before importing mirrorlag.check: its Kafka client and poller take a second
+        from mirrorlag.check_url import UrlCheck, run_url_check
+
+        url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file,
+                             args.client_cert, args.client_key)
+        return run_url_check(url_check, args.json, thresholds, args.quiet)
+    from mirrorlag.check import Output, run_check
+
+    output = Output(verbose=args.verbose, quiet=args.quiet, thresholds=thresholds)
+    try:
+        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
+                         groups=args.groups, output=output)
+    except MirrorlagError as exc:
+        # Nagios shows stdout's first line; cron and a human read stderr's one line as from `run`.
+        if not args.json:
+            print(unknown_line(str(exc)))
+        print(f"mirrorlag: error: {exc}", file=sys.stderr)
+        return Status.UNKNOWN
 
 
 # The GIL switch interval of `mirrorlag run` (CPython's default is 5 ms). A scrape thread takes the

@@ -71,7 +71,8 @@ def status_chunks(snapshot: Snapshot | None, ready: bool, extra: dict[str, Any],
     at a time, then the `encoded` members (name, JSON already encoded: the groups' rows, encoded
     once a groups run). The same bytes as one json.dumps of the whole document, without its cost:
     a row dict per partition alive at once, and one C call that holds the GIL for all of them."""
-    head = json.dumps({"ready": ready, "taken_at": snapshot.taken_at if snapshot else None, **extra},
+    # `is not None`: a snapshot of no partitions is falsy (len 0), yet it was taken
+    head = json.dumps({"ready": ready, "taken_at": snapshot.taken_at if snapshot is not None else None, **extra},
                       separators=(",", ":"))
     yield f'{head[:-1]},"partitions":['.encode()
     sep = ""

@@ -93,7 +93,7 @@ def test_steady_then_paused_then_resumed(mirror, tmp_path):
         result = mirrorlag("check", "--config", str(mirror.config), "--config", str(extra), "--json",
                            "--timeout", "8")
         rows = {r["partition"]: r for r in json.loads(result.stdout) if r["topic"] == topic}
-        assert result.returncode == 1, result.stdout + result.stderr
+        assert result.returncode == 2, result.stdout + result.stderr  # CRITICAL: STALLED
         assert rows[0]["state"] == "STALLED" and rows[0]["record_lag"] == lag_true(leo[0], frozen), rows
 
         # A backlog of many produce requests at 64 KiB/s takes MM2 several polls: the broker lets

@@ -137,7 +137,7 @@ def test_two_identity_flows_into_one_topic(apache_pair, second_source, tmp_path:
                                    and p.rows[(b_flow, 0)]["record_lag"] == 0, 30, "B->C IN_SYNC beside A->C STALLED")
             assert b_caught.rows[(b_flow, 0)]["lro"] == truth(b), watch.describe(b_caught)
             code, rows, out = check_rows(config, side, topic=topic)
-            assert code == 1, out
+            assert code == 2, out  # CRITICAL: A->C STALLED
             # Stalled past a flush, A's syncs (on C) and commits name its last copy: the lag is exact.
             assert rows[(a_flow, 0)]["state"] == "STALLED" and rows[(a_flow, 0)]["record_lag"] == 15, out
             assert rows[(b_flow, 0)]["state"] == "IN_SYNC" and rows[(b_flow, 0)]["record_lag"] == 0, out

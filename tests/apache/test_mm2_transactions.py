@@ -137,7 +137,7 @@ def test_transactional_source_at_both_isolation_levels(apache_pair, tmp_path):
                     assert poll.rows[(flow, 0)]["record_lag"] >= lag_true(leo, frozen[flow]), watch.describe(poll)
             code, rows, out = check_rows(mm2.properties, side, topic=topic)
             # Stalled past a flush: the syncs and commits name the last copy, so the lag is exact.
-            assert code == 1 and all(rows[(f, 0)]["state"] == "STALLED"
+            assert code == 2 and all(rows[(f, 0)]["state"] == "STALLED"
                                      and rows[(f, 0)]["record_lag"] == lag_true(leo, frozen[f]) for f in remote), out
 
             mm2.resume()

@@ -42,10 +42,10 @@ def scenario(tmp_path, clusters, topic_name):
     return config, topic_name
 
 
-def test_check_json_gives_exact_lag_and_exit_1(scenario):
+def test_check_json_gives_exact_lag_and_exit_2(scenario):
     config, topic = scenario
     result = mirrorlag("check", "--config", str(config), "--json", "--timeout", "3")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr  # CRITICAL: partitions STALLED
     rows = {r["partition"]: r for r in json.loads(result.stdout)}
     assert [rows[p]["flow"] for p in range(3)] == ["src->dst"] * 3
     assert all(rows[p]["topic"] == topic for p in range(3))
@@ -60,10 +60,19 @@ def test_check_json_gives_exact_lag_and_exit_1(scenario):
 def test_check_exits_0_when_caught_up_and_prints_a_table(scenario, clusters):
     config, topic = scenario
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 9, 9), OffsetSync(topic, 2, 6, 6)])
-    result = mirrorlag("check", "--config", str(config), "--timeout", "3")
+    result = mirrorlag("check", "--config", str(config), "--timeout", "3", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr
+    first, *table = result.stdout.splitlines()
+    assert first.startswith("MIRRORLAG OK - 3 partitions IN_SYNC | "), first
+    header = next(line for line in table if "record_lag" in line).split()
+    assert header == ["flow", "topic", "partition", "leo", "lro", "record_lag", "time_lag_s", "state", "lro_feed"]
     assert "IN_SYNC" in result.stdout and topic in result.stdout
     assert "LAGGING" not in result.stdout and "UNKNOWN" not in result.stdout
+    # without --verbose (stdout is no terminal here) the status line alone; --quiet: nothing when OK
+    plain = mirrorlag("check", "--config", str(config), "--timeout", "3")
+    assert plain.returncode == 0 and plain.stdout.count("\n") == 1 and plain.stdout.startswith("MIRRORLAG OK - ")
+    quiet = mirrorlag("check", "--config", str(config), "--timeout", "3", "--quiet")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
 def test_check_sees_a_mirror_that_catches_up_during_the_check(scenario, clusters):
@@ -126,21 +135,33 @@ def test_run_serves_exact_lag_over_http_and_stops_on_sigterm(tmp_path, scenario)
     ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
      "mirrorlag.http.listner = 0.0.0.0:1\n", "did you mean mirrorlag.http.listener"),
 ])
-def test_bad_config_is_one_line_and_exit_2(tmp_path, content, expected):
+def test_bad_config_is_one_line_and_exit_2_or_unknown_for_check(tmp_path, content, expected):
+    """`run` exits 2; `check` 3, UNKNOWN to Nagios (which reads 2 as CRITICAL), the message on its status line."""
     config = tmp_path / "bad.properties"
     config.write_text(content)
-    for command in ("run", "check"):
+    for command, status in (("run", 2), ("check", 3)):
         result = mirrorlag(command, "--config", str(config))
-        assert result.returncode == 2
+        assert result.returncode == status
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert str(config) in lines[0] and expected in lines[0]
+    assert result.stdout == f"MIRRORLAG UNKNOWN - {lines[0].removeprefix('mirrorlag: error: ')}\n"
 
 
-def test_missing_file_is_one_line_and_exit_2(tmp_path):
+def test_missing_file_is_one_line_and_unknown(tmp_path):
     result = mirrorlag("check", "--config", str(tmp_path / "nope.properties"))
-    assert result.returncode == 2
+    assert result.returncode == 3
     assert len(result.stderr.strip().splitlines()) == 1 and "nope.properties" in result.stderr
+    assert result.stdout.startswith("MIRRORLAG UNKNOWN - ") and "nope.properties" in result.stdout
+
+
+@pytest.mark.parametrize("args", [("--timeout", "soon"), ("--warning", "20:10"), ("--no-such-option",), ()])
+def test_a_usage_error_of_check_is_unknown(tmp_path, args):
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n")
+    result = mirrorlag("check", *(("--config", str(config)) if args else ()), *args)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stdout.startswith("MIRRORLAG UNKNOWN - usage: ") and result.stdout.count("\n") == 1, result.stdout
 
 
 def test_secrets_never_printed(tmp_path):

@@ -21,6 +21,7 @@ from mirrorlag.groups.readiness import GroupState, Limits, NotCheckpointedBecaus
 from mirrorlag.groups.rows import FIELDS, group_rows
 from mirrorlag.kafka.topic_reader import TopicReader, assign_only_consumer
 from tests.helpers import eventually
+from tests.nagios import parse
 from tests.integration.test_mirror import LAG_MAX, Setup, expected_syncs, readers, syncs_of  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
@@ -126,6 +127,11 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         table = check()
         assert table.returncode == 1 and "REREAD_HIGH" in table.stdout and far in table.stdout
         assert "the source listed" in table.stdout
+        status, text, perf = parse(table.stdout)  # as Nagios reads it
+        assert status == "WARNING" and f"{far} REREAD_HIGH re-read " in text and f" {near} " not in text, text
+        assert perf["reread_high"][0] == "1" and int(perf["reread_records"][0]) >= 5, perf
+        assert "checkpoint downstream" not in table.stdout  # the table only with --verbose
+        assert "checkpoint downstream" in check("--verbose").stdout
         relaxed = tmp_path / "relaxed.properties"
         relaxed.write_text("mirrorlag.failover.reread.max.records = 5\n")
         ok = subprocess.run([sys.executable, "-m", "mirrorlag", "check", "--groups", "--config", str(setup.config),

@@ -26,6 +26,7 @@ import pytest
 from mirrorlag.embedded import free_port
 from tests.conftest import write_properties
 from tests.helpers import eventually, mirrorlag
+from tests.nagios import parse
 from tests.tools import require_tool
 from tests.web_pki import PASSWORD, USER, WebPki, make_web_pki, password_hash
 
@@ -226,3 +227,21 @@ def test_a_real_prometheus_scrapes_it_over_mutual_tls_with_basic_auth(secured, t
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_check_url_reads_the_verdict_over_mutual_tls_with_basic_auth(secured, tmp_path):
+    """`check --url https://...` with the CA, a client certificate and basic auth: the sidecar's
+    verdict as a Nagios status line; a wrong password is UNKNOWN naming the 401."""
+    password_file = tmp_path / "password"
+    password_file.write_text(PASSWORD + "\n")
+    cert, key = secured.pki.client
+    base = ("check", "--url", f"https://127.0.0.1:{secured.port}", "--ca-file", str(secured.pki.ca),
+            "--client-cert", str(cert), "--client-key", str(key), "--user", USER)
+    result = mirrorlag(*base, "--password-file", str(password_file))
+    status, text, _ = parse(result.stdout)
+    assert result.returncode in (0, 1, 2) and status != "UNKNOWN" and "sidecar's verdict" in text, result.stdout
+    password_file.write_text("wrong-password\n")
+    result = mirrorlag(*base, "--password-file", str(password_file))
+    assert (result.returncode, parse(result.stdout)[:2]) == (
+        3, ("UNKNOWN", f"https://127.0.0.1:{secured.port}/status: HTTP 401 Unauthorized")), result.stdout
+    assert PASSWORD not in result.stdout + result.stderr

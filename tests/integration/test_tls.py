@@ -277,8 +277,8 @@ def test_pem_material_librdkafka_cannot_load_is_a_one_line_error(tmp_path: Path,
     # 10 s: the error comes when the first client is built, long before; with 1 s a loaded machine
     # spent it importing, and answered UNKNOWN at the deadline (CI, at load 6).
     result = mirrorlag("check", "--config", str(config), "--timeout", "10", timeout=30)
-    # librdkafka checks TLS material when a client is built: one line naming the cluster, exit 2
-    # (not a traceback and exit 1, which `check` uses for lag).
-    assert (result.returncode, len(result.stderr.splitlines())) == (2, 1), result.stderr
+    # librdkafka checks TLS material when a client is built: one line naming the cluster, exit 3
+    # (UNKNOWN to Nagios; not a traceback and exit 1, which `check` uses for lag).
+    assert (result.returncode, len(result.stderr.splitlines())) == (3, 1), result.stderr
     assert "cluster src: librdkafka cannot build a client" in result.stderr
     assert "Not-The-Password" not in result.stderr

@@ -65,7 +65,7 @@ def test_a_mirror_stalled_an_hour_before_start_is_not_in_sync_at_first_look(tmp_
     config = _setup(tmp_path, clusters, topic_name, [OffsetSync(topic_name, 0, 4, 4)], written_ms=hour_ago_ms + 5)
     status, row = _check(config)
     assert (row["lro"], row["record_lag"]) == (4, 5), row
-    assert (row["state"], status) == ("STALLED", 1), row
+    assert (row["state"], status) == ("STALLED", 2), row
     assert row["lro_age_s"] >= 3_590, row  # an old sync is old evidence, not fresh
     # Record 5 has waited since it was appended, an hour ago: so has the mirror.
     assert 3_590 <= row["time_lag_s"] <= 3_700, row

@@ -1,5 +1,6 @@
 """A corpus of broken properties files through the real CLI: `mirrorlag check` and `mirrorlag run`
-each end with exactly one line naming file, line and key, exit status 2, and no traceback.
+each end with exactly one line on stderr naming file, line and key, and no traceback; `run` with exit
+status 2, `check` with 3 (UNKNOWN, as Nagios reads it) and the message on its status line too.
 
 Each file in tests/data/bad_configs/ says on its first line what the error must read:
 `# expect: {file}:<line>: <key>: <fragment>`. The part before the last ": " must start the message
@@ -97,8 +98,9 @@ def test_the_corpus_covers_the_issue_list():
                                           if c == "check" or n in RUN_TOO])
 def test_one_line_with_file_line_and_key_and_exit_2(results, name, command):
     files, expect, result = results[(name, command)]
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert result.stdout == ""
+    assert result.returncode == (3 if command == "check" else 2), (result.returncode, result.stderr)
+    assert result.stdout == ("" if command == "run" else
+                             f"MIRRORLAG UNKNOWN - {' '.join(result.stderr.removeprefix('mirrorlag: error: ').split())}\n")
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr

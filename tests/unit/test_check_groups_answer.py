@@ -16,7 +16,7 @@ AB, AC = FlowId("A", "B"), FlowId("A", "C")
 def test_a_flow_not_read_is_unknown_naming_it_in_text_and_json(capsys):
     snapshot = GroupsSnapshot((FlowGroups(AB, (), 1_000), FlowGroups(AC, (), None, error="source A: timed out")))
     assert answer(snapshot, as_json=False) == EXIT_UNKNOWN
-    assert capsys.readouterr().out == "UNKNOWN: A->C: source A: timed out\n"
+    assert capsys.readouterr().out == "MIRRORLAG UNKNOWN - A->C: source A: timed out\n"
     assert answer(snapshot, as_json=True) == EXIT_UNKNOWN
     body = json.loads(capsys.readouterr().out)
     assert body["status"] == "UNKNOWN" and body["reason"] == "A->C: source A: timed out"

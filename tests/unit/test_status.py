@@ -16,7 +16,7 @@ def _rows(n: int) -> tuple[PartitionRow, ...]:
 
 
 def _whole(snapshot: Snapshot | None, extra: dict) -> bytes:
-    doc = {"ready": True, "taken_at": snapshot.taken_at if snapshot else None, **extra,
+    doc = {"ready": True, "taken_at": snapshot.taken_at if snapshot is not None else None, **extra,
            "partitions": [row_to_dict(r) for r in snapshot.rows] if snapshot else []}
     return json.dumps(doc, separators=(",", ":")).encode()
 
