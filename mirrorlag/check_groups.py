@@ -1,5 +1,5 @@
 """`mirrorlag check --groups`: failover readiness of every consumer group MM2 checkpoints, in one
-look (DESIGN §9). A Monitoring Plugins status line first (check_output.groups_verdict); exit 0
+look (docs/design.md §9). A Monitoring Plugins status line first (check_output.groups_verdict); exit 0
 when every group is READY, 1 when any is not, 3 (UNKNOWN) when a flow's groups could not be read."""
 
 from __future__ import annotations

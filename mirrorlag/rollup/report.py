@@ -209,7 +209,7 @@ def _worst(d: ReportData, c: Charts) -> str:
     if d.series and all(s.every_sample for s in d.series):
         how = ('each sample (a history this short is drawn sample by sample), with the time it was not in sync '
                f'shaded: each sample\'s state to the next sample, {ACCOUNTING.format(gap=d.max_gap_seconds)}, '
-               f'as the tables count it; {EDGES}')
+               'as the tables count it (without the edges the note under Data quality names)')
     else:
         how = ('the largest of each 5 minutes, with the time it was not in sync shaded (a 5-minute slot takes its '
                'worst state, held to the next slot with samples for as long as the tables count its last sample), '

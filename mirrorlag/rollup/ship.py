@@ -2,7 +2,7 @@
 
 The rollup's map and merge tasks run mirrorlag's numpy code in the executors' Python workers, so
 they must import the same mirrorlag the driver runs. The zip holds exactly the imported package
-(its .py files; mirrorlag is pure Python), for
+(its .py files and the .json data it reads; mirrorlag is pure Python), for
   - spark-submit on a cluster: `--py-files mirrorlag.zip` (Spark puts it on the workers' sys.path);
   - Spark Connect: the rollup adds it to its session itself (remote.ship_to).
 The executors still need the rollup's dependencies installed: numpy, pyarrow and pandas (PySpark
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # the same package gives the same bytes
+PACKAGED = {".py", ".json"}  # the code, and the data it reads (rollup/trend_figures.json)
 
 
 def package_root() -> Path:
@@ -27,13 +28,13 @@ def package_root() -> Path:
 
 
 def package_zip(dest: Path) -> Path:
-    """Write the imported mirrorlag package (its .py files) to `dest`, `mirrorlag/...` inside."""
+    """Write the imported mirrorlag package (its PACKAGED files) to `dest`, `mirrorlag/...` inside."""
     root = package_root()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(root.rglob("*.py")):
-            if "__pycache__" in path.parts:
+        for path in sorted(root.rglob("*")):
+            if "__pycache__" in path.parts or path.suffix not in PACKAGED:
                 continue
             info = zipfile.ZipInfo(f"mirrorlag/{path.relative_to(root).as_posix()}", _FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
