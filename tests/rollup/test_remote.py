@@ -55,15 +55,17 @@ def test_the_shipped_zip_is_the_package_and_imports_alone(tmp_path):
     path = package_zip(tmp_path / "mirrorlag.zip")
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
-    expected = sorted(f"mirrorlag/{p.relative_to(package_root()).as_posix()}" for p in package_root().rglob("*.py")
-                      if "__pycache__" not in p.parts)
+    expected = sorted(f"mirrorlag/{p.relative_to(package_root()).as_posix()}" for p in package_root().rglob("*")
+                      if "__pycache__" not in p.parts and p.suffix in (".py", ".json"))
     assert sorted(names) == expected and "mirrorlag/rollup/partials.py" in names
+    assert "mirrorlag/rollup/trend_figures.json" in names  # the report's words are built from it
     assert package_zip(tmp_path / "again.zip").read_bytes() == path.read_bytes()  # reproducible
     # Imported from the zip alone (this venv's editable install switched off with -S, its
     # dependencies still on the path).
     deps = [p for p in sys.path if p.endswith("site-packages")]
     code = ("import sys; sys.path[:0] = [sys.argv[1]]; sys.path += sys.argv[2:]; "
-            "import mirrorlag.rollup.partials as m; print(m.__file__)")
+            "import mirrorlag.rollup.partials as m; from mirrorlag.rollup import trend_figures as f; "
+            "assert f.figures()['rows']; print(m.__file__)")
     proc = subprocess.run([sys.executable, "-S", "-c", code, str(path), *deps], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
