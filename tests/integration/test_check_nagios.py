@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
-from tests.helpers import wait_ready
+from tests.helpers import eventually, running_sidecar
 from tests.integration.test_check_timeout import refused_port
 from tests.nagios import parse
 
@@ -119,12 +119,9 @@ def test_url_asks_a_running_sidecar_in_well_under_a_second(tmp_path, estate, clu
     port = free_port()
     extra = tmp_path / "mirrorlag.properties"
     extra.write_text(f"mirrorlag.http.listener = 127.0.0.1:{port}\nreplication.record.lag.metric.refresh.interval = 500\n")
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "run", "--config", str(config), "--config", str(extra)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_ready(port, proc)
-        time.sleep(1.2)  # a poll after the feed has read the syncs
-        url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}"
+    with running_sidecar(config, extra, port=port, log=tmp_path / "sidecar.log"):
+        eventually(lambda: _status_lag(url, 0) == 5)  # a poll after the feed has read the syncs
         result, took = _url_check(url)
         status, text, perf = nagios(result)
         # Behind for less than replication.lag.time.max.ms: IN_SYNC by KIP-16, and the sidecar says so.
@@ -139,12 +136,16 @@ def test_url_asks_a_running_sidecar_in_well_under_a_second(tmp_path, estate, clu
         assert nagios(result)[0] == "CRITICAL", result.stdout
         result, _ = _url_check(url, "--json")
         assert result.returncode == 0 and {r["partition"] for r in json.loads(result.stdout)} == {0, 1, 2}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
     result, _ = _url_check(url)
     status, text, _ = nagios(result)
     assert status == "UNKNOWN" and text.startswith(f"{url}/status: "), text
+
+
+def _status_lag(url: str, partition: int) -> int | None:
+    """The record lag the sidecar's /status gives a partition."""
+    with urllib.request.urlopen(f"{url}/status", timeout=5) as response:
+        rows = json.load(response)["partitions"]
+    return next((r["record_lag"] for r in rows if r["partition"] == partition), None)
 
 
 def _url_check(url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
