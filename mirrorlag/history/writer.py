@@ -44,6 +44,10 @@ from mirrorlag.model import RowColumns, Snapshot
 
 log = logging.getLogger("mirrorlag.history")
 
+# The footer key holding when a segment was written (time.time(), as text): how look_for_twin tells
+# a segment written while this process runs from one an earlier process with its id left behind.
+WRITTEN_AT = b"mirrorlag.written_at"
+
 SegmentCallback = Callable[[Path, int], None]  # (closed segment path, size in bytes)
 # (first ts in ms, the snapshot's columns, writer id, refresh interval in ms) -> a record batch
 Encoder = Callable[[int, Any, str, "int | None"], pa.RecordBatch]
@@ -150,7 +154,10 @@ class SegmentWriter:
         self._segments_written = 0
         self._dropped = 0
         self._write_errors = 0
-        self._started_wall = time.time()  # the wall clock, as files' mtimes have it
+        # When this process started, on the clock each segment's footer records its writing with
+        # (WRITTEN_AT): not the files' mtimes, which the kernel takes from a coarser clock (up to a
+        # tick behind time.time()) or, on a network volume, from the server's.
+        self._started_wall = time.time()
         self._mine: set[str] = set()  # names of the segments this writer wrote
         self._looked: dict[Path, set[str]] = {}  # per directory, the segment names seen
         self._same_id = 0
@@ -418,7 +425,8 @@ class SegmentWriter:
             if entry.name in self._mine:
                 continue
             try:
-                if entry.stat().st_mtime < self._started_wall or not _written_by(entry.path, self.writer_id):
+                written_at = _written_by(entry.path, self.writer_id)
+                if written_at is None or written_at < self._started_wall:
                     continue
             except (OSError, ValueError, pa.ArrowException):
                 continue  # removed meanwhile, or not a Parquet file: nothing to say about it
@@ -439,6 +447,7 @@ class SegmentWriter:
         final = directory / segment_name(first_ts_ms)
         tmp = tmp_path(final, self._tag)
         table = pa.Table.from_batches(batches, self._schema)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), WRITTEN_AT: repr(time.time()).encode()})
         try:
             write_parquet(table, tmp)
             size = os.stat(tmp).st_size
@@ -457,21 +466,23 @@ class SegmentWriter:
         return final, size
 
 
-def _written_by(path: str, writer_id: str) -> bool:
-    """Whether every row of the segment at `path` names `writer_id` (its footer's statistics of
-    the `writer` column: min = max = the id)."""
+def _written_by(path: str, writer_id: str) -> float | None:
+    """When the segment at `path` was written (its footer's WRITTEN_AT; its mtime if it has none),
+    if every row of it names `writer_id` (the footer's statistics of the `writer` column: min = max
+    = the id); None otherwise."""
     meta = pq.read_metadata(path)
     names = meta.schema.names
     if "writer" not in names or not meta.num_row_groups:
-        return False
+        return None
     column = names.index("writer")
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(column).statistics
         if stats is None or not stats.has_min_max or stats.null_count:
-            return False
+            return None
         if not (stats.min == stats.max == writer_id):
-            return False
-    return True
+            return None
+    written_at = (meta.metadata or {}).get(WRITTEN_AT)
+    return float(written_at) if written_at is not None else os.stat(path).st_mtime
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
