@@ -284,7 +284,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.info("mirrorlag %s watching %s", __version__, ", ".join(
         f"{f.id} (LEOs at {f.isolation_level}, offset flush {f.offset_flush_interval_s:g} s"
         f"{'' if f.emit_offset_syncs else ', no offset syncs'})" for f in settings.flows))
-    stop.wait()
+    # Never an untimed wait: the kernel may hand SIGTERM to any thread, and Python runs the
+    # handler only once the main thread wakes.
+    while not stop.wait(timeout=1.0):
+        pass
     log.info("stopping")
     if not sidecar.stop(timeout_s=4.5):
         log.warning("a poll or a client's close was still waiting on a broker; exiting without it")

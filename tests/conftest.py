@@ -103,14 +103,9 @@ def spark():
     """One local SparkSession for the whole run: a JVM takes ~20 s to start on this machine. Its
     JVM compiles with C1 only and collects with the serial GC: the suite's jobs are seconds of
     tiny work, where C2 compiling on two cores costs more than it saves (rollup_spark.QUICK_JVM)."""
-    from pyspark.sql import SparkSession
+    from tests.integration.rollup_spark import suite_session
 
-    session = (SparkSession.builder.master("local[2]").appName("mirrorlag-tests")
-               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = suite_session("mirrorlag-tests")
     yield session
     session.stop()
 

@@ -45,6 +45,20 @@ GAP_DAY = DAYS[1]  # the default suite's one day (a Spark job of a tiny day cost
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def suite_session(app_name: str) -> "pyspark.sql.SparkSession":
+    """The test suite's local SparkSession (tests/conftest.py's `spark`; bench_day_cost measures
+    with the same): QUICK_JVM, no UI, 4 shuffle partitions, UTC."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName(app_name)
+               .config("spark.driver.extraJavaOptions", QUICK_JVM)
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -3,6 +3,8 @@ open buffer and never leaves a half-written file, an unwritable directory never 
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import socket
 import subprocess
@@ -89,6 +91,27 @@ def test_sigterm_flushes_the_open_buffer_with_the_exact_schema(tmp_path, cluster
     # No sync for p1 once the syncs topic is read: owed from its log start, its records just written.
     assert {(r["leo"], r["lro"], r["record_lag"], r["lro_feed"], r["state"]) for r in p1} == {
         (5, -1, 5, "log-start", "IN_SYNC")}
+
+
+def test_sigterm_taken_by_another_thread_still_stops_the_sidecar(tmp_path, clusters):
+    """The kernel hands a process's signal to any thread not blocking it; Python runs the handler
+    only in the main thread, once that thread wakes. A SIGTERM another thread took once left
+    the sidecar running until Kubernetes' SIGKILL, its open buffer lost."""
+    history_dir = tmp_path / "history"
+    config, port, _ = setup(tmp_path, clusters, history_dir)
+    proc = start(config, tmp_path / "sidecar.log")
+    wait_ready(port, proc)
+    eventually(lambda: _polls_at_least(port, 2))
+    # One of the sidecar's own Python threads (librdkafka's block every signal).
+    other = next(tid for tid in map(int, os.listdir(f"/proc/{proc.pid}/task")) if tid != proc.pid
+                 and "SigBlk:\t0000000000000000" in Path(f"/proc/{proc.pid}/task/{tid}/status").read_text())
+    tgkill = ctypes.CDLL(None, use_errno=True).syscall
+    assert tgkill(234, proc.pid, other, signal.SIGTERM) == 0  # SYS_tgkill on x86-64: to that thread alone
+    try:
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+    assert len(read_history(history_dir)) > 0  # the open buffer was flushed
 
 
 def test_spark_reads_what_a_running_sidecar_wrote_with_the_exact_types(tmp_path, clusters, spark):
