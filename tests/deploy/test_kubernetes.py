@@ -3,8 +3,8 @@
 targets; the Strimzi KafkaMirrorMaker2 against the openAPIV3Schema of Strimzi's own CRD (vendored,
 see schemas/README.md) with the API server's pruning made an error. Then what the schemas cannot
 see: non-root and read-only root filesystems, probes, config mounts that `mirrorlag run` loads,
-MM2 and mirrorlag in separate pods (a mirrorlag upgrade rolls no MM2 pod), the history claim
-ReadWriteMany where two pods mount it at once, the Strimzi ConfigMap agreeing with the
+MM2 and mirrorlag in separate pods (a mirrorlag upgrade rolls no MM2 pod) with the update
+strategies and history access mode deploy/README.md states, the Strimzi ConfigMap agreeing with the
 KafkaMirrorMaker2, and the rollup CronJob's spark-submit command line run for real."""
 
 from __future__ import annotations
@@ -233,6 +233,35 @@ def test_mirrorlag_reads_the_configmap_mm2_reads():
         return {v["name"]: v for v in pod["volumes"]}[volume]["configMap"]["name"]
 
     assert config_map(mm2_pod, mm2) == config_map(ml_pod, ml) in by_kind("ConfigMap", MM2_BESIDE)
+
+
+def readme_section(heading: str) -> str:
+    text = (DEPLOY / "README.md").read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return " ".join(text[start:end].split())
+
+
+def test_the_strategies_and_the_access_mode_are_what_deploy_readme_says():
+    section = readme_section("Kubernetes: a Deployment beside MM2")
+    said = {name: (kind, surge, unavailable) for name, kind, surge, unavailable in re.findall(
+        r"- `([\w-]+)` \(`strategy: (\w+)`(?:, `maxSurge: (\d+)`, `maxUnavailable: (\d+)`)?\)", section)}
+    deployments = by_kind("Deployment", MM2_BESIDE)
+    assert set(said) == set(deployments) == {"mirrormaker2", "mirrorlag"}
+    for name, (kind, surge, unavailable) in said.items():
+        strategy = deployments[name]["spec"]["strategy"]
+        assert strategy["type"] == kind, name
+        if kind == "RollingUpdate":
+            assert (str(strategy["rollingUpdate"]["maxSurge"]), str(strategy["rollingUpdate"]["maxUnavailable"])) \
+                == (surge, unavailable), name
+    # mirrorlag rolls without a gap: the old pod goes only once the new one is Ready; MM2 never runs
+    # twice on one mm2.properties during its own rollout.
+    assert said["mirrorlag"] == ("RollingUpdate", "1", "0") and said["mirrormaker2"][0] == "Recreate"
+    claims = by_kind("PersistentVolumeClaim", MM2_BESIDE)
+    modes = {claim: mode for mode, claim in re.findall(r"the `(ReadWrite\w+)` PVC `([\w-]+)`", section)}
+    assert set(modes) == set(claims)
+    for claim, mode in modes.items():
+        assert claims[claim]["spec"]["accessModes"] == [mode], claim
 
 
 def claim_names(pod: dict) -> set[str]:
