@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: no display, no GUI toolkit
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 
@@ -46,6 +47,25 @@ def _count(x: float, _pos: object = None) -> str:
     return f"{x:.0f}" if x == int(x) else f"{x:.2g}"
 
 
+def _leading_digit(x: float) -> int:
+    return round(x / 10 ** math.floor(math.log10(x) + 1e-9)) if x > 0 else 0
+
+
+def _log_axis(axis: Axis, fmt: Callable[[float, Any], str]) -> None:
+    """A log axis read as plain numbers: `fmt` at the decades (100, 1k, 10k), minor ticks
+    unlabelled; but an axis spanning under two decades holds one decade tick or none, so there
+    `fmt` labels the 2s and 5s too, and under one decade every minor tick (matplotlib's own
+    minor labels read 2×10², 3×10²)."""
+    def minor(x: float, pos: Any = None) -> str:
+        lo, hi = axis.get_view_interval()
+        decades = math.log10(hi / lo) if lo > 0 else math.inf
+        labelled = decades < 1 or (decades < 2 and _leading_digit(x) in (2, 5))
+        return fmt(x, pos) if labelled else ""
+
+    axis.set_major_formatter(FuncFormatter(fmt))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
 def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     """Per flow: share of partition-time out of sync, and record-lag percentiles."""
     return _png(flows_figure(flows))
@@ -70,7 +90,7 @@ def flows_figure(flows: Sequence[dict[str, Any]]) -> plt.Figure:
         vals = [max(0.5, f[q] or 0) for f in flows][::-1]
         right.barh([i + offset for i in y], vals, height=0.25, color=color, label=q.split("_")[-1])
     right.set_xscale("log")
-    right.xaxis.set_major_formatter(FuncFormatter(_count))
+    _log_axis(right.xaxis, _count)
     right.set_xlabel("record lag (records, log scale)")
     right.set_title("Record lag percentiles", loc="left")
     right.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.2, ncol=3, fontsize=9, frameon=False)

@@ -256,3 +256,36 @@ def test_the_line_charts_legend_covers_no_panel_title(n):
         assert box.y1 <= fig.bbox.y1
     finally:
         plt.close(fig)
+
+
+def _x_tick_labels(ax) -> list:
+    """The x tick labels drawn (major, then minor) within the axis's view."""
+    lo, hi = ax.get_xlim()
+    return [t for t in (*ax.get_xticklabels(), *ax.get_xticklabels(minor=True))
+            if t.get_text() and t.get_visible() and lo <= t.get_position()[0] <= hi]
+
+
+@pytest.mark.parametrize("p50, p95, p99, expected", [
+    (120, 250, 380, ["200", "300", "400"]),  # under a decade: each minor tick, as a number
+    (100, 900, 1100, ["100", "1k", "200", "500"]),  # under two: the decades, the 2s and 5s
+    (1, 5000, 2_000_000, ["1", "10", "100", "1k", "10k", "100k", "1M"]),  # wider: the decades alone
+])
+def test_the_record_lag_log_axis_reads_plain_numbers(p50, p95, p99, expected):
+    """Read on the drawn axis: matplotlib's own minor labels read 2×10², 3×10² on an axis
+    spanning under a decade or two (issue 42)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import flows_figure
+
+    fig = flows_figure([{**_flow("A->B", p95), "record_lag_p50": p50, "record_lag_p99": p99}])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        ax = fig.axes[1]
+        assert ax.get_xscale() == "log"
+        labels = _x_tick_labels(ax)
+        assert [t.get_text() for t in labels] == expected
+        boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))  # no label on another
+    finally:
+        plt.close(fig)
