@@ -289,3 +289,24 @@ def test_the_record_lag_log_axis_reads_plain_numbers(p50, p95, p99, expected):
         assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))  # no label on another
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 25])  # 25: report_data.HEAT_TOPICS, the most the report draws
+def test_the_heat_maps_colour_bar_label_fits_beside_its_bar(n):
+    """Measured on the drawn figure: the colour bar's label runs no further than the bar and
+    stays inside the figure (the full sentence was 395 px along a bar of 167)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import heatmap_figure
+
+    fig = heatmap_figure([f"topic-{i}" for i in range(n)], [[0.02 * (i % 3)] * 24 for i in range(n)])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        bar = fig.axes[-1]  # the colour bar's axes
+        assert bar.yaxis.label.get_text()
+        label, along = bar.yaxis.label.get_window_extent(r), bar.get_window_extent(r)
+        assert along.y0 <= label.y0 and label.y1 <= along.y1
+        assert fig.bbox.x0 <= label.x0 and label.x1 <= fig.bbox.x1 and fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
