@@ -138,9 +138,54 @@ def _clock(x: float, _pos: Any = None) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
+def _breaks(series: Series) -> list[int]:
+    """The points after which the line breaks: where the time the rollup counts for a point
+    ends before the next point's begins (a gap past the cap is no data, docs/history-and-rollup.md;
+    a GONE sample counts none): a line across would draw that time as watched."""
+    ends = series.ends or [h + SLOT_HOURS for h in series.hours]
+    starts = series.starts or series.hours
+    return [i for i in range(len(series.hours) - 1) if ends[i] < starts[i + 1] - 1e-9]
+
+
+def _broken(series: Series, values: Sequence[float | None]) -> tuple[list[float], list[float]]:
+    """A line's x and y, NaN for a missing value and after each of _breaks: matplotlib draws no
+    segment to or from a NaN."""
+    cut = set(_breaks(series))
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, (h, v) in enumerate(zip(series.hours, values)):
+        xs.append(h)
+        ys.append(math.nan if v is None else float(v))
+        if i in cut:
+            xs.append(h)
+            ys.append(math.nan)
+    return xs, ys
+
+
+def _lone(ys: Sequence[float]) -> list[int]:
+    """The points no segment reaches (NaN on both sides): a marker must show them."""
+    def blank(j: int) -> bool:
+        return j < 0 or j >= len(ys) or math.isnan(ys[j])
+
+    return [j for j, y in enumerate(ys) if not math.isnan(y) and blank(j - 1) and blank(j + 1)]
+
+
+def _line(ax: plt.Axes, series: Series, values: Sequence[float | None], **style: Any) -> None:
+    """One measure of a series as a line broken at its gaps, each point marked when there are
+    few, else its lone points (a slot between two gaps)."""
+    xs, ys = _broken(series, values)
+    marked = None if len(series.hours) <= MARKED_POINTS else _lone(ys)
+    ax.plot(xs, ys, marker="o", markersize=2.5, markevery=marked, **style)
+
+
 def series_chart(series: Sequence[Series]) -> bytes:
     """Small multiples: each worst partition's record lag (left axis) and time lag (right axis)
     over the day, with its time out of sync shaded."""
+    return _png(series_figure(series), tight=False)
+
+
+def series_figure(series: Sequence[Series]) -> plt.Figure:
+    """series_chart's figure."""
     cols = 2 if len(series) > 1 else 1
     rows = math.ceil(len(series) / cols)
     height = 2.6 * rows + 0.6
@@ -151,9 +196,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
     for ax, s in zip(axes.flat, series):
         for start, end, color in _spans(s):
             ax.axvspan(start, end, color=color, alpha=0.18, linewidth=0)
-        marker = {"marker": "o", "markersize": 2.5} if len(s.hours) <= MARKED_POINTS else {}
-        ax.plot(s.hours, [float("nan") if v is None else v for v in s.record_lag], color=LAG_COLOR, linewidth=1.2,
-                **marker)
+        _line(ax, s, s.record_lag, color=LAG_COLOR, linewidth=1.2)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(_count))
         ax.set_ylabel("records", color=LAG_COLOR)
@@ -164,8 +207,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
         ax.grid(axis="y", alpha=0.3)
         twin = ax.twinx()
         twin.spines["right"].set_visible(True)
-        twin.plot(s.hours, [float("nan") if v is None else v for v in s.time_lag_s], color=TIME_COLOR,
-                  linewidth=1.0, linestyle="--", **marker)
+        _line(twin, s, s.time_lag_s, color=TIME_COLOR, linewidth=1.0, linestyle="--")
         twin.set_ylim(bottom=0)
         twin.set_ylabel("time lag (s)", color=TIME_COLOR)
     fig.legend(handles=[
@@ -186,7 +228,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
     panel_h = (height - top - bottom - (rows - 1) * gap_h) / rows
     fig.subplots_adjust(left=left / WIDTH_IN, right=1 - right / WIDTH_IN, top=1 - top / height,
                         bottom=bottom / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h)
-    return _png(fig, tight=False)
+    return fig
 
 
 def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> bytes:
