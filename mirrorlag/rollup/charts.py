@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: no display, no GUI toolkit
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 
@@ -46,6 +47,25 @@ def _count(x: float, _pos: object = None) -> str:
     return f"{x:.0f}" if x == int(x) else f"{x:.2g}"
 
 
+def _leading_digit(x: float) -> int:
+    return round(x / 10 ** math.floor(math.log10(x) + 1e-9)) if x > 0 else 0
+
+
+def _log_axis(axis: Axis, fmt: Callable[[float, Any], str]) -> None:
+    """A log axis read as plain numbers: `fmt` at the decades (100, 1k, 10k), minor ticks
+    unlabelled; but an axis spanning under two decades holds one decade tick or none, so there
+    `fmt` labels the 2s and 5s too, and under one decade every minor tick (matplotlib's own
+    minor labels read 2×10², 3×10²)."""
+    def minor(x: float, pos: Any = None) -> str:
+        lo, hi = axis.get_view_interval()
+        decades = math.log10(hi / lo) if lo > 0 else math.inf
+        labelled = decades < 1 or (decades < 2 and _leading_digit(x) in (2, 5))
+        return fmt(x, pos) if labelled else ""
+
+    axis.set_major_formatter(FuncFormatter(fmt))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
 def flows_chart(flows: Sequence[dict[str, Any]]) -> bytes:
     """Per flow: share of partition-time out of sync, and record-lag percentiles."""
     return _png(flows_figure(flows))
@@ -70,7 +90,7 @@ def flows_figure(flows: Sequence[dict[str, Any]]) -> plt.Figure:
         vals = [max(0.5, f[q] or 0) for f in flows][::-1]
         right.barh([i + offset for i in y], vals, height=0.25, color=color, label=q.split("_")[-1])
     right.set_xscale("log")
-    right.xaxis.set_major_formatter(FuncFormatter(_count))
+    _log_axis(right.xaxis, _count)
     right.set_xlabel("record lag (records, log scale)")
     right.set_title("Record lag percentiles", loc="left")
     right.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.2, ncol=3, fontsize=9, frameon=False)
@@ -118,9 +138,54 @@ def _clock(x: float, _pos: Any = None) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
+def _breaks(series: Series) -> list[int]:
+    """The points after which the line breaks: where the time the rollup counts for a point
+    ends before the next point's begins (a gap past the cap is no data, docs/history-and-rollup.md;
+    a GONE sample counts none): a line across would draw that time as watched."""
+    ends = series.ends or [h + SLOT_HOURS for h in series.hours]
+    starts = series.starts or series.hours
+    return [i for i in range(len(series.hours) - 1) if ends[i] < starts[i + 1] - 1e-9]
+
+
+def _broken(series: Series, values: Sequence[float | None]) -> tuple[list[float], list[float]]:
+    """A line's x and y, NaN for a missing value and after each of _breaks: matplotlib draws no
+    segment to or from a NaN."""
+    cut = set(_breaks(series))
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, (h, v) in enumerate(zip(series.hours, values)):
+        xs.append(h)
+        ys.append(math.nan if v is None else float(v))
+        if i in cut:
+            xs.append(h)
+            ys.append(math.nan)
+    return xs, ys
+
+
+def _lone(ys: Sequence[float]) -> list[int]:
+    """The points no segment reaches (NaN on both sides): a marker must show them."""
+    def blank(j: int) -> bool:
+        return j < 0 or j >= len(ys) or math.isnan(ys[j])
+
+    return [j for j, y in enumerate(ys) if not math.isnan(y) and blank(j - 1) and blank(j + 1)]
+
+
+def _line(ax: plt.Axes, series: Series, values: Sequence[float | None], **style: Any) -> None:
+    """One measure of a series as a line broken at its gaps, each point marked when there are
+    few, else its lone points (a slot between two gaps)."""
+    xs, ys = _broken(series, values)
+    marked = None if len(series.hours) <= MARKED_POINTS else _lone(ys)
+    ax.plot(xs, ys, marker="o", markersize=2.5, markevery=marked, **style)
+
+
 def series_chart(series: Sequence[Series]) -> bytes:
     """Small multiples: each worst partition's record lag (left axis) and time lag (right axis)
     over the day, with its time out of sync shaded."""
+    return _png(series_figure(series), tight=False)
+
+
+def series_figure(series: Sequence[Series]) -> plt.Figure:
+    """series_chart's figure."""
     cols = 2 if len(series) > 1 else 1
     rows = math.ceil(len(series) / cols)
     height = 2.6 * rows + 0.6
@@ -131,9 +196,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
     for ax, s in zip(axes.flat, series):
         for start, end, color in _spans(s):
             ax.axvspan(start, end, color=color, alpha=0.18, linewidth=0)
-        marker = {"marker": "o", "markersize": 2.5} if len(s.hours) <= MARKED_POINTS else {}
-        ax.plot(s.hours, [float("nan") if v is None else v for v in s.record_lag], color=LAG_COLOR, linewidth=1.2,
-                **marker)
+        _line(ax, s, s.record_lag, color=LAG_COLOR, linewidth=1.2)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(_count))
         ax.set_ylabel("records", color=LAG_COLOR)
@@ -144,8 +207,7 @@ def series_chart(series: Sequence[Series]) -> bytes:
         ax.grid(axis="y", alpha=0.3)
         twin = ax.twinx()
         twin.spines["right"].set_visible(True)
-        twin.plot(s.hours, [float("nan") if v is None else v for v in s.time_lag_s], color=TIME_COLOR,
-                  linewidth=1.0, linestyle="--", **marker)
+        _line(twin, s, s.time_lag_s, color=TIME_COLOR, linewidth=1.0, linestyle="--")
         twin.set_ylim(bottom=0)
         twin.set_ylabel("time lag (s)", color=TIME_COLOR)
     fig.legend(handles=[
@@ -166,11 +228,21 @@ def series_chart(series: Sequence[Series]) -> bytes:
     panel_h = (height - top - bottom - (rows - 1) * gap_h) / rows
     fig.subplots_adjust(left=left / WIDTH_IN, right=1 - right / WIDTH_IN, top=1 - top / height,
                         bottom=bottom / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h)
-    return _png(fig, tight=False)
+    return fig
 
 
 def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> bytes:
     """Topics x hours: the share of each topic's partition-time out of sync."""
+    return _png(heatmap_figure(labels, share))
+
+
+# The colour bar's label, in lines short enough to fit the bar of the shortest heat map (one
+# topic: 167 px; the label runs along it); the note under the chart says it in full.
+HEAT_BAR_LABEL = "% of watched\npartition-time\nout of sync"
+
+
+def heatmap_figure(labels: Sequence[str], share: Sequence[Sequence[float]]) -> plt.Figure:
+    """heatmap_chart's figure."""
     height = max(2.5, 0.36 * len(labels) + 1.6)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
     data = [[math.nan if v is None else 100.0 * v for v in row] for row in share]
@@ -186,7 +258,7 @@ def heatmap_chart(labels: Sequence[str], share: Sequence[Sequence[float]]) -> by
             if v >= 0.5:
                 ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=8, color="white" if v > 0.6 * top else "#333333")
     bar = fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
-    bar.set_label("out of sync (% of the topic's watched partition-time)")
+    bar.set_label(HEAT_BAR_LABEL)
     ax.spines[:].set_visible(False)
     fig.tight_layout()
-    return _png(fig)
+    return fig

@@ -85,7 +85,8 @@ def drawn_series(read_day: Callable[[], DataFrame], flows: list[dict[str, Any]],
         got = by_key.get(tuple(r[k] for k in PARTITION_KEY), [])
         out.append(sample_series(partition_label(r), [ms for ms, _ in got], [x["state"] for _, x in got],
                                  [x["record_lag"] for _, x in got], [x["time_lag_ms"] for _, x in got],
-                                 [x["held_ms"] for _, x in got], start_ms))
+                                 [x["held_ms"] for _, x in got], start_ms,
+                                 [x["accounted_ms"] - x["held_ms"] for _, x in got]))
     return out
 
 

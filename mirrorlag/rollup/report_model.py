@@ -25,20 +25,26 @@ class Series:
     # Per point, the hour its state holds until (the time the rollup counts for it; a slot's:
     # slots.Slots.held); empty: each point holds to its 5-minute slot's end.
     ends: list[float] = field(default_factory=list)
+    # Per point, the hour the time it counts for begins (a stall's first sample reaches back
+    # before it: partials.accounted_ms); empty: its own hour.
+    starts: list[float] = field(default_factory=list)
     every_sample: bool = False  # a point per sample (sample_series), else per 5-minute slot
 
 
 def sample_series(label: str, ms: list[int], states: list[str], record_lag: list[float | None],
-                  time_lag_ms: list[float | None], accounted_ms: list[int], start_ms: int) -> Series:
+                  time_lag_ms: list[float | None], accounted_ms: list[int], start_ms: int,
+                  back_ms: list[int] | None = None) -> Series:
     """A partition's samples (in time order, within the day starting at start_ms) as a Series
     whose states hold for the time the tables count for each after it (`accounted_ms`: the
     samples of the writers that count, their `held_ms` by partials.counted_samples, the rule
     partition_day.py states; the part of a span before its sample, the midnight gap or a stall's
-    look-back, is not shaded)."""
+    look-back, is not shaded). `back_ms`: that part (their `accounted_ms` less `held_ms`), where
+    each sample's counted time begins: the line breaks only where none is counted."""
     hour = 3_600_000.0
     return Series(label, [(t - start_ms) / hour for t in ms], list(record_lag),
                   [None if v is None else v / 1000.0 for v in time_lag_ms], list(states),
-                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)], every_sample=True)
+                  [(t + a - start_ms) / hour for t, a in zip(ms, accounted_ms)],
+                  [(t - b - start_ms) / hour for t, b in zip(ms, back_ms)] if back_ms else [], every_sample=True)
 
 
 @dataclass

@@ -3,14 +3,16 @@
 targets; the Strimzi KafkaMirrorMaker2 against the openAPIV3Schema of Strimzi's own CRD (vendored,
 see schemas/README.md) with the API server's pruning made an error. Then what the schemas cannot
 see: non-root and read-only root filesystems, probes, config mounts that `mirrorlag run` loads,
-the Strimzi ConfigMap agreeing with the KafkaMirrorMaker2, and the rollup CronJob's spark-submit
-command line run for real."""
+MM2 and mirrorlag in separate pods (a mirrorlag upgrade rolls no MM2 pod) with the update
+strategies and history access mode deploy/README.md states, the Strimzi ConfigMap agreeing with the
+KafkaMirrorMaker2, and the rollup CronJob's spark-submit command line run for real."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,24 +169,151 @@ def test_mirrorlag_container_probes_resources_and_config(tmp_path, path, pod, co
     assert any(p["targetPort"] == "metrics" for s in services for p in s["spec"]["ports"])
 
 
-def pod_labels(path: Path, pod: dict) -> dict:
+def deployment_of(path: Path, pod: dict) -> dict:
     for p, doc in DOCS:
         if p == path and doc["kind"] == "Deployment" and doc["spec"]["template"]["spec"] is pod:
-            return doc["spec"]["template"]["metadata"]["labels"]
+            return doc
     raise AssertionError("no Deployment")
 
 
-def test_sidecar_pod_shares_the_mm2_properties_with_mirrormaker():
-    path = DEPLOY / "kubernetes" / "mm2-with-mirrorlag.yaml"
-    (deployment,) = by_kind("Deployment", path).values()
-    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
-    mm2 = containers["mirrormaker2"]
+def pod_labels(path: Path, pod: dict) -> dict:
+    return deployment_of(path, pod)["spec"]["template"]["metadata"]["labels"]
+
+
+MM2_BESIDE = DEPLOY / "kubernetes" / "mm2-with-mirrorlag.yaml"
+
+
+def is_mirrorlag(container: dict) -> bool:
+    return container["image"].startswith("mirrorlag:")
+
+
+def is_mm2(container: dict) -> bool:
+    return any("connect-mirror-maker" in a for a in container.get("command", []) + container.get("args", []))
+
+
+def test_mm2_and_mirrorlag_never_share_a_pod():
+    """A pod-template change (an image bump) replaces the whole pod: mirrorlag in MM2's pod could
+    not be upgraded without stopping MM2. So no pod template holds both."""
+    pods = pod_specs()
+    assert any(is_mm2(c) for _, pod in pods for c in pod["containers"])
+    for name, pod in pods:
+        containers = pod["containers"] + pod.get("initContainers", [])
+        assert not (any(map(is_mm2, containers)) and any(map(is_mirrorlag, containers))), name
+
+
+def test_a_mirrorlag_upgrade_leaves_mm2s_deployment_as_it_is():
+    """Bump every mirrorlag image in the file: the only objects that change are mirrorlag's
+    Deployments, so `kubectl apply` rolls no MM2 pod."""
+    before = yaml_docs(MM2_BESIDE)
+    after = copy.deepcopy(before)
+    for doc in after:
+        if doc["kind"] == "Deployment":
+            for c in doc["spec"]["template"]["spec"]["containers"]:
+                if is_mirrorlag(c):
+                    c["image"] = "registry.example/mirrorlag:9.9.9"
+    changed = [(b["kind"], b["metadata"]["name"]) for b, a in zip(before, after) if a != b]
+    assert changed == [("Deployment", "mirrorlag")]
+    mm2 = [("Deployment", d["metadata"]["name"]) for d in before
+           if d["kind"] == "Deployment" and any(map(is_mm2, d["spec"]["template"]["spec"]["containers"]))]
+    assert mm2 and not set(mm2) & set(changed)
+
+
+def test_mirrorlag_reads_the_configmap_mm2_reads():
+    deployments = by_kind("Deployment", MM2_BESIDE)
+    mm2_pod = deployments["mirrormaker2"]["spec"]["template"]["spec"]
+    ml_pod = deployments["mirrorlag"]["spec"]["template"]["spec"]
+    (mm2,) = mm2_pod["containers"]
+    (ml,) = ml_pod["containers"]
     assert mm2["image"].startswith("apache/kafka:")
     assert mm2["command"] == ["/opt/kafka/bin/connect-mirror-maker.sh", "/etc/mm2/mm2.properties"]
-    assert "/etc/mm2/mm2.properties" in parse_run(["run", *containers["mirrorlag"]["args"]])
-    mm2_mount = {m["mountPath"]: m["name"] for m in mm2["volumeMounts"]}["/etc/mm2"]
-    ml_mount = {m["mountPath"]: m["name"] for m in containers["mirrorlag"]["volumeMounts"]}["/etc/mm2"]
-    assert mm2_mount == ml_mount
+    assert "/etc/mm2/mm2.properties" in parse_run(["run", *ml["args"]])
+
+    def config_map(pod: dict, container: dict) -> str:
+        volume = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}["/etc/mm2"]
+        return {v["name"]: v for v in pod["volumes"]}[volume]["configMap"]["name"]
+
+    assert config_map(mm2_pod, mm2) == config_map(ml_pod, ml) in by_kind("ConfigMap", MM2_BESIDE)
+
+
+def readme_section(heading: str) -> str:
+    text = (DEPLOY / "README.md").read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return " ".join(text[start:end].split())
+
+
+def test_the_strategies_and_the_access_mode_are_what_deploy_readme_says():
+    section = readme_section("Kubernetes: a Deployment beside MM2")
+    said = {name: (kind, surge, unavailable) for name, kind, surge, unavailable in re.findall(
+        r"- `([\w-]+)` \(`strategy: (\w+)`(?:, `maxSurge: (\d+)`, `maxUnavailable: (\d+)`)?\)", section)}
+    deployments = by_kind("Deployment", MM2_BESIDE)
+    assert set(said) == set(deployments) == {"mirrormaker2", "mirrorlag"}
+    for name, (kind, surge, unavailable) in said.items():
+        strategy = deployments[name]["spec"]["strategy"]
+        assert strategy["type"] == kind, name
+        if kind == "RollingUpdate":
+            assert (str(strategy["rollingUpdate"]["maxSurge"]), str(strategy["rollingUpdate"]["maxUnavailable"])) \
+                == (surge, unavailable), name
+    # mirrorlag rolls without a gap: the old pod goes only once the new one is Ready; MM2 never runs
+    # twice on one mm2.properties during its own rollout.
+    assert said["mirrorlag"] == ("RollingUpdate", "1", "0") and said["mirrormaker2"][0] == "Recreate"
+    claims = by_kind("PersistentVolumeClaim", MM2_BESIDE)
+    modes = {claim: mode for mode, claim in re.findall(r"the `(ReadWrite\w+)` PVC `([\w-]+)`", section)}
+    assert set(modes) == set(claims)
+    for claim, mode in modes.items():
+        assert claims[claim]["spec"]["accessModes"] == [mode], claim
+
+
+def claim_names(pod: dict) -> set[str]:
+    return {v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", []) if "persistentVolumeClaim" in v}
+
+
+def test_a_claim_two_pods_mount_at_once_is_read_write_many():
+    """A ReadWriteOnce volume attaches to one node: a claim that a rolling update's surge pod, or
+    the rollup CronJob beside the writer, mounts at the same time as another pod must be
+    ReadWriteMany, or the second pod waits for it (and a rollout with it)."""
+    (cronjob,) = by_kind("CronJob").values()
+    rollup_claims = claim_names(cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+    for path, doc in DOCS:
+        if doc["kind"] != "Deployment":
+            continue
+        rolling = doc["spec"].get("strategy", {}).get("type", "RollingUpdate") == "RollingUpdate"
+        for claim in claim_names(doc["spec"]["template"]["spec"]):
+            if rolling or claim in rollup_claims:
+                pvc = by_kind("PersistentVolumeClaim", path)[claim]
+                assert pvc["spec"]["accessModes"] == ["ReadWriteMany"], (_id((path, doc)), claim)
+
+
+def test_a_rolling_mirrorlag_leaves_the_writer_id_to_the_pod():
+    """During a rolling update two mirrorlag pods write the history; the rollup tells them apart by
+    writer id, which defaults to the pod's name and port (docs/history-and-rollup.md "Several
+    writers"). A fixed id would make them one writer."""
+    rolling = 0
+    for path, pod, container in mirrorlag_containers():
+        if deployment_of(path, pod)["spec"].get("strategy", {}).get("type", "RollingUpdate") != "RollingUpdate":
+            continue
+        rolling += 1
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"  # the old pod stays until then
+        for config_map in by_kind("ConfigMap", path).values():
+            for text in config_map["data"].values():
+                assert not re.search(r"^\s*mirrorlag\.history\.writer\.id\s*[=:]", text, flags=re.M)
+    assert rolling
+
+
+def test_the_prometheus_target_is_the_mirrorlag_service():
+    """deploy/prometheus/prometheus.yml's job `mirrorlag` scrapes host `mirrorlag`, port 9464: on
+    Kubernetes the Service of that name, whose selector picks mirrorlag's pods and not MM2's."""
+    (config,) = yaml_docs(DEPLOY / "prometheus" / "prometheus.yml")
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "mirrorlag"]
+    ((host, port),) = [t.split(":") for s in job["static_configs"] for t in s["targets"]]
+    for path in {p for p, _, _ in mirrorlag_containers()}:
+        service = by_kind("Service", path)[host]
+        assert [p["port"] for p in service["spec"]["ports"] if p["name"] == "metrics"] == [int(port)]
+        for _, doc in ((p, d) for p, d in DOCS if p == path and d["kind"] == "Deployment"):
+            labels = doc["spec"]["template"]["metadata"]["labels"]
+            selected = service["spec"]["selector"].items() <= labels.items()
+            assert selected == any(map(is_mirrorlag, doc["spec"]["template"]["spec"]["containers"])), \
+                doc["metadata"]["name"]
 
 
 def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):

@@ -8,6 +8,7 @@ import numpy as np
 
 STALLED_SHADE = (248, 216, 216)  # charts.STATE_COLORS["STALLED"] at 18 % on white
 LAG_LINE = (31, 95, 168)  # charts.LAG_COLOR
+TIME_LINE = (217, 130, 43)  # charts.TIME_COLOR
 
 
 def pixels(png: bytes, rgb: tuple[int, int, int], tolerance: float) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 
 from mirrorlag.rollup.charts import hour_span
 from mirrorlag.rollup.report_model import Series, out_of_sync_share
-from tests.rollup.pixels import LAG_LINE, STALLED_SHADE, pixels
+from tests.rollup.pixels import LAG_LINE, STALLED_SHADE, TIME_LINE, pixels
 
 
 def _series(*hours: float) -> Series:
@@ -140,20 +140,29 @@ def test_the_drawing_processes_never_import_spark():
     assert proc.returncode == 0, proc.stderr
 
 
-def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
-    """The time the tables count for each sample of one partition of day 0 after it (`held_ms`: what
-    the chart shades from the sample; rows without a writer or an interval: `cap_ms`,
-    --max-gap-seconds, caps them)."""
+def _counted(ms: list[int], states: list[str], cap_ms: int,
+             time_lag_ms: list[int] | None = None) -> tuple[list[int], list[int]]:
+    """The time the tables count for each sample of one partition of day 0, (after it, before
+    it): `held_ms`, what the chart shades from the sample, and the rest of its `accounted_ms`,
+    a stall's look-back (rows without a writer or an interval: `cap_ms`, --max-gap-seconds,
+    caps them)."""
     import pyarrow as pa
 
     from mirrorlag.rollup.partials import counted_samples
 
     n = len(ms)
     table = pa.table({"source": ["A"] * n, "target": ["B"] * n, "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
-                      "ts": pa.array(ms, pa.timestamp("ms", tz="UTC")), "state": states})
+                      "ts": pa.array(ms, pa.timestamp("ms", tz="UTC")), "state": states,
+                      "time_lag_ms": pa.array(time_lag_ms or [None] * n, pa.int64())})
     got = counted_samples(table, 86_400_000, cap_ms)
     assert got.column("ms").to_pylist() == ms
-    return got.column("held_ms").to_pylist()
+    held = got.column("held_ms").to_pylist()
+    return held, [a - h for a, h in zip(got.column("accounted_ms").to_pylist(), held)]
+
+
+def _accounted(ms: list[int], states: list[str], cap_ms: int) -> list[int]:
+    """`held_ms` of _counted."""
+    return _counted(ms, states, cap_ms)[0]
 
 
 def test_a_short_historys_samples_hold_their_state_as_the_tables_count_it():
@@ -256,3 +265,124 @@ def test_the_line_charts_legend_covers_no_panel_title(n):
         assert box.y1 <= fig.bbox.y1
     finally:
         plt.close(fig)
+
+
+def _x_tick_labels(ax) -> list:
+    """The x tick labels drawn (major, then minor) within the axis's view."""
+    lo, hi = ax.get_xlim()
+    return [t for t in (*ax.get_xticklabels(), *ax.get_xticklabels(minor=True))
+            if t.get_text() and t.get_visible() and lo <= t.get_position()[0] <= hi]
+
+
+@pytest.mark.parametrize("p50, p95, p99, expected", [
+    (120, 250, 380, ["200", "300", "400"]),  # under a decade: each minor tick, as a number
+    (100, 900, 1100, ["100", "1k", "200", "500"]),  # under two: the decades, the 2s and 5s
+    (1, 5000, 2_000_000, ["1", "10", "100", "1k", "10k", "100k", "1M"]),  # wider: the decades alone
+])
+def test_the_record_lag_log_axis_reads_plain_numbers(p50, p95, p99, expected):
+    """Read on the drawn axis: matplotlib's own minor labels read 2×10², 3×10² on an axis
+    spanning under a decade or two (issue 42)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import flows_figure
+
+    fig = flows_figure([{**_flow("A->B", p95), "record_lag_p50": p50, "record_lag_p99": p99}])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        ax = fig.axes[1]
+        assert ax.get_xscale() == "log"
+        labels = _x_tick_labels(ax)
+        assert [t.get_text() for t in labels] == expected
+        boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))  # no label on another
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 25])  # 25: report_data.HEAT_TOPICS, the most the report draws
+def test_the_heat_maps_colour_bar_label_fits_beside_its_bar(n):
+    """Measured on the drawn figure: the colour bar's label runs no further than the bar and
+    stays inside the figure (the full sentence was 395 px along a bar of 167)."""
+    import matplotlib.pyplot as plt
+
+    from mirrorlag.rollup.charts import heatmap_figure
+
+    fig = heatmap_figure([f"topic-{i}" for i in range(n)], [[0.02 * (i % 3)] * 24 for i in range(n)])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    try:
+        bar = fig.axes[-1]  # the colour bar's axes
+        assert bar.yaxis.label.get_text()
+        label, along = bar.yaxis.label.get_window_extent(r), bar.get_window_extent(r)
+        assert along.y0 <= label.y0 and label.y1 <= along.y1
+        assert fig.bbox.x0 <= label.x0 and label.x1 <= fig.bbox.x1 and fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1
+    finally:
+        plt.close(fig)
+
+
+def _two_runs(cap_ms: int = 60_000) -> Series:
+    """Samples every 2 s, 10:00-10:20 and 11:00-11:20 (the sidecar stopped between), lags steady
+    in each run, the two lines apart (each at the top of its axis in one run, halfway in the other)."""
+    from mirrorlag.rollup.report_model import sample_series
+
+    start, n = 10 * 3_600_000, 600
+    ms = [*range(start, start + 20 * 60_000, 2000), *range(start + 60 * 60_000, start + 80 * 60_000, 2000)]
+    states = ["IN_SYNC"] * len(ms)
+    held, back = _counted(ms, states, cap_ms)
+    return sample_series("p", ms, states, [50] * n + [100] * n, [5000] * n + [2500] * n, held, 0, back)
+
+
+def _columns(ax, png: bytes, rgb: tuple[int, int, int], first_hour: float, last_hour: float) -> int:
+    """How many pixel columns of `ax`'s panel between two hours hold the colour (the PNG
+    uncropped; a tolerance for a thin line's antialiased rows, still far from any other colour
+    drawn there)."""
+    x0, x1 = (ax.transData.transform((h, 0))[0] for h in (first_hour, last_hour))
+    image = pixels(png, rgb, 60)
+    top, bottom = (image.shape[0] - y for y in (ax.bbox.y1, ax.bbox.y0))  # image rows run downwards
+    return int(image[int(top):int(bottom), int(x0) + 1:int(x1)].any(axis=0).sum())
+
+
+def test_the_lag_lines_break_where_the_sidecar_did_not_run():
+    """Measured by pixels: no record lag or time lag line across the 40 minutes without samples
+    (a gap past the 60 s cap: no data); both lines over each run (they crossed the gap before)."""
+    import mirrorlag.rollup.charts as charts
+
+    fig = charts.series_figure([_two_runs()])
+    ax, twin = fig.axes[0], fig.axes[-1]
+    png = charts._png(fig, tight=False)  # closes the figure; its transforms still map hours to pixels
+    for a, color, drawn in ((ax, LAG_LINE, 160), (twin, TIME_LINE, 80)):  # of 167 px (18 minutes); dashed: about 60 %
+        assert _columns(a, png, color, 10 + 21 / 60, 10 + 59 / 60) == 0
+        assert _columns(a, png, color, 10 + 1 / 60, 10 + 19 / 60) >= drawn
+        assert _columns(a, png, color, 11 + 1 / 60, 11 + 19 / 60) >= drawn
+
+
+def test_the_lines_break_only_where_the_tables_count_no_time():
+    """A gap past the cap breaks the line after its last sample; a stall's first sample, whose
+    look-back takes the time before it from the sample before, does not (that sample counts
+    no time of its own after it)."""
+    from mirrorlag.rollup.charts import _breaks
+    from mirrorlag.rollup.report_model import sample_series
+
+    assert _breaks(_two_runs()) == [599]  # 10:19:58, the last sample before the gap
+    ms = [36_000_000 + 10_000 * i for i in range(6)]
+    states = ["IN_SYNC", "IN_SYNC", "STALLED", "STALLED", "IN_SYNC", "IN_SYNC"]
+    lags = [0, 0, 30_000, 40_000, 0, 0]
+    held, back = _counted(ms, states, 60_000, lags)
+    assert back[2] == 10_000 and held[1] == 0  # the stall reaches back over the sample before
+    assert _breaks(sample_series("p", ms, states, [1] * 6, lags, held, 0, back)) == []
+
+
+def test_a_slot_between_two_gaps_is_marked_on_a_long_day():
+    """Over MARKED_POINTS points no point is marked, but a slot alone between two gaps, which no
+    segment reaches, is: it would not show at all."""
+    import mirrorlag.rollup.charts as charts
+
+    hours = [i / 12 for i in range(12 * 12)] + [15.0] + [16 + i / 12 for i in range(48)]  # 00-12, 15:00, 16-20
+    n = len(hours)
+    assert n > charts.MARKED_POINTS
+    fig = charts.series_figure([Series("p", hours, [50] * n, [None] * n, ["IN_SYNC"] * n)])
+    ax = fig.axes[0]
+    png = charts._png(fig, tight=False)
+    assert _columns(ax, png, LAG_LINE, 14.5, 15.5) >= 3  # its marker
+    assert _columns(ax, png, LAG_LINE, 12.5, 14.5) == 0
