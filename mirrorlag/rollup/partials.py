@@ -104,6 +104,9 @@ def read_segment(path: str) -> pa.Table:
     n = t.num_rows
     cols = []
     for c in READ:
+        if c in _STRINGS and c not in present:  # dictionary encoded as a present string column is
+            cols.append(pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string())))
+            continue  # (read_segments concatenates them, refusing string beside dictionary)
         if c not in present:
             cols.append(pa.nulls(n, pa.timestamp("ms", tz="UTC") if c == "ts" else _TYPES[c]))
             continue

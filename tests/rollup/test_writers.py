@@ -17,6 +17,7 @@ import pytest
 from mirrorlag.history.schema import SCHEMA
 from mirrorlag.history.writer import SegmentWriter
 from mirrorlag.model import PartitionKey, PartitionRow, Snapshot, State
+from mirrorlag.rollup import partials
 from mirrorlag.rollup.job import run_days
 from mirrorlag.rollup.options import RollupOptions
 from tests.rollup.history import H, day_ms, every, series, write
@@ -129,3 +130,13 @@ def test_the_cli_rolls_up_a_120_s_poll(tmp_path):
     day = _rows(tmp_path / "out", SLOW_DAY)
     assert (day[("t", 0)]["out_of_sync_seconds"], day[("t", 0)]["coverage"], day[("t", 0)]["stall_episodes"]) == (86_400, 1.0, 1)
     assert day[("old", 0)]["out_of_sync_seconds"] == 43_200
+
+
+def test_segments_before_and_after_the_writer_column_are_read_together(tmp_path):
+    """One task may read both (which segments share one depends on their sizes): the old one's
+    missing `writer` is a null of the new one's dictionary type, not a string beside it."""
+    slow_day(tmp_path)
+    paths = sorted(str(p) for p in (tmp_path / f"date={SLOW_DAY}").glob("part-*.parquet"))
+    table = partials.read_segments(paths)
+    writers = table.column("writer").to_pylist()
+    assert writers.count(None) == 720 + 5760 and set(writers) == {None, "slow:9464"}
