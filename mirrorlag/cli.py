@@ -51,7 +51,8 @@ clients, metadata, ListOffsets, the first read of MM2's topics, the source
 probe, the check's own window (a partition behind must be copied up to where it
 stood within it) and closing the clients. At the deadline the check answers
 UNKNOWN with what it knows. The window is the timeout, capped at
-replication.lag.time.max.ms (KIP-16; 30 s by default): when it was cut short
+replication.lag.time.max.ms (mirrorlag's own key, after the broker's
+replica.lag.time.max.ms; 30 s by default): when it was cut short
 the status line says so, as a partition behind may still catch up in time."""
 
 
