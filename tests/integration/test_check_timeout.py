@@ -25,6 +25,7 @@ import pytest
 
 from mirrorlag.formats import OffsetSync
 from tests.conftest import Clusters, write_properties
+from tests.helpers import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +141,23 @@ def test_every_unresolvable_cluster_is_named_with_its_reason(tmp_path):
         assert sorted(errors) == ["dst", "src"], (args, result.stdout)
         assert errors["src"].startswith("Failed to resolve 'no-such-source.invalid:9092'"), (args, result.stdout)
         assert (errors["dst"] or "").startswith("Failed to resolve 'nosuchhost.invalid:9092'"), (args, result.stdout)
+
+
+def test_an_address_that_answers_http_is_named_so(tmp_path):
+    """Issue 42: a bootstrap address that answers HTTP got librdkafka's "Invalid response size
+    1213486160 ... increase receive.message.max.bytes" (1213486160 is "HTTP" read as a size)."""
+    with http_server() as address:
+        config = tmp_path / "mm2.properties"
+        config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\n"
+                          f"dst.bootstrap.servers = {address}\nsrc->dst.enabled = true\n")
+        plain = f"{address} answers HTTP, not the Kafka protocol: is bootstrap.servers pointing at a web/REST port?"
+        result, _ = check(config, "--timeout", "5")
+        assert result.returncode == 3, (result.stdout, result.stderr)
+        assert f"  source cluster src ({address}): {plain}\n" in result.stdout, result.stdout
+        result, _ = check(config, "--timeout", "5", "--json")
+        errors = {c["cluster"]: c["error"] for c in json.loads(result.stdout)["clusters"]}
+        assert errors == {"src": plain, "dst": plain}, result.stdout
+        assert "1213486160" not in result.stdout + result.stderr
 
 
 def test_a_source_with_every_broker_down_answers_at_once(tmp_path):
