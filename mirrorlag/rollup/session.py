@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping
 
+from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.remote import is_connect
 
 # Set unless the user (or spark-submit) already did.
@@ -51,6 +53,25 @@ def _log4j2_file(level: str) -> Path:
     return path
 
 
+INSTALL_JAVA = "install it, e.g. apt-get install openjdk-17-jre-headless"
+
+
+def missing_java() -> str | None:
+    """Why Spark's launcher would find no java (None: it would), in the user's words. Like
+    bin/spark-class: $JAVA_HOME/bin/java where JAVA_HOME is set, else `java` on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if os.access(Path(home) / "bin" / "java", os.X_OK):
+            return None
+        on_path = shutil.which("java")
+        return (f"the rollup needs Java 17 (a JRE): none at JAVA_HOME={home} (no bin/java there)"
+                + (f"; Spark uses it before the PATH's {on_path}: unset JAVA_HOME or point it at a Java 17"
+                   if on_path else f" or on PATH; {INSTALL_JAVA}"))
+    if shutil.which("java"):
+        return None
+    return f"the rollup needs Java 17 (a JRE): none found on PATH or JAVA_HOME (unset); {INSTALL_JAVA}"
+
+
 def build_session(master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
                   remote: str | None = None):
     """Start (or join) the SparkSession. `master` None leaves it to spark-submit (default local[*]);
@@ -75,6 +96,8 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
 
         check_standalone_master(conf.get("spark.master"))
     launched_by_us = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started the JVM
+    if launched_by_us and (why := missing_java()):
+        raise RollupError(why)  # before Spark's launcher says only JAVA_GATEWAY_EXITED
     if launched_by_us:
         # Quiet from the first line: setLogLevel only takes effect after Spark's startup chatter.
         opts = conf.get("spark.driver.extraJavaOptions", "") or ""
@@ -84,8 +107,9 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
     try:
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # Py4JJavaError, PySparkException: one line, not the JVM's stack
-        from mirrorlag.rollup.errors import RollupError
-
+        if "JAVA_GATEWAY_EXITED" in str(exc):  # the JVM did not start: its own words, if any, are above
+            raise RollupError("cannot start Spark's JVM: the rollup needs Java 17 (a JRE) at JAVA_HOME or on "
+                              f"PATH (java -version says which); {INSTALL_JAVA}") from None
         why = str(getattr(exc, "java_exception", None) or exc).strip().splitlines() or [type(exc).__name__]
         raise RollupError(f"cannot start Spark (master {conf.get('spark.master', 'local[*]')}): {why[0][:300]}") from None
     spark.sparkContext.setLogLevel(log_level)
