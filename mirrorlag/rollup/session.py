@@ -6,8 +6,9 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Mapping
+from typing import IO, Mapping
 
 from mirrorlag.rollup.errors import RollupError
 from mirrorlag.rollup.remote import is_connect
@@ -54,6 +55,10 @@ def _log4j2_file(level: str) -> Path:
 
 
 INSTALL_JAVA = "install it, e.g. apt-get install openjdk-17-jre-headless"
+# Spark 4's launcher resolves jdk.incubator.vector, and every JVM that does says so on stderr at
+# start: a notice for Spark's developers, not for the rollup's user. Only this exact line is dropped.
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector"
+JVM_WORDS_S = 5.0  # how long a JVM that failed to start may take to be read to its end
 
 
 def missing_java() -> str | None:
@@ -70,6 +75,37 @@ def missing_java() -> str | None:
     if shutil.which("java"):
         return None
     return f"the rollup needs Java 17 (a JRE): none found on PATH or JAVA_HOME (unset); {INSTALL_JAVA}"
+
+
+def _forward_stderr(stream: IO[bytes]) -> None:
+    """The JVM's stderr to ours, line by line, less the incubator notice."""
+    out = sys.__stderr__
+    for line in iter(stream.readline, b""):
+        if line.rstrip(b"\r\n") != INCUBATOR_WARNING and out is not None:
+            out.buffer.write(line)
+            out.buffer.flush()
+
+
+def _launch_jvm(conf) -> None:
+    """Starts Spark's JVM (PySpark's own launch_gateway, as getOrCreate would) with its stderr
+    piped through _forward_stderr; the session built next uses it. Already started (a session in
+    this process): nothing to do."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    read_fd, write_fd = os.pipe()
+    forward = threading.Thread(target=_forward_stderr, args=(os.fdopen(read_fd, "rb"),), name="jvm-stderr", daemon=True)
+    forward.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_fd})
+    except BaseException:
+        os.close(write_fd)
+        forward.join(JVM_WORDS_S)  # a JVM that exited at once: its last words before ours
+        raise
+    os.close(write_fd)  # the JVM holds its own copy
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
 def build_session(master: str | None, confs: Mapping[str, str], log_level: str = "ERROR",
@@ -105,6 +141,8 @@ def build_session(master: str | None, confs: Mapping[str, str], log_level: str =
             conf.set("spark.driver.extraJavaOptions",
                      f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(log_level)}".strip())
     try:
+        if launched_by_us:
+            _launch_jvm(conf)
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # Py4JJavaError, PySparkException: one line, not the JVM's stack
         if "JAVA_GATEWAY_EXITED" in str(exc):  # the JVM did not start: its own words, if any, are above
