@@ -28,7 +28,8 @@ output: a Monitoring Plugins status line, then detail lines:
   MIRRORLAG WARNING - 2 of 120 partitions not IN_SYNC: A->B orders/3 LAGGING 1,234 records 45 s, ... | ...
 perfdata: records_behind (largest record lag), time_lag (largest, s), and the
 partitions per state (in_sync, lagging, stalled, at_risk, reset, rewind, unknown);
---groups: reread_records, skipped_records (largest), checkpoint_age (oldest, s)
+--groups: reread_records, skipped_records (the largest group's, each summed
+over its partitions), checkpoint_age (oldest, s)
 and the groups per state (ready, reread_high, ...).
 
 exit status (Nagios'):
