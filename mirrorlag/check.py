@@ -32,7 +32,7 @@ from rich.table import Table
 from mirrorlag.check_groups import answer as answer_groups
 from mirrorlag.check_groups import read_groups
 from mirrorlag.check_output import Status, Thresholds, Window, partitions_verdict, unknown_line
-from mirrorlag.check_reach import ReachProbes
+from mirrorlag.check_reach import SETTLE_S, ReachProbes
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
 from mirrorlag.deadline import Deadline
@@ -103,6 +103,8 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, star
     worker = threading.Thread(target=_work, args=(settings, deadline, work, groups), name="check", daemon=True)
     worker.start()
     work.wake.wait(deadline.remaining())
+    if not work.answered.is_set() or isinstance(work.error, SourceUnread):  # UNKNOWN: say why of each
+        reach.settle(min(SETTLE_S, deadline.remaining()))
     reach.stop()
     if work.answered.is_set() and work.error is not None and not isinstance(work.error, SourceUnread):
         raise work.error  # a client librdkafka would not build (exit 2), or a bug

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from mirrorlag.groups.assess import GroupReadiness
 from mirrorlag.groups.readiness import GroupState
+from mirrorlag.groups.rows import REREAD_LABEL
 from mirrorlag.model import PartitionRow, State
 
 
@@ -180,13 +181,13 @@ def _group_worst(state: GroupState) -> int:
 
 
 def describe_group(flow: str, group: GroupReadiness) -> str:
-    """`A->B orders-audit REREAD_HIGH re-read 1,234`: what the status line says of one group."""
+    """`A->B orders-audit REREAD_HIGH re-read (sum) 1,234`: what the status line says of one group,
+    its re-read and skipped records summed over its partitions."""
     parts = [f"{flow} {group.group} {group.state.value}"]
-    if group.reread_max:
-        parts.append(f"re-read {group.reread_sum:,}")
-    skipped = sum(p.readiness.skipped or 0 for p in group.partitions)
-    if skipped:
-        parts.append(f"skip {skipped:,}")
+    if group.reread_sum:
+        parts.append(f"{REREAD_LABEL} {group.reread_sum:,}")
+    if group.skipped_sum:
+        parts.append(f"skip (sum) {group.skipped_sum:,}")
     return " ".join(parts)
 
 
@@ -196,10 +197,10 @@ def groups_verdict(groups: Sequence[tuple[str, GroupReadiness]]) -> Verdict:
     total = len(groups)
     states = [g.state for _, g in groups]
     status = Status.OK if all(s is GroupState.READY for s in states) else Status.WARNING
-    partitions = [p.readiness for _, g in groups for p in g.partitions]
     ages = [g.checkpoint_age_max_ms / 1000 for _, g in groups if g.checkpoint_age_max_ms is not None]
-    perfdata = [_perf("reread_records", _worst([r.reread for r in partitions])),
-                _perf("skipped_records", _worst([r.skipped for r in partitions])),
+    # The largest of the figures the summary names: a group's sum over its partitions.
+    perfdata = [_perf("reread_records", _worst([g.reread_sum if g.reread_known else None for _, g in groups])),
+                _perf("skipped_records", _worst([g.skipped_sum if g.partitions else None for _, g in groups])),
                 _perf("checkpoint_age", None if not ages else round(max(ages), 3), "s")]
     perfdata += [_perf(s.value.lower(), states.count(s), "", None, None, 0, total) for s in GroupState]
     behind = sorted(((f, g) for f, g in groups if g.state is not GroupState.READY),

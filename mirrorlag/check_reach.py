@@ -9,7 +9,8 @@ address) says nothing at all, and the check's own reads, stuck in a request, can
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from confluent_kafka import KafkaError, KafkaException
@@ -22,6 +23,9 @@ from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, masked, refused_config, se
 from mirrorlag.reachability import cause_of, without_broker
 
 POLL_S = 0.05  # how often a waiting probe serves librdkafka's error callbacks, and sees a stop
+# How long an UNKNOWN waits for the other clusters' reasons once one source is found down: librdkafka
+# tells a refused or unresolvable address within milliseconds, but not all at the same instant.
+SETTLE_S = 0.25
 
 
 def plain(error: str) -> str:
@@ -42,6 +46,7 @@ class Reach:
     error: str | None = None
     down: bool = False  # librdkafka found every broker down (refused, unresolvable, a failed handshake)
     _generic: bool = False  # `error` only says every broker is down: a specific reason replaces it
+    told: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)  # a reason, or done
 
     @property
     def name(self) -> str:
@@ -56,6 +61,7 @@ class Reach:
         self.down |= all_down
         if self.error is None or (self._generic and not all_down):
             self.error, self._generic = text, all_down
+        self.told.set()
 
 
 class ReachProbes:
@@ -85,10 +91,23 @@ class ReachProbes:
     def sources_down(self) -> list[str]:
         return [r.alias for r in self.reaches if "source" in r.roles and r.down and not r.answered]
 
+    def settle(self, seconds: float) -> None:
+        """Waits up to `seconds` for each unanswered cluster to give its reason (or its probe to
+        end): an UNKNOWN answered at one source's failure names the others' too."""
+        end = time.monotonic() + seconds
+        for reach in self.unanswered():
+            reach.told.wait(max(0.0, end - time.monotonic()))
+
     def stop(self) -> None:
         self._stop.set()
 
     def _ask(self, cluster: ClusterSettings, reach: Reach) -> None:
+        try:
+            self._ask_until_done(cluster, reach)
+        finally:
+            reach.told.set()
+
+    def _ask_until_done(self, cluster: ClusterSettings, reach: Reach) -> None:
         secrets = secret_values(cluster)
 
         def record(err: KafkaError) -> None:

@@ -28,7 +28,8 @@ output: a Monitoring Plugins status line, then detail lines:
   MIRRORLAG WARNING - 2 of 120 partitions not IN_SYNC: A->B orders/3 LAGGING 1,234 records 45 s, ... | ...
 perfdata: records_behind (largest record lag), time_lag (largest, s), and the
 partitions per state (in_sync, lagging, stalled, at_risk, reset, rewind, unknown);
---groups: reread_records, skipped_records (largest), checkpoint_age (oldest, s)
+--groups: reread_records, skipped_records (the largest group's, each summed
+over its partitions), checkpoint_age (oldest, s)
 and the groups per state (ready, reread_high, ...).
 
 exit status (Nagios'):
@@ -51,7 +52,8 @@ clients, metadata, ListOffsets, the first read of MM2's topics, the source
 probe, the check's own window (a partition behind must be copied up to where it
 stood within it) and closing the clients. At the deadline the check answers
 UNKNOWN with what it knows. The window is the timeout, capped at
-replication.lag.time.max.ms (KIP-16; 30 s by default): when it was cut short
+replication.lag.time.max.ms (mirrorlag's own key, after the broker's
+replica.lag.time.max.ms; 30 s by default): when it was cut short
 the status line says so, as a partition behind may still catch up in time."""
 
 

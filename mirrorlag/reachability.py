@@ -29,6 +29,11 @@ _CODE = re.compile(r"^_?[A-Z][A-Z_]*: ")
 # of it was cut short.
 _NOISE = re.compile(r"\s*\((?:after \d+ms in state \w+)?(?:, )?(?:\d+ identical error\(s\) suppressed)?\)"
                     r"|\s*\((?:after \d+ms|\d+ identical error)[^)]*$")
+# A Kafka response starts with its size, 4 bytes big-endian: an HTTP server's reply starts "HTTP",
+# which librdkafka reads as a size of 0x48545450 and asks for a larger receive.message.max.bytes.
+# The reporting broker's host:port is kept: bootstrap.servers may list several.
+_HTTP_REPLY = re.compile(r"(?:(?:\w+://)?(?P<address>[^\s(]+:\d+)/\w+: )?(?:Receive failed: )?Invalid response size "
+                         rf"{int.from_bytes(b'HTTP', 'big')} \(\d+\.\.\d+\)(?:: increase receive\.message\.max\.bytes)?")
 # Failures told apart by what they say, whichever broker or address they name.
 _KINDS = (("Failed to resolve", "resolve"), ("Connection refused", "refused"), ("SSL", "tls"),
           ("certificate", "tls"), ("SASL", "auth"), ("uthenticat", "auth"), ("timed out", "timeout"))
@@ -37,7 +42,13 @@ _KINDS = (("Failed to resolve", "resolve"), ("Connection refused", "refused"), (
 def cause_of(text: str) -> str:
     """An error's text without its code's name and the retry's timing and suppression counts:
     what /status and /readyz show, the same at every retry."""
-    return _NOISE.sub("", _CODE.sub("", text, count=1)).strip()
+    return _in_plain_words(_NOISE.sub("", _CODE.sub("", text, count=1)).strip())
+
+
+def _in_plain_words(cause: str) -> str:
+    """A cause whose words mislead said plainly: an HTTP server's reply is no oversized response."""
+    return _HTTP_REPLY.sub(lambda m: f"{m['address'] or 'the address'} answers HTTP, not the Kafka protocol: "
+                                     "is bootstrap.servers pointing at a web/REST port?", cause)
 
 
 def without_broker(cause: str) -> str:

@@ -171,3 +171,33 @@ def mirrored_topic(tmp_path: Path, clusters: Any, name: str, flush_ms: int = 600
         f"{dst}.bootstrap.servers = {clusters.target}\n{src}->{dst}.enabled = true\n"
         f"{src}->{dst}.topics = {topic}\n{dst}.offset.flush.interval.ms = {flush_ms}\n")
     return config, topic
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    """A plain HTTP server on loopback, in a thread: its `host:port`. It answers whatever arrives
+    at once with a 400, as Jetty (Kafka's REST proxy, Connect, Schema Registry) does a Kafka
+    request; http.server's own handler would wait for a request line that never comes."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    class Rejecting(BaseHTTPRequestHandler):
+        def handle(self) -> None:
+            self.rfile.read(4)
+            self.command, self.request_version, self.requestline = "", "HTTP/1.1", ""
+            try:
+                self.send_error(400, "Illegal character")
+            except OSError:  # the client hung up first
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Rejecting)
+    thread = threading.Thread(target=server.serve_forever, name="http-server", daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorlag.demo.consumer import GroupConsumer
 from mirrorlag.demo.loadgen import LoadGenerator
 from mirrorlag.demo.ui import LiveView, PlainView, View, group_summaries
+from mirrorlag.groups.rows import REREAD_LABEL
 from mirrorlag.apache_kafka.jars import KAFKA_4
 from mirrorlag.demo import topology
 from mirrorlag.errors import MirrorlagError
@@ -214,12 +215,12 @@ class MirrorController:
 
 
 def _summary(status: dict[str, Any]) -> str:
-    """`total lag N records | group G: STATE, re-read R | STATE n, ...`: the partitions' states last."""
+    """`total lag N records | group G: STATE, re-read (sum) R | STATE n, ...`: the partitions' states last."""
     rows = status.get("partitions", [])
     lag = sum(r["record_lag"] for r in rows if r["record_lag"] is not None)
     states: dict[str, int] = {}
     for row in rows:
         states[row["state"]] = states.get(row["state"], 0) + 1
-    groups = [f"group {g['group']}: {g['state']}, re-read {g['reread'] if g['reread'] is not None else '-'}"
+    groups = [f"group {g['group']}: {g['state']}, {REREAD_LABEL} {g['reread'] if g['reread'] is not None else '-'}"
               for g in group_summaries(status)]
     return " | ".join([f"total lag {lag} records", *groups, ", ".join(f"{k} {v}" for k, v in sorted(states.items()))])

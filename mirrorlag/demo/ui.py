@@ -20,6 +20,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from mirrorlag.groups.readiness import GroupState
+from mirrorlag.groups.rows import group_reread
 
 STATE_STYLE = {
     "IN_SYNC": "green", "LAGGING": "yellow", "STALLED": "bold red", "REWIND": "cyan",
@@ -80,15 +81,13 @@ def render_groups(status: dict[str, Any] | None) -> Table | None:
 
 
 def group_summaries(status: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per group: its state (its worst partition's) and its largest re-read."""
-    out: dict[str, dict[str, Any]] = {}
+    """Per group: its state (its worst partition's) and its re-read (the sum over its partitions,
+    as check --groups says it)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
     for row in status.get("groups") or []:
-        g = out.setdefault(row["group"], {"group": row["group"], "state": "READY", "reread": None})
-        if _GROUP_RANK.index(row["state"]) < _GROUP_RANK.index(g["state"]):
-            g["state"] = row["state"]
-        if row["reread_records"] is not None:
-            g["reread"] = max(g["reread"] or 0, row["reread_records"])
-    return list(out.values())
+        rows.setdefault(row["group"], []).append(row)
+    return [{"group": group, "state": min((r["state"] for r in its), key=_GROUP_RANK.index),
+             "reread": group_reread(its)} for group, its in rows.items()]
 
 
 def _n(value: float | None, digits: int = 0) -> str:

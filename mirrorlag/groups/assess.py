@@ -1,6 +1,10 @@
 """One flow's consumer groups assessed: every committed partition of every accepted group on the
 flow's copied topics, its readiness (readiness.py), and per group the figures the exporters show
-(worst state, partitions by state, re-read sum and max, oldest checkpoint). Pure."""
+(worst state, partitions by state, re-read sum and max, oldest checkpoint). Pure.
+
+A group's re-read, on every screen that shows one figure a group (check --groups, the demo, the
+rollup's samples), is the sum over its partitions: what the group would read again, all told.
+The max, its worst partition's, is shown as such (Prometheus' stat="max")."""
 
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ class GroupReadiness:
     by_state: Counter[GroupState] = field(default_factory=Counter)
     reread_sum: int = 0
     reread_max: int = 0
+    reread_known: bool = False  # some partition's re-read is known (else the sum says nothing)
+    skipped_sum: int = 0
     checkpoint_age_max_ms: int | None = None
 
     def __post_init__(self) -> None:
@@ -41,7 +47,8 @@ class GroupReadiness:
         self.state = worst(states)
         self.by_state = Counter(states)
         rereads = [p.readiness.reread for p in self.partitions if p.readiness.reread is not None]
-        self.reread_sum, self.reread_max = sum(rereads), max(rereads, default=0)
+        self.reread_sum, self.reread_max, self.reread_known = sum(rereads), max(rereads, default=0), bool(rereads)
+        self.skipped_sum = sum(p.readiness.skipped or 0 for p in self.partitions)
         ages = [p.readiness.checkpoint_age_ms for p in self.partitions if p.readiness.checkpoint_age_ms is not None]
         self.checkpoint_age_max_ms = max(ages, default=None)
 

@@ -35,5 +35,15 @@ def partition_row(flow: FlowId, group: GroupReadiness, p: GroupPartition) -> dic
     }
 
 
+REREAD_LABEL = "re-read (sum)"  # a group's figure where one figure a group is shown (assess.py)
+
+
+def group_reread(rows: Iterable[dict[str, Any]]) -> int | None:
+    """A group's re-read from its partition rows (/status's): GroupReadiness.reread_sum, the sum
+    of the known ones; None where none is known."""
+    known = [r["reread_records"] for r in rows if r["reread_records"] is not None]
+    return sum(known) if known else None
+
+
 def group_rows(flow: FlowId, groups: Iterable[GroupReadiness]) -> list[dict[str, Any]]:
     return [partition_row(flow, g, p) for g in groups for p in g.partitions]

@@ -326,7 +326,7 @@ def _groups(d: ReportData) -> str:
         (escape(g["worst_state"] or "-"), "" if g["worst_state"] == "READY" else "worst"),
         (dur(g["checkpoint_age_max_seconds"]), ""),
     ] for g in sorted(d.groups, key=lambda g: (g["ready_ratio"] if g["ready_ratio"] is not None else -1, g["group"]))]
-    headers = [("flow", True), ("group", True), ("READY", False), ("coverage", False), ("re-read p50", False),
+    headers = [("flow", True), ("group", True), ("READY", False), ("coverage", False), ("re-read (sum) p50", False),
                ("p99", False), ("max", False), ("worst state", True), ("oldest checkpoint", False)]
     return (
         '<section id="groups"><h2>Failover readiness of the consumer groups</h2>'

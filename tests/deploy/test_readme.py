@@ -123,3 +123,19 @@ def test_the_configuration_page_names_every_key():
     text = CONFIGURATION.read_text()
     missing = [key for key in {**GLOBAL_KEYS, **FLOW_KEYS} if f"`{key}`" not in text]
     assert not missing, f"docs/configuration.md does not name {missing}"
+
+
+def test_replication_lag_time_max_is_called_mirrorlags_own_key():
+    """Issue 42: the README called `replication.lag.time.max.ms` MM2's default. MM2 reads no such
+    key: it is mirrorlag's own, named after the broker's `replica.lag.time.max.ms`. Each place a
+    user meets it first says so; no page, shipped file or help text calls it MM2's."""
+    from mirrorlag.cli import CHECK_EPILOG
+
+    shipped = (REPO / "config" / "mirrorlag.properties", REPO / "config" / "mm2.properties")
+    said = {path.name: " ".join(re.sub(r"^#", "", path.read_text(), flags=re.M).split())  # a comment may wrap
+            for path in (*REFERENCE, *shipped)}
+    said["check --help"] = " ".join(CHECK_EPILOG.split())
+    for where, words in said.items():
+        assert not re.search(r"MM2's (?:default|key)[^.;]{0,40}\b30 ?s\b", words), where
+    for where in ("README.md", "configuration.md", "mirrorlag.properties", "check --help"):
+        assert re.search(r"mirrorlag's own key[^.]{0,60}\bthe broker's `?replica\.lag\.time\.max\.ms", said[where]), where

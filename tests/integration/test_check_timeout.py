@@ -13,6 +13,7 @@ A healthy run prints nothing on stderr at the default log level: cron mails any 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 
 from mirrorlag.formats import OffsetSync
 from tests.conftest import Clusters, write_properties
+from tests.helpers import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +122,42 @@ def test_unknown_says_why_per_cluster(tmp_path, silent_port):
     assert result.returncode == 3 and doc["reason"].startswith("timed out after 2 s "), result.stdout
     assert [(c["cluster"], c["error"]) for c in doc["clusters"]] == [("src", "no answer within 2 s"),
                                                                    ("dst", "no answer within 2 s")]
+
+
+def test_every_unresolvable_cluster_is_named_with_its_reason(tmp_path):
+    """Issue 42: `--json` said `error: null` for a target whose name does not resolve. The source's
+    failure answers at once; the target's, told a moment later, is waited for: its reason is in
+    the answer, in every form, at every run (it was missed about one run in two)."""
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = src, dst\nsrc.bootstrap.servers = no-such-source.invalid:9092\n"
+                      "dst.bootstrap.servers = nosuchhost.invalid:9092\nsrc->dst.enabled = true\n")
+    for args in [("--json",)] * 4 + [("--groups", "--json"), ()]:
+        result, _ = check(config, "--timeout", "5", *args)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        if "--json" in args:
+            errors = {c["cluster"]: c["error"] for c in json.loads(result.stdout)["clusters"]}
+        else:
+            errors = dict(re.findall(r"^  \w+ cluster (\w+) \([^)]*\): (.*)$", result.stdout, flags=re.M))
+        assert sorted(errors) == ["dst", "src"], (args, result.stdout)
+        assert errors["src"].startswith("Failed to resolve 'no-such-source.invalid:9092'"), (args, result.stdout)
+        assert (errors["dst"] or "").startswith("Failed to resolve 'nosuchhost.invalid:9092'"), (args, result.stdout)
+
+
+def test_an_address_that_answers_http_is_named_so(tmp_path):
+    """Issue 42: a bootstrap address that answers HTTP got librdkafka's "Invalid response size
+    1213486160 ... increase receive.message.max.bytes" (1213486160 is "HTTP" read as a size)."""
+    with http_server() as address:
+        config = tmp_path / "mm2.properties"
+        config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\n"
+                          f"dst.bootstrap.servers = {address}\nsrc->dst.enabled = true\n")
+        plain = f"{address} answers HTTP, not the Kafka protocol: is bootstrap.servers pointing at a web/REST port?"
+        result, _ = check(config, "--timeout", "5")
+        assert result.returncode == 3, (result.stdout, result.stderr)
+        assert f"  source cluster src ({address}): {plain}\n" in result.stdout, result.stdout
+        result, _ = check(config, "--timeout", "5", "--json")
+        errors = {c["cluster"]: c["error"] for c in json.loads(result.stdout)["clusters"]}
+        assert errors == {"src": plain, "dst": plain}, result.stdout
+        assert "1213486160" not in result.stdout + result.stderr
 
 
 def test_a_source_with_every_broker_down_answers_at_once(tmp_path):

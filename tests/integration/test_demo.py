@@ -94,7 +94,7 @@ def test_demo_runs_the_production_topology_and_stops_cleanly_on_ctrl_c(tmp_path,
         assert not any("STALLED" in s for s in copying), copying
         # The demo's consumer group, checkpointed by the mirror: its failover readiness beside the lag.
         deadline = time.monotonic() + 40
-        while not any(re.search(r"\| group orders-audit: [A-Z_]+, re-read \d+ \|", line) for line in lines):
+        while not any(re.search(r"\| group orders-audit: [A-Z_]+, re-read \(sum\) \d+ \|", line) for line in lines):
             assert time.monotonic() < deadline, "".join(lines[-30:])
             time.sleep(0.5)
         groups = status_of(port)["groups"]

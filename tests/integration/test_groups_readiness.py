@@ -128,7 +128,7 @@ def test_check_groups_through_the_cli(tmp_path, own_clusters, readers):
         assert table.returncode == 1 and "REREAD_HIGH" in table.stdout and far in table.stdout
         assert "the source listed" in table.stdout
         status, text, perf = parse(table.stdout)  # as Nagios reads it
-        assert status == "WARNING" and f"{far} REREAD_HIGH re-read " in text and f" {near} " not in text, text
+        assert status == "WARNING" and f"{far} REREAD_HIGH re-read (sum) " in text and f" {near} " not in text, text
         assert perf["reread_high"][0] == "1" and int(perf["reread_records"][0]) >= 5, perf
         assert "checkpoint downstream" not in table.stdout  # the table only with --verbose
         assert "checkpoint downstream" in check("--verbose").stdout

@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 
 from mirrorlag.embedded import EmbeddedBroker, free_port
-from tests.helpers import eventually
+from tests.helpers import eventually, http_server
 
 pytestmark = pytest.mark.integration
 
@@ -154,6 +154,21 @@ def test_an_unresolvable_source_is_named_at_once_and_a_target_when_its_feeds_mee
     time.sleep(3)  # more polls time out: nothing more is said, and never APScheduler's warning
     assert not logged(log, SKIPS), log.read_text()
     assert len(logged(log, r"cluster src .*unreachable")) == len(logged(log, r"cluster dst .*unreachable")) == 1
+
+
+def test_an_address_that_answers_http_is_named_so(tmp_path, stop):
+    """Issue 42: librdkafka's "Invalid response size 1213486160" ("HTTP" read as a size) is said
+    plainly in the log line, /readyz and /status."""
+    port = free_port()
+    with http_server() as address:
+        proc, log = start(tmp_path, address, address, port)
+        stop.append(proc)
+        plain = f"{address} answers HTTP, not the Kafka protocol: is bootstrap.servers pointing at a web/REST port?"
+        line = said(log, r"WARNING .*cluster src ")[0]
+        assert line.endswith(f"cluster src (bootstrap.servers {address}) unreachable: {plain}; retrying"), line
+        assert plain in get(port, "/readyz")[2]
+        eventually(lambda: json.loads(get(port, "/status")[2])["clusters"]["src"]["error"] == plain)
+        assert "1213486160" not in log.read_text()
 
 
 PASSWORD = "hunter2-never-shown"

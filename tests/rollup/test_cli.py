@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
@@ -56,6 +57,71 @@ def test_without_the_spark_extra_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("mirrorlag: error: the rollup needs the spark extra (pyspark is not installed)")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def _without_java(tmp_path: Path) -> dict[str, str]:
+    """The environment of a machine with no Java: a PATH of the shell tools Spark's launcher uses
+    (no java among them), and no JAVA_HOME."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "sh", "env", "dirname", "basename", "uname", "ps", "cat", "head", "tr", "sed", "grep", "ls"):
+        if (found := shutil.which(tool)) and tool != "java":
+            (tools / tool).symlink_to(found)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    return {**env, "PATH": str(tools)}
+
+
+def _a_day(tmp_path: Path) -> list[str]:
+    """Arguments of a rollup with history to roll up: Spark is started."""
+    day = date(2024, 2, 29)
+    ts = every(day_ms(day), day_ms(day) + H, 600_000)
+    write(tmp_path / "history", day, series("A->B", "orders", 0, ts, ["IN_SYNC"] * len(ts), [7] * len(ts)))
+    return ["--history", str(tmp_path / "history"), "--out", str(tmp_path / "out"), "--date", day.isoformat()]
+
+
+@pytest.mark.parametrize("java_home", [None, "missing"])
+def test_without_java_is_one_line_and_exit_2(tmp_path, java_home):
+    """Issue 42: without Java the rollup said only JAVA_GATEWAY_EXITED. It says what to install,
+    before Spark's launcher runs: no JVM, no traceback."""
+    env = _without_java(tmp_path)
+    if java_home:
+        env["JAVA_HOME"] = str(tmp_path / java_home)
+    proc = subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", *_a_day(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    where = f"none at JAVA_HOME={tmp_path / java_home} (no bin/java there) or on PATH" if java_home else \
+        "none found on PATH or JAVA_HOME (unset)"
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"mirrorlag: error: the rollup needs Java 17 (a JRE): {where}; "
+                           "install it, e.g. apt-get install openjdk-17-jre-headless\n")
+
+
+def test_a_java_that_cannot_start_is_named_not_java_gateway_exited(tmp_path):
+    """A java there that exits at once (a broken JRE, a JVM option it refuses): its own words, then
+    one line of ours instead of PySpark's JAVA_GATEWAY_EXITED."""
+    java = tmp_path / "jre" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\necho 'Error: Could not create the Java Virtual Machine.' >&2\nexit 1\n")
+    java.chmod(0o755)
+    env = {**_without_java(tmp_path), "JAVA_HOME": str(java.parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", *_a_day(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Error: Could not create the Java Virtual Machine.\n" in proc.stderr
+    assert proc.stderr.endswith("mirrorlag: error: cannot start Spark's JVM: the rollup needs Java 17 (a JRE) at "
+                                "JAVA_HOME or on PATH (java -version says which); install it, e.g. apt-get install "
+                                "openjdk-17-jre-headless\n"), proc.stderr
+    assert "JAVA_GATEWAY_EXITED" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_rollup_keeps_the_jvms_incubator_notice_off_the_terminal(tmp_path):
+    """Issue 42: every rollup printed Spark 4's JVM notice `WARNING: Using incubator modules:
+    jdk.incubator.vector`. The JVM's stderr passes through a filter that drops that line alone."""
+    proc = subprocess.run([sys.executable, "-m", "mirrorlag", "rollup", *_a_day(tmp_path), "--master", "local[1]",
+                           "--conf", "spark.ui.enabled=false", "--no-report"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)  # a JVM's start on a loaded machine
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "✓ 2024-02-29" in proc.stdout
+    assert "incubator" not in proc.stderr, proc.stderr
 
 
 def _args(**kw) -> Namespace:

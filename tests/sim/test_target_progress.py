@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -371,8 +372,30 @@ def _stall_offset_syncs(case: EvCase) -> None:
     # the next poll: max + 2 flushes + 2Δ + delay. As first designed it was max + flush + Δ:
     # test_stall_with_offset_syncs_alone pins the difference.
     res = simulate(case)
-    mm2 = case.mm2
-    assert check_stall(res, 2 * mm2.flush_interval + case.interval + mm2.sync_delay) > 0
+    assert check_stall(res, flush_stall_extra_s(case.mm2, case.interval)) > 0
+
+
+def flush_stall_extra_s(mm2: MM2Config, interval: float) -> float:
+    """What flush-resolution evidence alone adds to max + Δ before a stall reads STALLED, as
+    _stall_offset_syncs holds it: 2 flushes + Δ + the sync's delay."""
+    return 2 * mm2.flush_interval + interval + mm2.sync_delay
+
+
+def test_the_states_page_states_the_tested_stall_bounds() -> None:
+    """docs/states.md's STALLED row under the defaults (max 30 s, refresh 15 s, flush 60 s) says
+    the bounds the stall tests above hold, not the max + flush + Δ (135 s) first designed."""
+    from mirrorlag.config.loader import FLOW_KEYS, GLOBAL_KEYS
+
+    keys = {**GLOBAL_KEYS, **FLOW_KEYS}
+    max_s = int(keys["replication.lag.time.max.ms"][1]) / 1000
+    interval = int(keys["replication.record.lag.metric.refresh.interval"][1]) / 1000
+    mm2 = MM2Config(sync_delay=0.0)  # the page says "plus the sync's own delay"
+    assert mm2.flush_interval == 60.0  # MM2's offset.flush.interval.ms default, as the page's heading says
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "states.md").read_text().split())
+    row = page.split("| `STALLED` |")[1]
+    said = re.search(r"with target progress \((\d+) s\), [^(]* on flush evidence alone \((\d+) s", row)
+    assert said, row[:400]
+    assert (float(said[1]), float(said[2])) == (max_s + interval, max_s + interval + flush_stall_extra_s(mm2, interval))
 
 
 stall_tp_quick = FEW(given(stall_cases(True))(_stall_target_progress))

@@ -114,8 +114,8 @@ def test_groups_ready_is_ok_and_the_worst_groups_are_named():
                                 ("A->C", group("billing", (GroupState.UNMAPPED, None)))])
     status, text, perf = parse(v.line)
     assert v.status is Status.WARNING
-    assert text == "2 of 5 consumer groups not READY: A->C billing UNMAPPED, A->B audit REREAD_HIGH re-read 1,235"
-    assert perf["reread_records"][0] == "1234" and perf["reread_high"][0] == "1" and perf["unmapped"][0] == "1"
+    assert text == "2 of 5 consumer groups not READY: A->C billing UNMAPPED, A->B audit REREAD_HIGH re-read (sum) 1,235"
+    assert perf["reread_records"][0] == "1235" and perf["reread_high"][0] == "1" and perf["unmapped"][0] == "1"
 
 
 def test_the_checks_window_keeps_a_rewind_it_saw():

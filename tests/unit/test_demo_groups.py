@@ -1,4 +1,4 @@
-"""The demo's groups view: a group reads as its worst partition, with its largest re-read."""
+"""The demo's groups view: a group reads as its worst partition, with its re-read (the sum over its partitions)."""
 
 from rich.console import Console
 
@@ -11,9 +11,10 @@ def _row(partition: int, state: str, reread: int | None) -> dict:
             "checkpoint_age_s": 1.5, "state": state, "because": "no sync at or below" if reread is None else None}
 
 
-def test_a_group_is_its_worst_partition_with_its_largest_reread():
+def test_a_group_is_its_worst_partition_with_its_reread_summed():
     status = {"groups": [_row(0, "READY", 2), _row(1, "NOT_CHECKPOINTED", None), _row(2, "REREAD_HIGH", 900)]}
-    assert group_summaries(status) == [{"group": "audit", "state": "NOT_CHECKPOINTED", "reread": 900}]
+    assert group_summaries(status) == [{"group": "audit", "state": "NOT_CHECKPOINTED", "reread": 902}]
+    assert group_summaries({"groups": [_row(1, "UNMAPPED", None)]})[0]["reread"] is None  # none known: not 0
     assert group_summaries({"partitions": []}) == []
 
 

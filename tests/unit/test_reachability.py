@@ -108,3 +108,15 @@ def test_a_targets_feeds_fail_it_by_a_failed_request_not_by_one_brokers_report()
     assert change is not None and reach.clusters["dst"].error == "Failed to get metadata: Local: Broker transport failure"
     change = reach.feeds_result("dst", [None, None], now=5.0, poll_started=4.0)
     assert change is not None and change.down_for_s == 2.0
+
+
+def test_an_http_reply_is_said_plainly_wherever_it_is_quoted():
+    """1213486160 is "HTTP" read as a Kafka response's size: the address is a web server's."""
+    http = ("127.0.0.1:8080/bootstrap: Receive failed: Invalid response size 1213486160 (0..100000000): "
+            "increase receive.message.max.bytes (after 2ms in state APIVERSION_QUERY)")
+    plain = "127.0.0.1:8080 answers HTTP, not the Kafka protocol: is bootstrap.servers pointing at a web/REST port?"
+    assert cause_of(http) == cause_of("_TRANSPORT: " + http) == plain
+    failed = f"metadata from cluster src: timed out (last client error: {http})"
+    assert cause_of(failed) == f"metadata from cluster src: timed out (last client error: {plain})"
+    other = "b1:9092/1: Receive failed: Invalid response size 1213486161 (0..100000000): increase receive.message.max.bytes"
+    assert cause_of(other) == other  # another size is another story
