@@ -1,5 +1,5 @@
 """Shared by the tests of deploy/: paths, YAML documents, the Dockerfile's instructions, mirrorlag's
-own argument parser and config loader, and the metric names a PromQL expression uses."""
+own argument parser and config loader, Strimzi's CRD schemas, and the metric names a PromQL expression uses."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+import jsonschema
 import yaml
 
 from mirrorlag.cli import build_parser
@@ -155,3 +156,26 @@ def rollup_image_zip() -> str:
     m = re.search(r"-m mirrorlag\.rollup\.ship (\S+\.zip)", runs)
     assert m, "Dockerfile.rollup does not write the executors' zip"
     return m[1]
+
+
+def _no_pruning(schema: Any) -> Any:
+    """Strimzi's structural schema, with additionalProperties: false wherever the API server would
+    silently prune unknown fields (objects with properties and no preserve-unknown-fields)."""
+    if isinstance(schema, dict):
+        out = {k: _no_pruning(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
+                and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_no_pruning(v) for v in schema]
+    return schema
+
+
+def strimzi_validator(version: str = "v1") -> jsonschema.Validator:
+    """Strimzi's KafkaMirrorMaker2 CRD schema of `version` (v1 or v1beta2, vendored: schemas/README.md)."""
+    crd = json.loads((SCHEMAS / f"strimzi-kafkamirrormaker2-{version}.json").read_text())
+    assert (crd["group"], crd["version"], crd["kind"]) == ("kafka.strimzi.io", version, "KafkaMirrorMaker2")
+    schema = _no_pruning(crd["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
+    return jsonschema.Draft4Validator(schema)  # OpenAPI v3.0 schemas are draft-4 style

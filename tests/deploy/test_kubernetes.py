@@ -9,21 +9,18 @@ command line run for real."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
 
 import mirrorlag
 from mirrorlag.config.loader import GLOBAL_KEYS
-from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, \
-    rollup_image_zip, yaml_docs
+from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, kubernetes_docs, load_config_texts, parse_run, \
+    rollup_image_zip, strimzi_validator, yaml_docs
 
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")  # podFailurePolicy is GA from 1.31
 STRIMZI_KIND = ("kafka.strimzi.io/v1", "KafkaMirrorMaker2")
@@ -62,28 +59,6 @@ def test_kubernetes_validate_rejects_an_unknown_field():
     bad["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, KUBERNETES_VERSIONS[-1], strict=True)
-
-
-def _no_pruning(schema: Any) -> Any:
-    """Strimzi's structural schema, with additionalProperties: false wherever the API server would
-    silently prune unknown fields (objects with properties and no preserve-unknown-fields)."""
-    if isinstance(schema, dict):
-        out = {k: _no_pruning(v) for k, v in schema.items()}
-        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
-                and "additionalProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_no_pruning(v) for v in schema]
-    return schema
-
-
-def strimzi_validator() -> jsonschema.Validator:
-    crd = json.loads((SCHEMAS / "strimzi-kafkamirrormaker2-v1.json").read_text())
-    assert (f"{crd['group']}/{crd['version']}", crd["kind"]) == STRIMZI_KIND
-    schema = _no_pruning(crd["openAPIV3Schema"])
-    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
-    return jsonschema.Draft4Validator(schema)  # OpenAPI v3.0 schemas are draft-4 style
 
 
 def strimzi_resources() -> list[dict]:

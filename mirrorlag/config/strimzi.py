@@ -1,0 +1,383 @@
+"""A Strimzi `KafkaMirrorMaker2` resource read as the MM2 properties it stands for (docs/design.md §5).
+
+Strimzi generates no mm2.properties: it runs MM2 as connectors on a Kafka Connect cluster of the
+target and configures them itself. This module does what its operator does with the resource
+(Strimzi's KafkaMirrorMaker2Cluster.validateAndUpdateToNewAPI and KafkaMirrorMaker2Connectors,
+read at 0.48.0 for v1beta2 and at 8541da1e, after 1.2.0, for v1) and writes the outcome as the keys
+the .properties loader already reads, each remembering the line of the resource it came from:
+
+- v1 (`spec.target`, `spec.mirrors[].source`) and v1beta2 (`spec.connectCluster`, `spec.clusters`,
+  `spec.mirrors[].sourceCluster/targetCluster`) are told apart as the operator does: no `target`
+  means the v1beta2 layout, whose Connect cluster is the one `connectCluster` names.
+- Flow `<source>-><target>` per mirror; its connectors are `<source>-><target>.MirrorSourceConnector`
+  and `...MirrorCheckpointConnector`, so the Connect worker's offsets topic holds the source
+  offsets under the same key the connect-offsets feed reads.
+- The worker's offsets topic: `spec.target.offsetStorageTopic` (v1); v1beta2 takes
+  `offset.storage.topic` from the Connect cluster's `config`, else `mirrormaker2-cluster-offsets`.
+- `topicsPattern`, `topicsExcludePattern` (v1beta2: else `topicsBlacklistPattern`), `groupsPattern`,
+  `groupsExcludePattern` become `topics`, `topics.exclude`, `groups`, `groups.exclude`, over any
+  such key in a connector's `config` (the operator puts them last).
+- Client security per cluster: `tls` means SSL (SASL_SSL with SASL), its `trustedCertificates` the
+  truststore; `authentication` tls, scram-sha-512, scram-sha-256 and plain. Strimzi hands the
+  connectors its Secrets through a config provider; mirrorlag runs in its own pod, so it reads each
+  Secret `S`'s key `K` from a file, `<secrets dir>/S/K` (a volume per Secret at `<secrets dir>/S`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirrorlag.config.client import Prop
+from mirrorlag.config.yaml_lines import LineList, LineMap, load_documents
+from mirrorlag.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+API_GROUP = "kafka.strimzi.io"
+API_VERSIONS = ("v1", "v1beta2")
+KIND = "KafkaMirrorMaker2"
+DEFAULT_SECRETS_DIR = Path("/etc/mirrorlag/strimzi-secrets")
+# v1beta2 without spec.target: the operator's defaults for the Connect worker (0.48.0-0.51.0).
+V1BETA2_OFFSETS_TOPIC = "mirrormaker2-cluster-offsets"
+_WORKER_IDENTITY_KEYS = ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
+
+# Keys only MirrorCheckpointConnector reads: from checkpointConnector.config, never sourceConnector's.
+CHECKPOINT_KEYS = (
+    "groups", "groups.exclude", "groups.blacklist", "emit.checkpoints.enabled", "emit.checkpoints.interval.seconds",
+    "sync.group.offsets.enabled", "sync.group.offsets.interval.seconds", "refresh.groups.enabled",
+    "refresh.groups.interval.seconds", "checkpoints.topic.replication.factor",
+)
+# Keys both connectors read: mirrorlag takes the source connector's (it writes the syncs and names
+# the remote topics); the checkpoint connector's "has to match" (Strimzi's example), else a warning.
+SHARED_KEYS = (
+    "offset-syncs.topic.location", "replication.policy.class", "replication.policy.separator",
+    "replication.policy.internal.topic.separator.enabled", "emit.offset-syncs.enabled",
+)
+_MECHANISMS = {"scram-sha-512": "SCRAM-SHA-512", "scram-sha-256": "SCRAM-SHA-256", "plain": "PLAIN"}
+_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+@dataclass(frozen=True)
+class StrimziSource:
+    """`--strimzi FILE[#NAME]`: which resource, and where its Secrets are mounted."""
+
+    file: Path
+    name: str | None = None  # metadata.name, to pick one of several resources in the file
+    secrets_dir: Path = DEFAULT_SECRETS_DIR
+
+    @classmethod
+    def parse(cls, text: str, secrets_dir: Path | None = None) -> StrimziSource:
+        path, _, name = text.rpartition("#") if "#" in text else (text, "", "")
+        return cls(Path(path).resolve(), name or None, secrets_dir or DEFAULT_SECRETS_DIR)
+
+
+@dataclass
+class _Reader:
+    source: StrimziSource
+    props: dict[str, Prop] = field(default_factory=dict)
+
+    @property
+    def file(self) -> Path:
+        return self.source.file
+
+    def fail(self, line: int | None, where: str | None, message: str) -> ConfigError:
+        return ConfigError(message, self.file, line, where)
+
+    def put(self, key: str, value: Any, line: int, where: str) -> None:
+        # The key as written names the resource's field and the MM2 key it became, so that an
+        # error reads as both (and a secret's stays recognisable to settings.is_secret_key).
+        self.props[key] = Prop(_text(value), self.file, line, f"{where} ({key})")
+
+    # --- structure -------------------------------------------------------------------------
+
+    def value(self, parent: LineMap, key: str, where: str, required: bool) -> Any:
+        value = parent.get(key)
+        if value is None and required:
+            raise self.fail(parent.at, where.rpartition(".")[0] or where, f"{key} is required")
+        return value
+
+    def mapping(self, parent: LineMap, key: str, where: str, required: bool = True) -> LineMap | None:
+        value = self.value(parent, key, where, required)
+        if value is not None and not isinstance(value, LineMap):
+            raise self.fail(parent.lines[key], where, "expected a mapping")
+        return value
+
+    def string(self, parent: LineMap, key: str, where: str, required: bool = True) -> str | None:
+        value = self.value(parent, key, where, required)
+        if value is None:
+            return None
+        if isinstance(value, (LineMap, LineList)) or str(value).strip() == "":
+            raise self.fail(parent.lines[key], where, "expected a non-empty string")
+        return str(value)
+
+    def items(self, parent: LineMap, key: str, where: str) -> list[tuple[LineMap, int, str]]:
+        value = parent.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, LineList):
+            raise self.fail(parent.lines[key], where, "expected a list")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, LineMap):
+                raise self.fail(value.lines[i], f"{where}[{i}]", "expected a mapping")
+            out.append((item, value.lines[i], f"{where}[{i}]"))
+        return out
+
+    # --- Secrets, as files ---------------------------------------------------------------
+
+    def secret_file(self, secret: str, key: str, line: int, where: str) -> str:
+        path = self.source.secrets_dir / secret / key
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise self.fail(line, where, f"cannot read {path} ({getattr(err, 'strerror', None) or err}): mount "
+                                         f"the Secret {secret} at {path.parent} (--strimzi-secrets)") from None
+
+    def secret_pattern(self, secret: str, pattern: str, line: int, where: str) -> list[str]:
+        directory = self.source.secrets_dir / secret
+        try:  # a mounted Secret also holds ..data and timestamped dirs: its keys are the plain names
+            names = sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+        except OSError as err:
+            raise self.fail(line, where, f"cannot list {directory} ({err.strerror or err}): mount the Secret "
+                                         f"{secret} there (--strimzi-secrets)") from None
+        matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not matched:
+            raise self.fail(line, where, f"no file in {directory} matches {pattern!r}")
+        return [self.secret_file(secret, n, line, where) for n in matched]
+
+
+def read_strimzi(source: StrimziSource) -> dict[str, Prop]:
+    """The MM2 properties the KafkaMirrorMaker2 resource stands for; any problem is one ConfigError."""
+    reader = _Reader(source)
+    resource = _pick(reader, load_documents(source.file))
+    spec = reader.mapping(resource, "spec", "spec")
+    assert spec is not None
+    target, offsets_topic = _target(reader, spec)
+    mirrors = reader.items(spec, "mirrors", "spec.mirrors")
+    if not mirrors:
+        raise reader.fail(spec.lines.get("mirrors", spec.line), "spec.mirrors", "at least one mirror is required")
+    sources = [_mirror_source(reader, spec, mirror, where, target.alias) for mirror, _, where in mirrors]
+    aliases = [target.alias, *(s.alias for s in sources)]
+    if len(set(aliases)) != len(aliases):
+        raise reader.fail(spec.at, "spec", f"the target and source cluster aliases must be unique (as Strimzi "
+                                             f"requires): {', '.join(aliases)}")
+    reader.put("clusters", ",".join(aliases), spec.at, "spec")
+    for cluster in (target, *sources):
+        _cluster(reader, cluster)
+    reader.put(f"{target.alias}.offset.storage.topic", offsets_topic[0], offsets_topic[1], offsets_topic[2])
+    for (mirror, line, where), cluster in zip(mirrors, sources):
+        _flow(reader, mirror, line, where, f"{cluster.alias}->{target.alias}")
+    return reader.props
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    alias: str
+    spec: LineMap
+    where: str
+    is_target: bool = False
+
+
+def _pick(reader: _Reader, documents: list[Any]) -> LineMap:
+    found = [d for d in documents if isinstance(d, LineMap) and d.get("kind") == KIND
+             and str(d.get("apiVersion", "")).startswith(f"{API_GROUP}/")]
+    name = reader.source.name
+    if name is not None:
+        found = [d for d in found if isinstance(d.get("metadata"), LineMap) and d["metadata"].get("name") == name]
+    if not found:
+        what = f"named {name} " if name else ""
+        raise reader.fail(None, None, f"no {KIND} resource {what}(apiVersion {API_GROUP}/v1 or v1beta2) in the file")
+    if len(found) > 1:
+        names = ", ".join(str((d.get("metadata") or {}).get("name")) for d in found)
+        raise reader.fail(found[1].line, None, f"{len(found)} {KIND} resources ({names}): pick one with "
+                                               f"--strimzi {reader.file}#<metadata.name>")
+    resource = found[0]
+    version = str(resource["apiVersion"]).partition("/")[2]
+    if version not in API_VERSIONS:
+        raise reader.fail(resource.lines["apiVersion"], "apiVersion",
+                          f"{API_GROUP}/{version} is not read (mirrorlag reads {', '.join(API_VERSIONS)})")
+    return resource
+
+
+def _target(reader: _Reader, spec: LineMap) -> tuple[_Cluster, tuple[str, int, str]]:
+    """The Connect cluster (MM2's target) and its worker's offsets topic (value, line, field)."""
+    if "target" in spec:
+        target = reader.mapping(spec, "target", "spec.target")
+        assert target is not None
+        alias = reader.string(target, "alias", "spec.target.alias")
+        reader.string(target, "bootstrapServers", "spec.target.bootstrapServers")
+        topic = reader.string(target, "offsetStorageTopic", "spec.target.offsetStorageTopic")
+        return (_Cluster(str(alias), target, "spec.target", True),
+                (str(topic), target.lines["offsetStorageTopic"], "spec.target.offsetStorageTopic"))
+    connect = reader.string(spec, "connectCluster", "spec.connectCluster", required=False)
+    if connect is None:
+        raise reader.fail(spec.at, "spec", "either target (v1) or connectCluster and clusters (v1beta2) are required")
+    clusters = {str(c.get("alias")): (c, where) for c, _, where in reader.items(spec, "clusters", "spec.clusters")}
+    if connect not in clusters:
+        raise reader.fail(spec.lines["connectCluster"], "spec.connectCluster",
+                          f"connectCluster with alias {connect} cannot be found in spec.clusters")
+    cluster, where = clusters[connect]
+    reader.string(cluster, "bootstrapServers", f"{where}.bootstrapServers")
+    config = cluster.get("config")
+    if isinstance(config, LineMap) and "offset.storage.topic" in config:
+        topic = (_text(config["offset.storage.topic"]), config.lines["offset.storage.topic"],
+                 f"{where}.config.offset.storage.topic")
+    else:
+        topic = (V1BETA2_OFFSETS_TOPIC, spec.lines["connectCluster"], "spec.connectCluster (Strimzi's default)")
+    return _Cluster(connect, cluster, where, True), topic
+
+
+def _mirror_source(reader: _Reader, spec: LineMap, mirror: LineMap, where: str, target: str) -> _Cluster:
+    if "source" in mirror:
+        source = reader.mapping(mirror, "source", f"{where}.source")
+        assert source is not None
+        alias = reader.string(source, "alias", f"{where}.source.alias")
+        reader.string(source, "bootstrapServers", f"{where}.source.bootstrapServers")
+        return _Cluster(str(alias), source, f"{where}.source")
+    name = reader.string(mirror, "sourceCluster", f"{where}.sourceCluster", required=False)
+    if name is None:
+        raise reader.fail(mirror.at, where, "source (v1) or sourceCluster (v1beta2) is required")
+    named = mirror.get("targetCluster")
+    if named is not None and str(named) != target:
+        raise reader.fail(mirror.lines["targetCluster"], f"{where}.targetCluster",
+                          f"{named} is not the target cluster ({target}, the connectCluster): Strimzi refuses it")
+    for cluster, _, cluster_where in reader.items(spec, "clusters", "spec.clusters"):
+        if str(cluster.get("alias")) == name:
+            reader.string(cluster, "bootstrapServers", f"{cluster_where}.bootstrapServers")
+            return _Cluster(name, cluster, cluster_where)
+    raise reader.fail(mirror.lines["sourceCluster"], f"{where}.sourceCluster",
+                      f"no cluster with alias {name} in spec.clusters")
+
+
+def _cluster(reader: _Reader, cluster: _Cluster) -> None:
+    alias, spec, where = cluster.alias, cluster.spec, cluster.where
+    reader.put(f"{alias}.bootstrap.servers", spec["bootstrapServers"], spec.lines["bootstrapServers"],
+               f"{where}.bootstrapServers")
+    tls = reader.mapping(spec, "tls", f"{where}.tls", required=False)
+    protocol = "SSL" if "tls" in spec else "PLAINTEXT"  # the operator: any tls section means SSL
+    protocol_line = spec.lines.get("tls", spec.at)
+    auth = reader.mapping(spec, "authentication", f"{where}.authentication", required=False)
+    if auth is not None:
+        protocol = _authentication(reader, auth, alias, f"{where}.authentication", protocol)
+        protocol_line = spec.lines["authentication"]
+    if tls is not None:
+        _trusted_certificates(reader, tls, alias, f"{where}.tls")
+    reader.put(f"{alias}.security.protocol", protocol, protocol_line, f"{where}.tls")
+    config = reader.mapping(spec, "config", f"{where}.config", required=False) or LineMap()
+    for key, value in config.items():
+        # Strimzi hands a cluster's config to its clients (source.cluster./target.cluster.) and, for
+        # the target, to the Connect worker (offset.flush.interval.ms, exactly.once.source.support).
+        if cluster.is_target and key in _WORKER_IDENTITY_KEYS:
+            continue  # v1beta2's worker topics, read above; the operator takes them out of the config
+        reader.put(f"{alias}.{key}", value, config.lines[key], f"{where}.config.{key}")
+
+
+def _trusted_certificates(reader: _Reader, tls: LineMap, alias: str, where: str) -> None:
+    pems: list[str] = []
+    for cert, line, cert_where in reader.items(tls, "trustedCertificates", f"{where}.trustedCertificates"):
+        secret = reader.string(cert, "secretName", f"{cert_where}.secretName")
+        assert secret is not None
+        if "certificate" in cert:
+            pems.append(reader.secret_file(secret, str(cert["certificate"]), line, cert_where))
+        elif "pattern" in cert:
+            pems.extend(reader.secret_pattern(secret, str(cert["pattern"]), line, cert_where))
+        else:
+            raise reader.fail(line, cert_where, "certificate or pattern is required")
+    if pems:
+        line = tls.lines["trustedCertificates"]
+        reader.put(f"{alias}.ssl.truststore.certificates", "\n".join(pems), line, f"{where}.trustedCertificates")
+        reader.put(f"{alias}.ssl.truststore.type", "PEM", line, f"{where}.trustedCertificates")
+
+
+def _authentication(reader: _Reader, auth: LineMap, alias: str, where: str, protocol: str) -> str:
+    """Puts the cluster's client authentication; returns its security.protocol."""
+    kind = reader.string(auth, "type", f"{where}.type")
+    line = auth.lines["type"]
+    if kind == "tls":
+        if protocol != "SSL":
+            raise reader.fail(line, f"{where}.type", "tls authentication needs a tls section (TLS client "
+                                                     "authentication is only over TLS)")
+        pair = reader.mapping(auth, "certificateAndKey", f"{where}.certificateAndKey")
+        assert pair is not None
+        pair_where = f"{where}.certificateAndKey"
+        secret = str(reader.string(pair, "secretName", f"{pair_where}.secretName"))
+        cert = reader.secret_file(secret, str(reader.string(pair, "certificate", f"{pair_where}.certificate")),
+                                  pair.at, pair_where)
+        key = reader.secret_file(secret, str(reader.string(pair, "key", f"{pair_where}.key")), pair.at, pair_where)
+        reader.put(f"{alias}.ssl.keystore.certificate.chain", cert, pair.at, pair_where)
+        reader.put(f"{alias}.ssl.keystore.key", key, pair.at, pair_where)
+        reader.put(f"{alias}.ssl.keystore.type", "PEM", pair.at, pair_where)
+        return protocol
+    if kind in _MECHANISMS:
+        mechanism = _MECHANISMS[kind]
+        username = reader.string(auth, "username", f"{where}.username")
+        secret_ref = reader.mapping(auth, "passwordSecret", f"{where}.passwordSecret")
+        assert secret_ref is not None
+        ref_where = f"{where}.passwordSecret"
+        password = reader.secret_file(str(reader.string(secret_ref, "secretName", f"{ref_where}.secretName")),
+                                      str(reader.string(secret_ref, "password", f"{ref_where}.password")),
+                                      secret_ref.at, ref_where)
+        reader.put(f"{alias}.sasl.mechanism", mechanism, line, f"{where}.type")
+        reader.put(f"{alias}.sasl.jaas.config",
+                   f'{_LOGIN_MODULES[mechanism]} required username="{_jaas_quote(str(username))}" '
+                   f'password="{_jaas_quote(password)}";', secret_ref.at, ref_where)
+        return "SASL_SSL" if protocol == "SSL" else "SASL_PLAINTEXT"
+    raise reader.fail(line, f"{where}.type", f"authentication type {kind} is not supported: mirrorlag's clients "
+                                             f"authenticate with tls, scram-sha-512, scram-sha-256 or plain")
+
+
+def _flow(reader: _Reader, mirror: LineMap, line: int, where: str, flow: str) -> None:
+    reader.put(f"{flow}.enabled", "true", line, where)
+    source = reader.mapping(mirror, "sourceConnector", f"{where}.sourceConnector", required=False)
+    checkpoint = reader.mapping(mirror, "checkpointConnector", f"{where}.checkpointConnector", required=False)
+    if source is None:
+        log.warning("%s:%d: %s has no sourceConnector: Strimzi runs no MirrorSourceConnector for flow %s, "
+                    "which copies nothing", reader.file, line, where, flow)
+    source_config = _connector_config(reader, source, f"{where}.sourceConnector")
+    checkpoint_config = _connector_config(reader, checkpoint, f"{where}.checkpointConnector")
+    for key, (value, key_line, key_where) in source_config.items():
+        if key not in CHECKPOINT_KEYS:
+            reader.put(f"{flow}.{key}", value, key_line, key_where)
+    for key, (value, key_line, key_where) in checkpoint_config.items():
+        if key in CHECKPOINT_KEYS:
+            reader.put(f"{flow}.{key}", value, key_line, key_where)
+        elif key in SHARED_KEYS and _text(value) != _text(source_config.get(key, (None,))[0]):
+            log.warning("%s:%d: %s = %s differs from the sourceConnector's (%s): mirrorlag reads the "
+                        "sourceConnector's, and MM2's checkpoints may be wrong", reader.file, key_line, key_where,
+                        _text(value), _text(source_config[key][0]) if key in source_config else "unset")
+    if checkpoint is None:  # the operator creates no MirrorCheckpointConnector for this mirror
+        reader.put(f"{flow}.emit.checkpoints.enabled", "false", line, f"{where} (no checkpointConnector)")
+    # The resource's patterns go over any in the connectors' config, as the operator puts them last.
+    exclude = "topicsExcludePattern" if "topicsExcludePattern" in mirror else "topicsBlacklistPattern"
+    groups_exclude = "groupsExcludePattern" if "groupsExcludePattern" in mirror else "groupsBlacklistPattern"
+    for field_name, key in (("topicsPattern", "topics"), (exclude, "topics.exclude"),
+                            ("groupsPattern", "groups"), (groups_exclude, "groups.exclude")):
+        if mirror.get(field_name) is not None:
+            reader.put(f"{flow}.{key}", mirror[field_name], mirror.lines[field_name], f"{where}.{field_name}")
+
+
+def _connector_config(reader: _Reader, connector: LineMap | None, where: str) -> dict[str, tuple[Any, int, str]]:
+    if connector is None:
+        return {}
+    config = reader.mapping(connector, "config", f"{where}.config", required=False) or LineMap()
+    return {str(key): (value, config.lines[key], f"{where}.config.{key}") for key, value in config.items()}
+
+
+def _text(value: Any) -> str:
+    """A YAML value as the operator hands it to Kafka: booleans as Java writes them."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _jaas_quote(text: str) -> str:
+    # JaasConfig reads quoted values with Java string escapes (client.parse_jaas undoes this).
+    return text.replace("\\", "\\\\").replace('"', '\\"')
