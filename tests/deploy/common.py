@@ -3,6 +3,7 @@ own argument parser and config loader, Strimzi's CRD schemas, and the metric nam
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -16,6 +17,7 @@ import yaml
 from mirrorlag.cli import build_parser
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
+from mirrorlag.config.strimzi import StrimziSource
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -31,27 +33,39 @@ def yaml_docs(path: Path) -> list[dict[str, Any]]:
 
 
 def kubernetes_docs() -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every object the manifests hold; kustomize's own kustomization.yaml files are not objects."""
     for path in sorted((DEPLOY / "kubernetes").rglob("*.yaml")):
-        for doc in yaml_docs(path):
-            yield path, doc
+        if path.name != "kustomization.yaml":
+            for doc in yaml_docs(path):
+                yield path, doc
+
+
+def run_args(argv: list[str]) -> argparse.Namespace:
+    """A `mirrorlag run` command line parsed by mirrorlag's own parser (argparse exits 2 on anything
+    `mirrorlag run` would reject)."""
+    args = build_parser().parse_args(argv)
+    assert args.command == "run", argv
+    return args
 
 
 def parse_run(argv: list[str]) -> list[str]:
-    """The --config files of a `mirrorlag run` command line, parsed by mirrorlag's own parser
-    (argparse exits 2 on anything `mirrorlag run` would reject)."""
-    args = build_parser().parse_args(argv)
-    assert args.command == "run", argv
-    return args.config
+    """The --config files of a `mirrorlag run` command line."""
+    return run_args(argv).config or []
 
 
-def load_config_texts(tmp_path: Path, texts: dict[str, str]) -> Settings:
-    """Write each properties text to tmp_path/<name> and load them in order as `mirrorlag run` would."""
+def load_config_texts(tmp_path: Path, texts: dict[str, str], strimzi: str | None = None) -> Settings:
+    """Write each properties text to tmp_path/<name> and load them in order as `mirrorlag run` would,
+    over a KafkaMirrorMaker2 resource's text as `--strimzi` reads it, if given."""
     paths = []
     for name, text in texts.items():
         path = tmp_path / Path(name).name
         path.write_text(text)
         paths.append(path)
-    return load_settings(paths)
+    resource = None
+    if strimzi is not None:
+        resource = tmp_path / "kafkamirrormaker2.yaml"
+        resource.write_text(strimzi)
+    return load_settings(paths, StrimziSource(resource) if resource else None)
 
 
 def properties(path: Path) -> dict[str, str]:
