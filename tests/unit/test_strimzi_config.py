@@ -331,3 +331,14 @@ def test_through_the_cli_one_line_and_the_exit_status_of_a_config_error(tmp_path
     assert (check.returncode, run.returncode) == (3, 2)
     assert check.stdout.splitlines()[0] == f"MIRRORLAG UNKNOWN - {expected}"
     assert check.stderr.strip() == run.stderr.strip() == f"mirrorlag: error: {expected}"
+
+
+def test_run_and_check_need_config_or_strimzi():
+    run = subprocess.run([sys.executable, "-m", "mirrorlag", "run"], capture_output=True, text=True, timeout=60)
+    check = subprocess.run([sys.executable, "-m", "mirrorlag", "check"], capture_output=True, text=True, timeout=60)
+    lone = subprocess.run([sys.executable, "-m", "mirrorlag", "run", "--config", "x.properties", "--strimzi-secrets", "/s"],
+                          capture_output=True, text=True, timeout=60)
+    assert (run.returncode, check.returncode, lone.returncode) == (2, 3, 2)
+    assert run.stderr.strip() == "mirrorlag: error: the following arguments are required: --config/-c (or --strimzi)"
+    assert "(or --strimzi, or --url)" in check.stdout.splitlines()[0]
+    assert lone.stderr.strip() == "mirrorlag: error: --strimzi-secrets needs --strimzi"
