@@ -268,7 +268,8 @@ def _cluster(reader: _Reader, cluster: _Cluster) -> None:
         protocol_line = spec.lines["authentication"]
     if tls is not None:
         _trusted_certificates(reader, tls, alias, f"{where}.tls")
-    reader.put(f"{alias}.security.protocol", protocol, protocol_line, f"{where}.tls")
+    if protocol != "PLAINTEXT":  # Java's default: left unset, so a --config file's top-level key still counts
+        reader.put(f"{alias}.security.protocol", protocol, protocol_line, f"{where}.tls")
     config = reader.mapping(spec, "config", f"{where}.config", required=False) or LineMap()
     for key, value in config.items():
         # Strimzi hands a cluster's config to its clients (source.cluster./target.cluster.) and, for
