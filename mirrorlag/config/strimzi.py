@@ -57,6 +57,14 @@ SHARED_KEYS = (
     "offset-syncs.topic.location", "replication.policy.class", "replication.policy.separator",
     "replication.policy.internal.topic.separator.enabled", "emit.offset-syncs.enabled",
 )
+# The fields of a mirror and of a cluster in either API version; any other is pruned by the API
+# server (a misspelt field does nothing there) and warned about here.
+MIRROR_FIELDS = frozenset({
+    "source", "sourceCluster", "targetCluster", "sourceConnector", "checkpointConnector", "heartbeatConnector",
+    "topicsPattern", "topicsExcludePattern", "topicsBlacklistPattern", "groupsPattern", "groupsExcludePattern",
+    "groupsBlacklistPattern"})
+CLUSTER_FIELDS = frozenset({"alias", "bootstrapServers", "tls", "authentication", "config", "groupId",
+                            "configStorageTopic", "offsetStorageTopic", "statusStorageTopic"})
 _MECHANISMS = {"scram-sha-512": "SCRAM-SHA-512", "scram-sha-256": "SCRAM-SHA-256", "plain": "PLAIN"}
 _LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                   "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -255,8 +263,16 @@ def _mirror_source(reader: _Reader, spec: LineMap, mirror: LineMap, where: str, 
                       f"no cluster with alias {name} in spec.clusters")
 
 
+def _warn_unknown(reader: _Reader, mapping: LineMap, known: frozenset[str], where: str) -> None:
+    for key in mapping:
+        if key not in known:
+            log.warning("%s:%d: %s.%s is not a field of a KafkaMirrorMaker2 (Kubernetes drops it); ignored",
+                        reader.file, mapping.lines[key], where, key)
+
+
 def _cluster(reader: _Reader, cluster: _Cluster) -> None:
     alias, spec, where = cluster.alias, cluster.spec, cluster.where
+    _warn_unknown(reader, spec, CLUSTER_FIELDS, where)
     reader.put(f"{alias}.bootstrap.servers", spec["bootstrapServers"], spec.lines["bootstrapServers"],
                f"{where}.bootstrapServers")
     tls = reader.mapping(spec, "tls", f"{where}.tls", required=False)
@@ -334,6 +350,7 @@ def _authentication(reader: _Reader, auth: LineMap, alias: str, where: str, prot
 
 
 def _flow(reader: _Reader, mirror: LineMap, line: int, where: str, flow: str) -> None:
+    _warn_unknown(reader, mirror, MIRROR_FIELDS, where)
     reader.put(f"{flow}.enabled", "true", line, where)
     source = reader.mapping(mirror, "sourceConnector", f"{where}.sourceConnector", required=False)
     checkpoint = reader.mapping(mirror, "checkpointConnector", f"{where}.checkpointConnector", required=False)

@@ -62,8 +62,9 @@ def test_every_example_validates_against_its_crd_schema(example):
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=_id)
-def test_every_example_reads_as_the_operator_configures_it(example, secrets):
+def test_every_example_reads_as_the_operator_configures_it(example, secrets, caplog):
     settings = _load(example, secrets)
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]  # nothing misread, nothing unknown
     v1 = example.parent.name == "v1"
     assert list(settings.clusters) == ["cluster-b", "cluster-a"]  # the target first, as Strimzi lists them
     tls = "-tls" in example.stem
@@ -342,3 +343,11 @@ def test_run_and_check_need_config_or_strimzi():
     assert run.stderr.strip() == "mirrorlag: error: the following arguments are required: --config/-c (or --strimzi)"
     assert "(or --strimzi, or --url)" in check.stdout.splitlines()[0]
     assert lone.stderr.strip() == "mirrorlag: error: --strimzi-secrets needs --strimzi"
+
+
+def test_a_misspelt_field_is_named_not_silently_dropped(tmp_path, caplog):
+    path = _write(tmp_path, V1BETA2.replace("topicsBlacklistPattern", "topicPattern"))
+    (flow,) = load_settings([], StrimziSource(path, secrets_dir=tmp_path)).flows
+    assert flow.topics_include.pattern == "(?:.*)"  # as Strimzi runs it: the field is pruned
+    assert [r.getMessage() for r in caplog.records if "not a field" in r.getMessage()] == [
+        f"{path}:18: spec.mirrors[0].topicPattern is not a field of a KafkaMirrorMaker2 (Kubernetes drops it); ignored"]
