@@ -18,29 +18,28 @@ the .properties loader already reads, each remembering the line of the resource 
   `groupsExcludePattern` become `topics`, `topics.exclude`, `groups`, `groups.exclude`, over any
   such key in a connector's `config` (the operator puts them last).
 - Client security per cluster: `tls` means SSL (SASL_SSL with SASL), its `trustedCertificates` the
-  truststore; `authentication` tls, scram-sha-512, scram-sha-256 and plain. Strimzi hands the
-  connectors its Secrets through a config provider; mirrorlag runs in its own pod, so it reads each
-  Secret `S`'s key `K` from a file, `<secrets dir>/S/K` (a volume per Secret at `<secrets dir>/S`).
+  truststore; `authentication` tls, scram-sha-512, scram-sha-256 and plain (strimzi_security.py).
+  Strimzi hands the connectors its Secrets through a config provider; mirrorlag runs in its own
+  pod, so it reads each Secret `S`'s key `K` from a file, `<secrets dir>/S/K` (a volume per Secret
+  at `<secrets dir>/S`; strimzi_fields.py).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from mirrorlag.config.client import Prop
-from mirrorlag.config.yaml_lines import LineList, LineMap, load_documents
-from mirrorlag.errors import ConfigError
+from mirrorlag.config.strimzi_fields import DEFAULT_SECRETS_DIR, ResourceReader, StrimziSource, text
+from mirrorlag.config.strimzi_security import authentication, trusted_certificates
+from mirrorlag.config.yaml_lines import LineMap, load_documents
 
 log = logging.getLogger(__name__)
 
 API_GROUP = "kafka.strimzi.io"
 API_VERSIONS = ("v1", "v1beta2")
 KIND = "KafkaMirrorMaker2"
-DEFAULT_SECRETS_DIR = Path("/etc/mirrorlag/strimzi-secrets")
 # v1beta2 without spec.target: the operator's defaults for the Connect worker (0.48.0-0.51.0).
 V1BETA2_OFFSETS_TOPIC = "mirrormaker2-cluster-offsets"
 _WORKER_IDENTITY_KEYS = ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
@@ -65,104 +64,11 @@ MIRROR_FIELDS = frozenset({
     "groupsBlacklistPattern"})
 CLUSTER_FIELDS = frozenset({"alias", "bootstrapServers", "tls", "authentication", "config", "groupId",
                             "configStorageTopic", "offsetStorageTopic", "statusStorageTopic"})
-_MECHANISMS = {"scram-sha-512": "SCRAM-SHA-512", "scram-sha-256": "SCRAM-SHA-256", "plain": "PLAIN"}
-_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule"}
-
-
-@dataclass(frozen=True)
-class StrimziSource:
-    """`--strimzi FILE[#NAME]`: which resource, and where its Secrets are mounted."""
-
-    file: Path
-    name: str | None = None  # metadata.name, to pick one of several resources in the file
-    secrets_dir: Path = DEFAULT_SECRETS_DIR
-
-    @classmethod
-    def parse(cls, text: str, secrets_dir: Path | None = None) -> StrimziSource:
-        path, _, name = text.rpartition("#") if "#" in text else (text, "", "")
-        return cls(Path(path).resolve(), name or None, secrets_dir or DEFAULT_SECRETS_DIR)
-
-
-@dataclass
-class _Reader:
-    source: StrimziSource
-    props: dict[str, Prop] = field(default_factory=dict)
-
-    @property
-    def file(self) -> Path:
-        return self.source.file
-
-    def fail(self, line: int | None, where: str | None, message: str) -> ConfigError:
-        return ConfigError(message, self.file, line, where)
-
-    def put(self, key: str, value: Any, line: int, where: str) -> None:
-        # The key as written names the resource's field and the MM2 key it became, so that an
-        # error reads as both (and a secret's stays recognisable to settings.is_secret_key).
-        self.props[key] = Prop(_text(value), self.file, line, f"{where} ({key})")
-
-    # --- structure -------------------------------------------------------------------------
-
-    def value(self, parent: LineMap, key: str, where: str, required: bool) -> Any:
-        value = parent.get(key)
-        if value is None and required:
-            raise self.fail(parent.at, where.rpartition(".")[0] or where, f"{key} is required")
-        return value
-
-    def mapping(self, parent: LineMap, key: str, where: str, required: bool = True) -> LineMap | None:
-        value = self.value(parent, key, where, required)
-        if value is not None and not isinstance(value, LineMap):
-            raise self.fail(parent.lines[key], where, "expected a mapping")
-        return value
-
-    def string(self, parent: LineMap, key: str, where: str, required: bool = True) -> str | None:
-        value = self.value(parent, key, where, required)
-        if value is None:
-            return None
-        if isinstance(value, (LineMap, LineList)) or str(value).strip() == "":
-            raise self.fail(parent.lines[key], where, "expected a non-empty string")
-        return str(value)
-
-    def items(self, parent: LineMap, key: str, where: str) -> list[tuple[LineMap, int, str]]:
-        value = parent.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, LineList):
-            raise self.fail(parent.lines[key], where, "expected a list")
-        out = []
-        for i, item in enumerate(value):
-            if not isinstance(item, LineMap):
-                raise self.fail(value.lines[i], f"{where}[{i}]", "expected a mapping")
-            out.append((item, value.lines[i], f"{where}[{i}]"))
-        return out
-
-    # --- Secrets, as files ---------------------------------------------------------------
-
-    def secret_file(self, secret: str, key: str, line: int, where: str) -> str:
-        path = self.source.secrets_dir / secret / key
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise self.fail(line, where, f"cannot read {path} ({getattr(err, 'strerror', None) or err}): mount "
-                                         f"the Secret {secret} at {path.parent} (--strimzi-secrets)") from None
-
-    def secret_pattern(self, secret: str, pattern: str, line: int, where: str) -> list[str]:
-        directory = self.source.secrets_dir / secret
-        try:  # a mounted Secret also holds ..data and timestamped dirs: its keys are the plain names
-            names = sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
-        except OSError as err:
-            raise self.fail(line, where, f"cannot list {directory} ({err.strerror or err}): mount the Secret "
-                                         f"{secret} there (--strimzi-secrets)") from None
-        matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
-        if not matched:
-            raise self.fail(line, where, f"no file in {directory} matches {pattern!r}")
-        return [self.secret_file(secret, n, line, where) for n in matched]
 
 
 def read_strimzi(source: StrimziSource) -> dict[str, Prop]:
     """The MM2 properties the KafkaMirrorMaker2 resource stands for; any problem is one ConfigError."""
-    reader = _Reader(source)
+    reader = ResourceReader(source)
     resource = _pick(reader, load_documents(source.file))
     spec = reader.mapping(resource, "spec", "spec")
     assert spec is not None
@@ -192,7 +98,7 @@ class _Cluster:
     is_target: bool = False
 
 
-def _pick(reader: _Reader, documents: list[Any]) -> LineMap:
+def _pick(reader: ResourceReader, documents: list[Any]) -> LineMap:
     found = [d for d in documents if isinstance(d, LineMap) and d.get("kind") == KIND
              and str(d.get("apiVersion", "")).startswith(f"{API_GROUP}/")]
     name = reader.source.name
@@ -213,7 +119,7 @@ def _pick(reader: _Reader, documents: list[Any]) -> LineMap:
     return resource
 
 
-def _target(reader: _Reader, spec: LineMap) -> tuple[_Cluster, tuple[str, int, str]]:
+def _target(reader: ResourceReader, spec: LineMap) -> tuple[_Cluster, tuple[str, int, str]]:
     """The Connect cluster (MM2's target) and its worker's offsets topic (value, line, field)."""
     if "target" in spec:
         target = reader.mapping(spec, "target", "spec.target")
@@ -234,14 +140,14 @@ def _target(reader: _Reader, spec: LineMap) -> tuple[_Cluster, tuple[str, int, s
     reader.string(cluster, "bootstrapServers", f"{where}.bootstrapServers")
     config = cluster.get("config")
     if isinstance(config, LineMap) and "offset.storage.topic" in config:
-        topic = (_text(config["offset.storage.topic"]), config.lines["offset.storage.topic"],
+        topic = (text(config["offset.storage.topic"]), config.lines["offset.storage.topic"],
                  f"{where}.config.offset.storage.topic")
     else:
         topic = (V1BETA2_OFFSETS_TOPIC, spec.lines["connectCluster"], "spec.connectCluster (Strimzi's default)")
     return _Cluster(connect, cluster, where, True), topic
 
 
-def _mirror_source(reader: _Reader, spec: LineMap, mirror: LineMap, where: str, target: str) -> _Cluster:
+def _mirror_source(reader: ResourceReader, spec: LineMap, mirror: LineMap, where: str, target: str) -> _Cluster:
     if "source" in mirror:
         source = reader.mapping(mirror, "source", f"{where}.source")
         assert source is not None
@@ -263,14 +169,14 @@ def _mirror_source(reader: _Reader, spec: LineMap, mirror: LineMap, where: str, 
                       f"no cluster with alias {name} in spec.clusters")
 
 
-def _warn_unknown(reader: _Reader, mapping: LineMap, known: frozenset[str], where: str) -> None:
+def _warn_unknown(reader: ResourceReader, mapping: LineMap, known: frozenset[str], where: str) -> None:
     for key in mapping:
         if key not in known:
             log.warning("%s:%d: %s.%s is not a field of a KafkaMirrorMaker2 (Kubernetes drops it); ignored",
                         reader.file, mapping.lines[key], where, key)
 
 
-def _cluster(reader: _Reader, cluster: _Cluster) -> None:
+def _cluster(reader: ResourceReader, cluster: _Cluster) -> None:
     alias, spec, where = cluster.alias, cluster.spec, cluster.where
     _warn_unknown(reader, spec, CLUSTER_FIELDS, where)
     reader.put(f"{alias}.bootstrap.servers", spec["bootstrapServers"], spec.lines["bootstrapServers"],
@@ -280,10 +186,10 @@ def _cluster(reader: _Reader, cluster: _Cluster) -> None:
     protocol_line = spec.lines.get("tls", spec.at)
     auth = reader.mapping(spec, "authentication", f"{where}.authentication", required=False)
     if auth is not None:
-        protocol = _authentication(reader, auth, alias, f"{where}.authentication", protocol)
+        protocol = authentication(reader, auth, alias, f"{where}.authentication", protocol)
         protocol_line = spec.lines["authentication"]
     if tls is not None:
-        _trusted_certificates(reader, tls, alias, f"{where}.tls")
+        trusted_certificates(reader, tls, alias, f"{where}.tls")
     if protocol != "PLAINTEXT":  # Java's default: left unset, so a --config file's top-level key still counts
         reader.put(f"{alias}.security.protocol", protocol, protocol_line, f"{where}.tls")
     config = reader.mapping(spec, "config", f"{where}.config", required=False) or LineMap()
@@ -295,61 +201,7 @@ def _cluster(reader: _Reader, cluster: _Cluster) -> None:
         reader.put(f"{alias}.{key}", value, config.lines[key], f"{where}.config.{key}")
 
 
-def _trusted_certificates(reader: _Reader, tls: LineMap, alias: str, where: str) -> None:
-    pems: list[str] = []
-    for cert, line, cert_where in reader.items(tls, "trustedCertificates", f"{where}.trustedCertificates"):
-        secret = reader.string(cert, "secretName", f"{cert_where}.secretName")
-        assert secret is not None
-        if "certificate" in cert:
-            pems.append(reader.secret_file(secret, str(cert["certificate"]), line, cert_where))
-        elif "pattern" in cert:
-            pems.extend(reader.secret_pattern(secret, str(cert["pattern"]), line, cert_where))
-        else:
-            raise reader.fail(line, cert_where, "certificate or pattern is required")
-    if pems:
-        line = tls.lines["trustedCertificates"]
-        reader.put(f"{alias}.ssl.truststore.certificates", "\n".join(pems), line, f"{where}.trustedCertificates")
-        reader.put(f"{alias}.ssl.truststore.type", "PEM", line, f"{where}.trustedCertificates")
-
-
-def _authentication(reader: _Reader, auth: LineMap, alias: str, where: str, protocol: str) -> str:
-    """Puts the cluster's client authentication; returns its security.protocol."""
-    kind = reader.string(auth, "type", f"{where}.type")
-    line = auth.lines["type"]
-    if kind == "tls":
-        if protocol != "SSL":
-            raise reader.fail(line, f"{where}.type", "tls authentication needs a tls section (TLS client "
-                                                     "authentication is only over TLS)")
-        pair = reader.mapping(auth, "certificateAndKey", f"{where}.certificateAndKey")
-        assert pair is not None
-        pair_where = f"{where}.certificateAndKey"
-        secret = str(reader.string(pair, "secretName", f"{pair_where}.secretName"))
-        cert = reader.secret_file(secret, str(reader.string(pair, "certificate", f"{pair_where}.certificate")),
-                                  pair.at, pair_where)
-        key = reader.secret_file(secret, str(reader.string(pair, "key", f"{pair_where}.key")), pair.at, pair_where)
-        reader.put(f"{alias}.ssl.keystore.certificate.chain", cert, pair.at, pair_where)
-        reader.put(f"{alias}.ssl.keystore.key", key, pair.at, pair_where)
-        reader.put(f"{alias}.ssl.keystore.type", "PEM", pair.at, pair_where)
-        return protocol
-    if kind in _MECHANISMS:
-        mechanism = _MECHANISMS[kind]
-        username = reader.string(auth, "username", f"{where}.username")
-        secret_ref = reader.mapping(auth, "passwordSecret", f"{where}.passwordSecret")
-        assert secret_ref is not None
-        ref_where = f"{where}.passwordSecret"
-        password = reader.secret_file(str(reader.string(secret_ref, "secretName", f"{ref_where}.secretName")),
-                                      str(reader.string(secret_ref, "password", f"{ref_where}.password")),
-                                      secret_ref.at, ref_where)
-        reader.put(f"{alias}.sasl.mechanism", mechanism, line, f"{where}.type")
-        reader.put(f"{alias}.sasl.jaas.config",
-                   f'{_LOGIN_MODULES[mechanism]} required username="{_jaas_quote(str(username))}" '
-                   f'password="{_jaas_quote(password)}";', secret_ref.at, ref_where)
-        return "SASL_SSL" if protocol == "SSL" else "SASL_PLAINTEXT"
-    raise reader.fail(line, f"{where}.type", f"authentication type {kind} is not supported: mirrorlag's clients "
-                                             f"authenticate with tls, scram-sha-512, scram-sha-256 or plain")
-
-
-def _flow(reader: _Reader, mirror: LineMap, line: int, where: str, flow: str) -> None:
+def _flow(reader: ResourceReader, mirror: LineMap, line: int, where: str, flow: str) -> None:
     _warn_unknown(reader, mirror, MIRROR_FIELDS, where)
     reader.put(f"{flow}.enabled", "true", line, where)
     source = reader.mapping(mirror, "sourceConnector", f"{where}.sourceConnector", required=False)
@@ -365,10 +217,10 @@ def _flow(reader: _Reader, mirror: LineMap, line: int, where: str, flow: str) ->
     for key, (value, key_line, key_where) in checkpoint_config.items():
         if key in CHECKPOINT_KEYS:
             reader.put(f"{flow}.{key}", value, key_line, key_where)
-        elif key in SHARED_KEYS and _text(value) != _text(source_config.get(key, (None,))[0]):
+        elif key in SHARED_KEYS and text(value) != text(source_config.get(key, (None,))[0]):
             log.warning("%s:%d: %s = %s differs from the sourceConnector's (%s): mirrorlag reads the "
                         "sourceConnector's, and MM2's checkpoints may be wrong", reader.file, key_line, key_where,
-                        _text(value), _text(source_config[key][0]) if key in source_config else "unset")
+                        text(value), text(source_config[key][0]) if key in source_config else "unset")
     if checkpoint is None:  # the operator creates no MirrorCheckpointConnector for this mirror
         reader.put(f"{flow}.emit.checkpoints.enabled", "false", line, f"{where} (no checkpointConnector)")
     # The resource's patterns go over any in the connectors' config, as the operator puts them last.
@@ -380,22 +232,11 @@ def _flow(reader: _Reader, mirror: LineMap, line: int, where: str, flow: str) ->
             reader.put(f"{flow}.{key}", mirror[field_name], mirror.lines[field_name], f"{where}.{field_name}")
 
 
-def _connector_config(reader: _Reader, connector: LineMap | None, where: str) -> dict[str, tuple[Any, int, str]]:
+def _connector_config(reader: ResourceReader, connector: LineMap | None, where: str) -> dict[str, tuple[Any, int, str]]:
     if connector is None:
         return {}
     config = reader.mapping(connector, "config", f"{where}.config", required=False) or LineMap()
     return {str(key): (value, config.lines[key], f"{where}.config.{key}") for key, value in config.items()}
 
 
-def _text(value: Any) -> str:
-    """A YAML value as the operator hands it to Kafka: booleans as Java writes them."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _jaas_quote(text: str) -> str:
-    # JaasConfig reads quoted values with Java string escapes (client.parse_jaas undoes this).
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+__all__ = ["DEFAULT_SECRETS_DIR", "StrimziSource", "read_strimzi"]
