@@ -35,6 +35,7 @@ from mirrorlag.check_output import Status, Thresholds, Window, partitions_verdic
 from mirrorlag.check_reach import SETTLE_S, ReachProbes
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
+from mirrorlag.config.strimzi import StrimziSource
 from mirrorlag.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.exporters.status import row_to_dict
@@ -87,7 +88,7 @@ class Output:
 
 
 def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, started: float | None = None,
-              groups: bool = False, output: Output | None = None) -> int:
+              groups: bool = False, output: Output | None = None, strimzi: StrimziSource | None = None) -> int:
     """The check's exit status; `started` (time.monotonic()) is when the command began, so that
     the timeout counts its imports too. `groups`: the consumer groups' failover readiness instead
     of the partitions' states (check_groups)."""
@@ -95,7 +96,7 @@ def run_check(config_paths: Sequence[str], as_json: bool, timeout_s: float, star
     if timeout_s <= 0:
         raise MirrorlagError(f"--timeout must be positive, got {timeout_s}")
     deadline = Deadline.after(timeout_s, started)
-    settings = load_settings(config_paths)
+    settings = load_settings(config_paths, strimzi)
     # librdkafka refuses a socket timeout under 10 ms
     settings = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, max(timeout_s, 0.01)))
     work = _Work()

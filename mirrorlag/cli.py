@@ -17,6 +17,7 @@ from mirrorlag import __version__
 from mirrorlag.errors import MirrorlagError, exit_status
 
 if TYPE_CHECKING:
+    from mirrorlag.config.strimzi import StrimziSource
     from mirrorlag.gc_pacing import GcPacing
 
 log = logging.getLogger("mirrorlag")
@@ -67,12 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="default INFO; WARNING for check, which is quiet when all is well (cron mails any output)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add_config(p: argparse.ArgumentParser, required: bool = True) -> None:
+    def add_config(p: argparse.ArgumentParser, required: bool = True, strimzi: bool = False) -> None:
         p.add_argument("--config", "-c", action="append", required=required, metavar="FILE",
-                       help="Java .properties file (mm2.properties); repeat to layer, later files win")
+                       help="Java .properties file (mm2.properties); repeat to layer, later files win"
+                            + (" (over --strimzi's keys)" if strimzi else ""))
+        if strimzi:
+            p.add_argument("--strimzi", default=None, metavar="FILE[#NAME]",
+                           help="a Strimzi KafkaMirrorMaker2 resource (kafka.strimzi.io/v1 or v1beta2) in place of "
+                                "mm2.properties; #NAME picks one of several by metadata.name")
+            p.add_argument("--strimzi-secrets", type=Path, default=None, metavar="DIR",
+                           help="with --strimzi: where its Secrets are mounted, key K of Secret S at DIR/S/K "
+                                "(default /etc/mirrorlag/strimzi-secrets)")
 
     run = sub.add_parser("run", help="run the sidecar: poll lag and serve /metrics, /status, /healthz, /readyz")
-    add_config(run)
+    add_config(run, required=False, strimzi=True)  # required unless --strimzi
     run.add_argument("--web.config.file", dest="web_config_file", type=Path, default=None, metavar="FILE",
                      help="TLS and basic auth for the listener, in the Prometheus exporter-toolkit's web "
                           "config format (as node_exporter's flag); default: mirrorlag.http.web.config.file, "
@@ -83,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="One verdict on every partition of the configured flows, within --timeout.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=CHECK_EPILOG)
     check.error = lambda message: _check_usage_error(check, message)  # type: ignore[method-assign]
-    add_config(check, required=False)  # required unless --url
+    add_config(check, required=False, strimzi=True)  # required unless --url or --strimzi
     check.add_argument("--json", action="store_true", help="print a JSON array of partitions "
                        "(exit 3: an object with the reason and the clusters)")
     check.add_argument("--groups", action="store_true",
@@ -184,6 +193,17 @@ def _command(args: argparse.Namespace) -> int:
     return 2
 
 
+def _strimzi(args: argparse.Namespace) -> StrimziSource | None:
+    """`--strimzi FILE[#NAME]` and `--strimzi-secrets DIR`, as the loader takes them."""
+    if args.strimzi is None:
+        if args.strimzi_secrets is not None:
+            raise MirrorlagError("--strimzi-secrets needs --strimzi")
+        return None
+    from mirrorlag.config.strimzi import StrimziSource
+
+    return StrimziSource.parse(args.strimzi, args.strimzi_secrets)
+
+
 def _range(text: str) -> object:
     from mirrorlag.check_output import Range
 
@@ -207,9 +227,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from mirrorlag.check_output import Status, Thresholds, unknown_line
 
     thresholds = Thresholds(args.warning, args.critical, args.warning_records, args.critical_records)
-    if args.url is None and not args.config:
-        print(unknown_line("usage: the following arguments are required: --config/-c (or --url)"))
-        print("mirrorlag check: error: the following arguments are required: --config/-c (or --url)", file=sys.stderr)
+    if args.url is None and not args.config and args.strimzi is None:
+        print(unknown_line("usage: the following arguments are required: --config/-c (or --strimzi, or --url)"))
+        print("mirrorlag check: error: the following arguments are required: --config/-c (or --strimzi, or --url)",
+              file=sys.stderr)
         return Status.UNKNOWN
     if args.url is not None:  # before importing mirrorlag.check: its Kafka client and poller take a second
         from mirrorlag.check_url import UrlCheck, run_url_check
@@ -221,8 +242,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     output = Output(verbose=args.verbose, quiet=args.quiet, thresholds=thresholds)
     try:
-        return run_check(args.config, as_json=args.json, timeout_s=args.timeout, started=args.started,
-                         groups=args.groups, output=output)
+        return run_check(args.config or [], as_json=args.json, timeout_s=args.timeout, started=args.started,
+                         groups=args.groups, output=output, strimzi=_strimzi(args))
     except MirrorlagError as exc:
         # Nagios shows stdout's first line; cron and a human read stderr's one line as from `run`.
         if not args.json:
@@ -264,7 +285,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
     from mirrorlag.sidecar import Sidecar
 
-    settings = load_settings(args.config)
+    if not args.config and args.strimzi is None:
+        raise MirrorlagError("the following arguments are required: --config/-c (or --strimzi)")
+    settings = load_settings(args.config or [], strimzi=_strimzi(args))
     web = None
     web_config_file = args.web_config_file or settings.http_web_config_file  # the flag wins
     if web_config_file is not None:

@@ -38,6 +38,7 @@ from mirrorlag.config.settings import (
     Settings,
     is_secret_key,
 )
+from mirrorlag.config.strimzi import StrimziSource, read_strimzi
 from mirrorlag.errors import ConfigError
 
 Props = Mapping[str, Prop]
@@ -390,14 +391,17 @@ def _default_tests(rows: Mapping[str, Row]) -> dict[str, Callable[[str], bool]]:
 # --- loading -----------------------------------------------------------------------------
 
 
-def load_settings(paths: Sequence[str | os.PathLike[str]]) -> Settings:
-    """Read, merge and validate `paths` (later files win); any problem is one ConfigError."""
+def load_settings(paths: Sequence[str | os.PathLike[str]], strimzi: StrimziSource | None = None) -> Settings:
+    """Read, merge and validate `paths` (later files win) over the MM2 keys of a Strimzi
+    KafkaMirrorMaker2 resource, if given; any problem is one ConfigError."""
     files = tuple(Path(p).resolve() for p in paths)
-    if not files:
+    if not files and strimzi is None:
         raise ConfigError("no configuration file given")
-    props: dict[str, Prop] = {}
+    props: dict[str, Prop] = dict(read_strimzi(strimzi)) if strimzi is not None else {}
     for file in files:
         props.update(_read(file))
+    if strimzi is not None:
+        files = (strimzi.file, *files)
 
     aliases, clusters_prop = _clusters(props, files)
     _check_own_keys(props)

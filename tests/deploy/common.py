@@ -1,8 +1,9 @@
 """Shared by the tests of deploy/: paths, YAML documents, the Dockerfile's instructions, mirrorlag's
-own argument parser and config loader, and the metric names a PromQL expression uses."""
+own argument parser and config loader, Strimzi's CRD schemas, and the metric names a PromQL expression uses."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -10,11 +11,13 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+import jsonschema
 import yaml
 
 from mirrorlag.cli import build_parser
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
+from mirrorlag.config.strimzi import StrimziSource
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -30,27 +33,39 @@ def yaml_docs(path: Path) -> list[dict[str, Any]]:
 
 
 def kubernetes_docs() -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every object the manifests hold; kustomize's own kustomization.yaml files are not objects."""
     for path in sorted((DEPLOY / "kubernetes").rglob("*.yaml")):
-        for doc in yaml_docs(path):
-            yield path, doc
+        if path.name != "kustomization.yaml":
+            for doc in yaml_docs(path):
+                yield path, doc
+
+
+def run_args(argv: list[str]) -> argparse.Namespace:
+    """A `mirrorlag run` command line parsed by mirrorlag's own parser (argparse exits 2 on anything
+    `mirrorlag run` would reject)."""
+    args = build_parser().parse_args(argv)
+    assert args.command == "run", argv
+    return args
 
 
 def parse_run(argv: list[str]) -> list[str]:
-    """The --config files of a `mirrorlag run` command line, parsed by mirrorlag's own parser
-    (argparse exits 2 on anything `mirrorlag run` would reject)."""
-    args = build_parser().parse_args(argv)
-    assert args.command == "run", argv
-    return args.config
+    """The --config files of a `mirrorlag run` command line."""
+    return run_args(argv).config or []
 
 
-def load_config_texts(tmp_path: Path, texts: dict[str, str]) -> Settings:
-    """Write each properties text to tmp_path/<name> and load them in order as `mirrorlag run` would."""
+def load_config_texts(tmp_path: Path, texts: dict[str, str], strimzi: str | None = None) -> Settings:
+    """Write each properties text to tmp_path/<name> and load them in order as `mirrorlag run` would,
+    over a KafkaMirrorMaker2 resource's text as `--strimzi` reads it, if given."""
     paths = []
     for name, text in texts.items():
         path = tmp_path / Path(name).name
         path.write_text(text)
         paths.append(path)
-    return load_settings(paths)
+    resource = None
+    if strimzi is not None:
+        resource = tmp_path / "kafkamirrormaker2.yaml"
+        resource.write_text(strimzi)
+    return load_settings(paths, StrimziSource(resource) if resource else None)
 
 
 def properties(path: Path) -> dict[str, str]:
@@ -155,3 +170,26 @@ def rollup_image_zip() -> str:
     m = re.search(r"-m mirrorlag\.rollup\.ship (\S+\.zip)", runs)
     assert m, "Dockerfile.rollup does not write the executors' zip"
     return m[1]
+
+
+def _no_pruning(schema: Any) -> Any:
+    """Strimzi's structural schema, with additionalProperties: false wherever the API server would
+    silently prune unknown fields (objects with properties and no preserve-unknown-fields)."""
+    if isinstance(schema, dict):
+        out = {k: _no_pruning(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
+                and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_no_pruning(v) for v in schema]
+    return schema
+
+
+def strimzi_validator(version: str = "v1") -> jsonschema.Validator:
+    """Strimzi's KafkaMirrorMaker2 CRD schema of `version` (v1 or v1beta2, vendored: schemas/README.md)."""
+    crd = json.loads((SCHEMAS / f"strimzi-kafkamirrormaker2-{version}.json").read_text())
+    assert (crd["group"], crd["version"], crd["kind"]) == ("kafka.strimzi.io", version, "KafkaMirrorMaker2")
+    schema = _no_pruning(crd["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
+    return jsonschema.Draft4Validator(schema)  # OpenAPI v3.0 schemas are draft-4 style

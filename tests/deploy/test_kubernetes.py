@@ -4,28 +4,28 @@ targets; the Strimzi KafkaMirrorMaker2 against the openAPIV3Schema of Strimzi's 
 see schemas/README.md) with the API server's pruning made an error. Then what the schemas cannot
 see: non-root and read-only root filesystems, probes, config mounts that `mirrorlag run` loads,
 MM2 and mirrorlag in separate pods (a mirrorlag upgrade rolls no MM2 pod) with the update
-strategies and history access mode deploy/README.md states, the Strimzi ConfigMap agreeing with the
-KafkaMirrorMaker2, and the rollup CronJob's spark-submit command line run for real."""
+strategies and history access mode deploy/README.md states, mirrorlag reading the very
+KafkaMirrorMaker2 Strimzi applies (kustomize, with kubectl when installed), and the rollup
+CronJob's spark-submit command line run for real."""
 
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
 import mirrorlag
 from mirrorlag.config.loader import GLOBAL_KEYS
-from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, SCHEMAS, kubernetes_docs, load_config_texts, parse_run, \
-    rollup_image_zip, yaml_docs
+from tests.deploy.common import DEPLOY, ROLLUP_ENTRY, kubernetes_docs, load_config_texts, parse_run, \
+    rollup_image_zip, run_args, run_tool, strimzi_validator, yaml_docs
 
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")  # podFailurePolicy is GA from 1.31
 STRIMZI_KIND = ("kafka.strimzi.io/v1", "KafkaMirrorMaker2")
@@ -64,28 +64,6 @@ def test_kubernetes_validate_rejects_an_unknown_field():
     bad["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, KUBERNETES_VERSIONS[-1], strict=True)
-
-
-def _no_pruning(schema: Any) -> Any:
-    """Strimzi's structural schema, with additionalProperties: false wherever the API server would
-    silently prune unknown fields (objects with properties and no preserve-unknown-fields)."""
-    if isinstance(schema, dict):
-        out = {k: _no_pruning(v) for k, v in schema.items()}
-        if out.get("type") == "object" and "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields") \
-                and "additionalProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_no_pruning(v) for v in schema]
-    return schema
-
-
-def strimzi_validator() -> jsonschema.Validator:
-    crd = json.loads((SCHEMAS / "strimzi-kafkamirrormaker2-v1.json").read_text())
-    assert (f"{crd['group']}/{crd['version']}", crd["kind"]) == STRIMZI_KIND
-    schema = _no_pruning(crd["openAPIV3Schema"])
-    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
-    return jsonschema.Draft4Validator(schema)  # OpenAPI v3.0 schemas are draft-4 style
 
 
 def strimzi_resources() -> list[dict]:
@@ -151,14 +129,17 @@ def test_mirrorlag_container_probes_resources_and_config(tmp_path, path, pod, co
     # ConfigMap mounted read-only, and together they load as `mirrorlag run` loads them
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    config_maps = by_kind("ConfigMap", path)
-    texts = {}
-    for config in parse_run(["run", *container["args"]]):
-        mount = mounts[str(Path(config).parent)]
+    config_maps = {name: doc["data"] for name, doc in by_kind("ConfigMap", path).items()}
+    config_maps.update(generated_config_maps(path.parent))
+
+    def mounted(file: str) -> str:
+        mount = mounts[str(Path(file).parent)]
         assert mount.get("readOnly") is True
-        data = config_maps[volumes[mount["name"]]["configMap"]["name"]]["data"]
-        texts[config] = data[Path(config).name]
-    settings = load_config_texts(tmp_path, texts)
+        return config_maps[volumes[mount["name"]]["configMap"]["name"]][Path(file).name]
+
+    args = run_args(["run", *container["args"]])
+    texts = {config: mounted(config) for config in args.config or []}
+    settings = load_config_texts(tmp_path, texts, mounted(args.strimzi) if args.strimzi else None)
     assert settings.http_port == port
     history = mounts[str(settings.history.dir)]
     assert not history.get("readOnly") and "persistentVolumeClaim" in volumes[history["name"]]
@@ -316,13 +297,36 @@ def test_the_prometheus_target_is_the_mirrorlag_service():
                 doc["metadata"]["name"]
 
 
-def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):
-    path = DEPLOY / "kubernetes" / "strimzi" / "mirrorlag.yaml"
+def kustomization(directory: Path) -> dict:
+    path = directory / "kustomization.yaml"
+    return yaml_docs(path)[0] if path.exists() else {}
+
+
+def generated_config_maps(directory: Path) -> dict[str, dict[str, str]]:
+    """The ConfigMaps kustomize makes from files (configMapGenerator), by name: file name -> text."""
+    return {gen["name"]: {name: (directory / name).read_text() for name in gen["files"]}
+            for gen in kustomization(directory).get("configMapGenerator", [])}
+
+
+STRIMZI_DIR = DEPLOY / "kubernetes" / "strimzi"
+
+
+def test_strimzi_mirrorlag_reads_the_resource_the_operator_applies(tmp_path):
+    """No twin: kustomize applies kafkamirrormaker2.yaml and makes mirrorlag's ConfigMap of the same
+    file; what `mirrorlag run --strimzi` derives from it is what the operator configures."""
+    kustomize = kustomization(STRIMZI_DIR)
+    assert kustomize["resources"] == ["kafkamirrormaker2.yaml", "mirrorlag.yaml"]
+    assert generated_config_maps(STRIMZI_DIR) == {
+        "mirrorlag-kafkamirrormaker2": {"kafkamirrormaker2.yaml": (STRIMZI_DIR / "kafkamirrormaker2.yaml").read_text()}}
     (resource,) = strimzi_resources()
     spec = resource["spec"]
-    (config_map,) = by_kind("ConfigMap", path).values()
-    settings = load_config_texts(tmp_path, {"mm2.properties": config_map["data"]["mm2.properties"],
-                                            "mirrorlag.properties": config_map["data"]["mirrorlag.properties"]})
+    (deployment,) = by_kind("Deployment", STRIMZI_DIR / "mirrorlag.yaml").values()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = run_args(["run", *container["args"]])
+    assert Path(args.strimzi).name == "kafkamirrormaker2.yaml" and args.strimzi_secrets is None
+    # the twin is gone: no ConfigMap restates the resource in MM2's keys
+    assert all(set(cm["data"]) == {"mirrorlag.properties"} for cm in by_kind("ConfigMap", STRIMZI_DIR / "mirrorlag.yaml").values())
+    settings = load_config_texts(tmp_path, {}, (STRIMZI_DIR / "kafkamirrormaker2.yaml").read_text())
     target = spec["target"]
     assert settings.clusters[target["alias"]].client["bootstrap.servers"] == target["bootstrapServers"]
     flows = {(f.source, f.target): f for f in settings.flows}
@@ -334,13 +338,33 @@ def test_strimzi_configmap_restates_the_kafkamirrormaker2(tmp_path):
         assert flow.topics_include.pattern == f"(?:{mirror['topicsPattern']})"
         connector = mirror["sourceConnector"].get("config", {})
         assert flow.offset_syncs_topic_location == connector.get("offset-syncs.topic.location", "source")
+        # Connect-mode MM2 commits "<source>-><target>.MirrorSourceConnector" records to the worker's
+        # offsetStorageTopic, which the connect-offsets feed then reads.
         assert flow.connect_offsets_topic == target["offsetStorageTopic"]
-    # Every feed: the connect-offsets feed also reads Connect-mode MM2's
-    # "<source>-><target>.MirrorSourceConnector" records from the target's offsetStorageTopic, and
-    # target progress is on wherever the Connect cluster writes the target without transactions.
-    assert settings.lro_feeds == ("offset-syncs", "connect-offsets", "target-progress")
-    transactional = str(target.get("config", {}).get("exactly.once.source.support", "disabled")).lower() == "enabled"
-    assert all(flow.target_transactional is transactional for flow in settings.flows)
+        transactional = str(target.get("config", {}).get("exactly.once.source.support", "disabled")) == "enabled"
+        assert flow.target_transactional is transactional
+
+
+def test_the_strimzi_kustomization_builds_with_kubectl(tmp_path):
+    """The real tool: `kubectl kustomize` renders the directory; every object validates (Strimzi's
+    against its CRD schema), and the Deployment mounts the ConfigMap made of the very resource."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed (Debian: kubernetes-client; or kubectl from dl.k8s.io)")
+    rendered = [d for d in yaml.safe_load_all(run_tool([kubectl, "kustomize", str(STRIMZI_DIR)]).stdout) if d]
+    kinds = sorted(d["kind"] for d in rendered)
+    assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "KafkaMirrorMaker2", "PersistentVolumeClaim", "Service"]
+    for doc in rendered:
+        if doc["kind"] == "KafkaMirrorMaker2":
+            assert not list(strimzi_validator().iter_errors(doc))
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[-1], strict=True)
+    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    generated = volumes["kafkamirrormaker2"]["configMap"]["name"]
+    assert generated.startswith("mirrorlag-kafkamirrormaker2-")  # the hash suffix: a changed resource rolls the pod
+    (config_map,) = [d for d in rendered if d["kind"] == "ConfigMap" and d["metadata"]["name"] == generated]
+    assert config_map["data"]["kafkamirrormaker2.yaml"] == (STRIMZI_DIR / "kafkamirrormaker2.yaml").read_text()
 
 
 def test_rollup_cronjob_reads_the_history_claim_and_its_argv_parses():
