@@ -18,7 +18,7 @@ from mirrorlag.errors import MirrorlagError, exit_status
 
 if TYPE_CHECKING:
     from mirrorlag.config.strimzi import StrimziSource
-    from mirrorlag.gc_pacing import GcPacing
+    from mirrorlag.process.gc_pacing import GcPacing
 
 log = logging.getLogger("mirrorlag")
 
@@ -205,7 +205,7 @@ def _strimzi(args: argparse.Namespace) -> StrimziSource | None:
 
 
 def _range(text: str) -> object:
-    from mirrorlag.check_output import Range
+    from mirrorlag.check.output import Range
 
     try:
         return Range.parse(text)
@@ -215,7 +215,7 @@ def _range(text: str) -> object:
 
 def _check_usage_error(parser: argparse.ArgumentParser, message: str) -> None:
     """A usage error of `check` is UNKNOWN (3) to Nagios, which reserves 2 for CRITICAL."""
-    from mirrorlag.check_output import unknown_line
+    from mirrorlag.check.output import unknown_line
 
     print(unknown_line(f"usage: {message}"))
     parser.print_usage(sys.stderr)
@@ -224,7 +224,7 @@ def _check_usage_error(parser: argparse.ArgumentParser, message: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from mirrorlag.check_output import Status, Thresholds, unknown_line
+    from mirrorlag.check.output import Status, Thresholds, unknown_line
 
     thresholds = Thresholds(args.warning, args.critical, args.warning_records, args.critical_records)
     if args.url is None and not args.config and args.strimzi is None:
@@ -233,12 +233,12 @@ def cmd_check(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return Status.UNKNOWN
     if args.url is not None:  # before importing mirrorlag.check: its Kafka client and poller take a second
-        from mirrorlag.check_url import UrlCheck, run_url_check
+        from mirrorlag.check.url import UrlCheck, run_url_check
 
         url_check = UrlCheck(args.url, args.timeout, args.max_age, args.user, args.password_file, args.ca_file,
                              args.client_cert, args.client_key)
         return run_url_check(url_check, args.json, thresholds, args.quiet)
-    from mirrorlag.check import Output, run_check
+    from mirrorlag.check.run import Output, run_check
 
     output = Output(verbose=args.verbose, quiet=args.quiet, thresholds=thresholds)
     try:
@@ -273,8 +273,8 @@ def tune_process() -> None:
 
 def run_pacing() -> GcPacing:
     """What `mirrorlag run` does to its process around each poll (the benchmarks do the same)."""
-    from mirrorlag.gc_pacing import GcPacing
-    from mirrorlag.malloc import heap_trimmer
+    from mirrorlag.process.gc_pacing import GcPacing
+    from mirrorlag.process.malloc import heap_trimmer
 
     return GcPacing(release_memory=heap_trimmer())
 
@@ -283,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirrorlag.config import load_settings
     from mirrorlag.config.effective import log_effective
     from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
-    from mirrorlag.sidecar import Sidecar
+    from mirrorlag.sidecar.service import Sidecar
 
     if not args.config and args.strimzi is None:
         raise MirrorlagError("the following arguments are required: --config/-c (or --strimzi)")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirrorlag.child_process import ChildProcess
+from mirrorlag.process.child_process import ChildProcess
 from mirrorlag.errors import MirrorlagError
 
 

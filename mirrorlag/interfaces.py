@@ -129,7 +129,7 @@ class HeartbeatSource(Protocol):
 
 class Engine(Protocol):
     """The pure lag engine as the poller uses it: one observation in, one snapshot out, and the
-    per-flow counters the poller exports. The poller is handed one (mirrorlag.wiring)."""
+    per-flow counters the poller exports. The poller is handed one (mirrorlag.poll.wiring)."""
 
     rewinds_total: Mapping[FlowId, int]
     records_lost_total: Mapping[FlowId, int]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from mirrorlag.apache_kafka.jars import KafkaJars
-from mirrorlag.child_process import ChildProcess
+from mirrorlag.process.child_process import ChildProcess
 from mirrorlag.embedded import free_port
 from mirrorlag.errors import MirrorlagError
 

@@ -41,7 +41,7 @@ from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
 from mirrorlag.groups.readiness import GroupState
 from mirrorlag.groups.service import GroupsService
-from mirrorlag.sidecar import Sidecar
+from mirrorlag.sidecar.service import Sidecar
 from tests.bench.bench_poll import PARTITIONS_PER_TOPIC, SYNC_TOPIC, prepare
 
 GROUP_TOPIC = "grp"

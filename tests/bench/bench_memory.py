@@ -158,7 +158,7 @@ class StandIn:
                  new_topic_every: int = 0, detail: str = "full", stall_after: int = 0) -> None:
         from mirrorlag import ReplicationTracker
         from mirrorlag.config import load_settings
-        from mirrorlag.sidecar import Sidecar
+        from mirrorlag.sidecar.service import Sidecar
 
         with tempfile.TemporaryDirectory() as tmp:
             config = Path(tmp) / "mm2.properties"

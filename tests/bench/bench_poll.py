@@ -66,7 +66,7 @@ from mirrorlag.embedded import EmbeddedBroker, free_port
 from mirrorlag.formats import OffsetSync, encode_offset_sync
 from mirrorlag.kafka.source import SourceCluster, isolation_level, make_admin
 from mirrorlag.cli import SWITCH_INTERVAL_S, run_pacing, tune_process
-from mirrorlag.sidecar import Sidecar
+from mirrorlag.sidecar.service import Sidecar
 from tests.exposition import metrics_text
 
 PARTITIONS_PER_TOPIC = 100

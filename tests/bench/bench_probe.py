@@ -50,7 +50,7 @@ def child(bootstrap: str, partitions: int, max_polls: int, healthy_polls: int) -
     from mirrorlag.config.settings import ClusterSettings
     from mirrorlag.kafka.probe import SourceProbe
     from mirrorlag.model import LroTable, PartitionKey, LroReading
-    from mirrorlag.poller import Poller
+    from mirrorlag.poll.poller import Poller
 
     cluster = ClusterSettings("src", bootstrap, {"bootstrap.servers": bootstrap})
     topics = [f"{PREFIX}{i:04d}" for i in range(partitions // PARTITIONS_PER_TOPIC)]

@@ -127,7 +127,7 @@ class EstateStandIn(StandIn):
 
     def __init__(self, partitions: int, estate: str, detail: str) -> None:
         from mirrorlag.cli import run_pacing
-        from mirrorlag.sidecar import Sidecar
+        from mirrorlag.sidecar.service import Sidecar
 
         super().__init__(partitions)  # the callback feed: a ReplicationTracker
         assert self.tracker is not None

@@ -7,7 +7,7 @@ import pytest
 from mirrorlag import ReplicationTracker
 from mirrorlag.config import load_settings
 from mirrorlag.model import PartitionKey, State
-from mirrorlag.sidecar import Sidecar
+from mirrorlag.sidecar.service import Sidecar
 from tests.conftest import write_properties
 
 pytestmark = pytest.mark.integration

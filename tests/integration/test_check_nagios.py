@@ -130,7 +130,7 @@ def test_url_asks_a_running_sidecar_in_well_under_a_second(tmp_path, estate, clu
         # The interpreter's start and imports are most of it (half a second here, more under load):
         # measured alongside, the answer itself must take well under a second.
         started = time.monotonic()
-        subprocess.run([sys.executable, "-c", "import mirrorlag.cli, mirrorlag.check_url"], check=True, timeout=60)
+        subprocess.run([sys.executable, "-c", "import mirrorlag.cli, mirrorlag.check.url"], check=True, timeout=60)
         assert took < time.monotonic() - started + 0.5, took
         result, _ = _url_check(url, "--critical-records", "3")
         assert nagios(result)[0] == "CRITICAL", result.stdout

@@ -16,7 +16,7 @@ from mirrorlag.config import load_settings
 from mirrorlag.feeds.external import build_feeds, heartbeat_feeds
 from mirrorlag.formats import OffsetSync
 from mirrorlag.model import PollObservation, State
-from mirrorlag.sidecar import Sidecar
+from mirrorlag.sidecar.service import Sidecar
 from tests.conftest import Clusters, write_properties
 from tests.helpers import eventually
 

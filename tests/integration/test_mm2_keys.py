@@ -17,8 +17,8 @@ from mirrorlag.config import load_settings
 from mirrorlag.embedded import free_port
 from mirrorlag.formats import ConnectOffsetKey, OffsetSync, encode_connect_offset
 from mirrorlag.model import PartitionKey
-from mirrorlag.poller import Poller
-from mirrorlag.wiring import lag_engine
+from mirrorlag.poll.poller import Poller
+from mirrorlag.poll.wiring import lag_engine
 from tests.conftest import write_properties
 from tests.helpers import eventually, mirrorlag, produce_records, running_sidecar, status
 

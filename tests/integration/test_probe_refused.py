@@ -22,8 +22,8 @@ from mirrorlag.feeds.external import build_feeds
 from mirrorlag.formats import OffsetSync
 from mirrorlag.kafka.probe import NOT_AUTHORIZED, KafkaFetcher, SourceProbe
 from mirrorlag.model import State
-from mirrorlag.poller import Poller
-from mirrorlag.wiring import lag_engine
+from mirrorlag.poll.poller import Poller
+from mirrorlag.poll.wiring import lag_engine
 from tests.conftest import write_properties
 from tests.helpers import produce_records
 
@@ -108,7 +108,7 @@ def test_check_proves_by_its_window_what_a_refused_probe_could_not(clusters, top
     # `mirrorlag check`'s own KIP-16 window is proof too: a partition behind at its first look
     # whose probe is refused is not final; MM2 copying all that existed then makes it IN_SYNC.
     # The idle transactional partition, which nothing can prove, ends STALLED (1 behind, flagged).
-    from mirrorlag.check import _observe
+    from mirrorlag.check.run import _observe
 
     busy, idle = f"{topic_name}.busy", f"{topic_name}.idle"
     clusters.create_topic(busy, 1)

@@ -49,9 +49,9 @@ from mirrorlag.feeds.target_progress import FEED_NAME as TARGET_PROGRESS
 from mirrorlag.feeds.target_progress import NONE as TP_NONE
 from mirrorlag.feeds.target_progress import progress_lros
 from mirrorlag.kafka.probe import SourceProbe
-from mirrorlag.lro_cache import LroCache
+from mirrorlag.poll.lro_cache import LroCache
 from mirrorlag.model import FlowId, LroTable, PartitionKey, PartitionRow, PollObservation
-from mirrorlag.poller import Poller
+from mirrorlag.poll.poller import Poller
 from tests.sim.mm2 import MM2Config, MM2Model, Sync
 
 INF = math.inf

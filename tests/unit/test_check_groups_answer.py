@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from mirrorlag.check_groups import EXIT_OK, EXIT_UNKNOWN, answer
+from mirrorlag.check.groups import EXIT_OK, EXIT_UNKNOWN, answer
 from mirrorlag.groups.monitor import FlowGroups, GroupsSnapshot
 from mirrorlag.model import FlowId
 

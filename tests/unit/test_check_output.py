@@ -1,4 +1,4 @@
-"""`check`'s status line, perfdata and threshold ranges (mirrorlag.check_output), read back as a
+"""`check`'s status line, perfdata and threshold ranges (mirrorlag.check.output), read back as a
 Nagios-style consumer reads them (tests.nagios)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mirrorlag.check_output import Range, Status, Thresholds, Window, groups_verdict, partitions_verdict, unknown_line
+from mirrorlag.check.output import Range, Status, Thresholds, Window, groups_verdict, partitions_verdict, unknown_line
 from mirrorlag.groups.assess import GroupPartition, GroupReadiness
 from mirrorlag.groups.readiness import GroupState, PartitionReadiness
 from mirrorlag.model import PartitionKey, PartitionRow, State
@@ -120,7 +120,7 @@ def test_groups_ready_is_ok_and_the_worst_groups_are_named():
 
 def test_the_checks_window_keeps_a_rewind_it_saw():
     """A partition caught up at the first poll whose LRO then stepped back reads REWIND, not IN_SYNC."""
-    from mirrorlag.check import _verdict
+    from mirrorlag.check.run import _verdict
 
     rewound = row(0, State.REWIND, 29, 0.0)._replace(lro=20)
     assert _verdict(rewound, True, 49).state is State.REWIND

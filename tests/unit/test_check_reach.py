@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirrorlag.check_reach import Reach, plain
+from mirrorlag.check.reach import Reach, plain
 
 
 def test_plain_drops_the_broker_name_and_the_connection_state():

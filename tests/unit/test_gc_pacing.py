@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from mirrorlag.gc_pacing import GcPacing
+from mirrorlag.process.gc_pacing import GcPacing
 
 
 class Node:

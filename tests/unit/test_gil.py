@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorlag.gil import STEP, pieces
+from mirrorlag.process.gil import STEP, pieces
 
 
 @pytest.mark.parametrize("n", [0, 1, STEP - 1, STEP, STEP + 1, 3 * STEP + 7])

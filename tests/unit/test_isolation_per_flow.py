@@ -15,7 +15,7 @@ from mirrorlag.feeds.off import offset_syncs_off_feeds, one_per_cluster
 from mirrorlag.interfaces import FeedOff, FeedHealth
 from mirrorlag.kafka.source import SourceCluster
 from mirrorlag.model import FlowId, LroReading, LroTable, PartitionKey, PollObservation, State
-from mirrorlag.poller import Poller, _SourceView
+from mirrorlag.poll.poller import Poller, _SourceView
 
 RC, RU = "read_committed", "read_uncommitted"
 THREE_FLOWS = """\

@@ -1,4 +1,4 @@
-from mirrorlag.lro_cache import LroCache
+from mirrorlag.poll.lro_cache import LroCache
 from mirrorlag.model import LroReading, LroTable, PartitionKey
 
 K1 = PartitionKey("A", "B", "t", 0)

@@ -7,8 +7,8 @@ import platform
 
 import pytest
 
-from mirrorlag.gc_pacing import GcPacing
-from mirrorlag.malloc import heap_trimmer
+from mirrorlag.process.gc_pacing import GcPacing
+from mirrorlag.process.malloc import heap_trimmer
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc_trim")

@@ -9,8 +9,8 @@ from mirrorlag.interfaces import LroFeed
 from mirrorlag.kafka.source import partitions_of
 from mirrorlag.model import FlowId, PartitionKey, State
 from mirrorlag.kafka.probe import SourceProbe
-from mirrorlag.poller import Poller
-from mirrorlag.wiring import lag_engine
+from mirrorlag.poll.poller import Poller
+from mirrorlag.poll.wiring import lag_engine
 
 
 class FreshSource:
@@ -274,7 +274,7 @@ def test_partition_numbers_are_a_range_when_they_are_zero_to_n():
 
 
 def test_keys_by_topic_name_each_flows_own_keys_also_where_numbers_have_gaps(tmp_path):
-    from mirrorlag.poller import _SourceView, _TopicKeys
+    from mirrorlag.poll.poller import _SourceView, _TopicKeys
 
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = src, dst, dr\nsrc.bootstrap.servers = 127.0.0.1:9\n"

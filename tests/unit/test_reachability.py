@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirrorlag.reachability import Reachability, cause_of
+from mirrorlag.kafka.reachability import Reachability, cause_of
 
 REFUSED = "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)"
 UNRESOLVED = ("nosuch.invalid:9092/bootstrap: Failed to resolve 'nosuch.invalid:9092': Name or service not known "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from mirrorlag.check_output import groups_verdict
+from mirrorlag.check.output import groups_verdict
 from mirrorlag.demo.runner import _summary
 from mirrorlag.demo.ui import group_summaries
 from mirrorlag.groups.metrics import GroupsCollector

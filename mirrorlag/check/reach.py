@@ -17,10 +17,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirrorlag.config.settings import ClusterSettings, Settings
-from mirrorlag.deadline import Deadline
+from mirrorlag.check.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.kafka.source import LIBRDKAFKA_LOGGER, masked, refused_config, secret_values
-from mirrorlag.reachability import cause_of, without_broker
+from mirrorlag.kafka.reachability import cause_of, without_broker
 
 POLL_S = 0.05  # how often a waiting probe serves librdkafka's error callbacks, and sees a stop
 # How long an UNKNOWN waits for the other clusters' reasons once one source is found down: librdkafka

@@ -29,21 +29,21 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mirrorlag.check_groups import answer as answer_groups
-from mirrorlag.check_groups import read_groups
-from mirrorlag.check_output import Status, Thresholds, Window, partitions_verdict, unknown_line
-from mirrorlag.check_reach import SETTLE_S, ReachProbes
+from mirrorlag.check.deadline import Deadline
+from mirrorlag.check.groups import answer as answer_groups
+from mirrorlag.check.groups import read_groups
+from mirrorlag.check.output import Status, Thresholds, Window, partitions_verdict, unknown_line
+from mirrorlag.check.reach import SETTLE_S, ReachProbes
 from mirrorlag.config import load_settings
 from mirrorlag.config.settings import Settings
 from mirrorlag.config.strimzi import StrimziSource
-from mirrorlag.deadline import Deadline
 from mirrorlag.errors import MirrorlagError
 from mirrorlag.exporters.status import row_to_dict
 from mirrorlag.groups.monitor import GroupsSnapshot
 from mirrorlag.feeds.external import build_feeds
 from mirrorlag.model import PartitionKey, PartitionRow, State
-from mirrorlag.poller import Poller
-from mirrorlag.wiring import lag_engine
+from mirrorlag.poll.poller import Poller
+from mirrorlag.poll.wiring import lag_engine
 
 EXIT_OK, EXIT_WARNING, EXIT_UNKNOWN = Status.OK, Status.WARNING, Status.UNKNOWN
 RECHECK_INTERVAL_S = 1.0

@@ -21,14 +21,14 @@ from mirrorlag.feeds.callback import ReplicationTracker, TrackerFeed
 from mirrorlag.feeds.connect_offsets import FEED_NAME as CONNECT_OFFSETS
 from mirrorlag.feeds.off import one_per_cluster
 from mirrorlag.feeds.offset_syncs import FEED_NAME as OFFSET_SYNCS
-from mirrorlag.gil import pieces
+from mirrorlag.process.gil import pieces
 from mirrorlag.interfaces import Engine, FeedHealth, HeartbeatSource, LroFeed, PollRows, PollStats
 from mirrorlag.kafka.probe import SourceProbe
 from mirrorlag.kafka.source import SourceCluster, SourceUnavailable, Topology, isolation_level, make_admin
-from mirrorlag.lro_cache import LOG_START, LroCache
+from mirrorlag.poll.lro_cache import LOG_START, LroCache
 from mirrorlag.model import STATES, FlowId, LroTable, PartitionKey, PollObservation, Snapshot, State
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirrorlag.poller")  # its name before the move (issue 42): operators' log filters
 
 _GONE, _RESET = STATES.index(State.GONE), STATES.index(State.RESET)
 
@@ -461,7 +461,7 @@ class Poller:
             self._set_available(source.alias, False, str(exc))
             view = self._view(source)
             offsets = {}
-        # In pieces, so that a scrape is not kept waiting for the GIL (mirrorlag.gil).
+        # In pieces, so that a scrape is not kept waiting for the GIL (mirrorlag.process.gil).
         for keys, key_parts in zip(pieces(view.keys), pieces(view.key_parts)):
             leos.update(zip(keys, map(offsets.get, key_parts)))
         return bool(self._available[source.alias])
@@ -576,7 +576,7 @@ class Poller:
 
     def _set_available(self, alias: str, ok: bool, reason: str = "") -> None:
         """Record whether a source cluster was read, and why not. The outage's one line (at its
-        start, with the clients' cause) and its recovery's are mirrorlag.cluster_watch's, which
+        start, with the clients' cause) and its recovery's are mirrorlag.sidecar.cluster_watch's, which
         reads `read_errors`; here a change is only a debug line."""
         self.read_errors[alias] = None if ok else reason
         if self._available.get(alias) == ok:

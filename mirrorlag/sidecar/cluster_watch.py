@@ -3,7 +3,7 @@
 A thread looks at the clients' error reports a few times a second: the source admin clients'
 and the feeds' metadata clients' (whose error callbacks librdkafka serves only when asked: here),
 and what the feeds' consumers recorded. Each poll's outcome confirms a cluster down or proves it
-back (mirrorlag.reachability decides). A change is logged once (WARNING down, INFO back) and
+back (mirrorlag.kafka.reachability decides). A change is logged once (WARNING down, INFO back) and
 handed to `on_change`, which republishes /readyz and /status. The texts are the clients' own,
 whose secret values they already mask.
 """
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from mirrorlag.kafka.source import SourceAdmin
 from mirrorlag.kafka.topic_reader import FeedConsumer
-from mirrorlag.reachability import Change, ClusterState, Reachability
+from mirrorlag.kafka.reachability import Change, ClusterState, Reachability
 
 if TYPE_CHECKING:
     from mirrorlag.config.settings import Settings
-    from mirrorlag.poller import Poller
+    from mirrorlag.poll.poller import Poller
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirrorlag.cluster_watch")  # its name before the move (issue 42): operators' log filters
 
 WATCH_INTERVAL_S = 0.2  # a refused connection is reported within this of librdkafka knowing it
 

@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mirrorlag.check_output import Status, groups_verdict, unknown_line
+from mirrorlag.check.output import Status, groups_verdict, unknown_line
 from mirrorlag.config.settings import Settings
 from mirrorlag.groups.flow_reader import flow_readers
 from mirrorlag.groups.monitor import GroupsMonitor, GroupsSnapshot

@@ -15,24 +15,24 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from mirrorlag.cluster_watch import ClusterWatch
+from mirrorlag.sidecar.cluster_watch import ClusterWatch
 from mirrorlag.config.settings import Settings
 from mirrorlag.exporters.http import Deflated, Exposition, ExpositionServer, GzipBody
 from mirrorlag.exporters.prometheus import MetricsRenderer, heartbeat_ages, policies_of
 from mirrorlag.exporters.status import flow_to_dict, status_chunks
 from mirrorlag.feeds.callback import ReplicationTracker
-from mirrorlag.gc_pacing import GcPacing
+from mirrorlag.process.gc_pacing import GcPacing
 from mirrorlag.groups.service import GroupsService, checkpointed
 from mirrorlag.history import History
 from mirrorlag.model import Snapshot
 from mirrorlag.interfaces import HeartbeatSource, LroFeed
-from mirrorlag.poller import Poller
-from mirrorlag.wiring import lag_engine
+from mirrorlag.poll.poller import Poller
+from mirrorlag.poll.wiring import lag_engine
 
 if TYPE_CHECKING:
     from mirrorlag.exporters.web_config import WebConfig
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirrorlag.sidecar")  # its name before the move (issue 42): operators' log filters
 
 
 def _not_a_skip(record: logging.LogRecord) -> bool:

@@ -13,7 +13,7 @@ frozen objects. Between polls the collector runs as usual for the other threads'
 cycle that became frozen would never be found, so once per `full_every_s` the state is unfrozen
 and collected in full: one long pause an hour instead of several per poll, and
 cyclic garbage is bounded by an hour's worth. Then, optionally, the heap's free pages go back to
-the system (mirrorlag.malloc).
+the system (mirrorlag.process.malloc).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 FULL_EVERY_S = 3600.0
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirrorlag.gc_pacing")  # its name before the move (issue 42): operators' log filters
 
 
 @dataclass
@@ -35,7 +35,7 @@ class GcPacing:
     full_every_s: float = FULL_EVERY_S
     last_full_at: float | None = None  # monotonic seconds; None: not yet (the first call collects)
     # Called after each freeze, to hand the poll's freed heap pages back to the system
-    # (mirrorlag.malloc.heap_trimmer in `mirrorlag run`).
+    # (mirrorlag.process.malloc.heap_trimmer in `mirrorlag run`).
     release_memory: Callable[[], object] | None = None
 
     def due(self, now: float) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirrorlag.check_output import Status, Thresholds, partitions_verdict, unknown_line
+from mirrorlag.check.output import Status, Thresholds, partitions_verdict, unknown_line
 from mirrorlag.model import PartitionKey, PartitionRow, State
 
 
