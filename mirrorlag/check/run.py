@@ -55,6 +55,8 @@ GRACE_S = 0.05
 # States the check's own window cannot clear: waiting does not bring deleted records back.
 FINAL = (State.UNKNOWN, State.RESET, State.AT_RISK)
 
+log = logging.getLogger("mirrorlag.check")
+
 
 class SourceUnread(Exception):
     """A poll could not read these source clusters: no verdict on their partitions."""
@@ -218,6 +220,7 @@ def _observe(poller: Poller, timeout_s: float, deadline: Deadline | None = None,
     # UNKNOWN, RESET and AT_RISK cannot settle by waiting; everything else gets its window (an
     # UNKNOWN that is only a time lag the probe could not prove too: the window can prove it).
     waiting = {r.key for r in rows if r.key not in resolved and not _final(r)}
+    log.debug("first poll: %d partition(s) read, %d behind to watch", len(rows), len(waiting))
     polled = 0.0  # when the window's last poll began
     while waiting:
         if work is not None:  # published with the verdict: the deadline may come during the next poll

@@ -70,11 +70,17 @@ def test_a_healthy_estate_is_ok_within_nrpes_timeout(estate):
 def test_a_mirror_copying_too_slowly_is_a_warning_naming_the_partition(estate, clusters):
     config, topic = estate
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 4, 4)])  # p0: 5 records behind
-    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "check", "--config", str(config), "--timeout", "5",
-                             "--warning-records", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorlag", "--log-level", "DEBUG", "check", "--config",
+                             str(config), "--timeout", "5", "--warning-records", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []  # the check's log to its first poll: the mirror copies once the window has begun
+    for line in iter(proc.stderr.readline, ""):
+        said.append(line)
+        if "first poll:" in line:
+            break
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(topic, 0, 6, 6)])  # it copies, but not all it owed
     out, err = proc.communicate(timeout=30)
+    err = "".join(said) + err
     status, text, perf = nagios(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     assert status == "WARNING", out + err
     assert text.startswith(f"1 of 3 partitions not IN_SYNC: src->dst {topic}/0 LAGGING 3 records "), text
