@@ -2,7 +2,8 @@
 is the status, the rest perfdata in the plugin grammar, and the exit code is the status. Against
 the real brokers, through the real CLI at its default --timeout, which must answer inside NRPE's
 10 s: a healthy estate (OK), a flow the mirror copies too slowly (WARNING), one it stopped copying
-(CRITICAL), a dead cluster (UNKNOWN)."""
+(CRITICAL), a dead cluster (UNKNOWN); and the same three run by Nagios Core itself
+(tests.nagios_core)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.conftest import write_properties
 from tests.helpers import eventually, running_sidecar
 from tests.integration.test_check_timeout import refused_port
 from tests.nagios import parse
+from tests.nagios_core import nagios_core, service_status
 
 pytestmark = pytest.mark.integration
 
@@ -178,3 +180,36 @@ def test_a_rewind_within_the_window_is_a_warning_named_before_lagging(estate, cl
     assert text.startswith(f"2 of 3 partitions not IN_SYNC: src->dst {topic}/0 REWIND 5 records"), text
     assert f", src->dst {topic}/2 LAGGING 3 records" in text, text
     assert (perf["rewind"][0], perf["lagging"][0], perf["in_sync"][0]) == ("1", "1", "1"), perf
+
+
+def test_nagios_core_runs_it_as_a_service_check(tmp_path, estate, clusters):
+    """Nagios Core itself runs `mirrorlag check` as a check_command, no wrapper: the state it files
+    is the exit code's, the status line its plugin output, the perfdata what it took after `|`."""
+    config, topic = estate
+    behind = f"{topic}-behind"
+    clusters.create_topic(behind, 1)
+    clusters.produce(behind, {0: 5})
+    clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(behind, 0, 1, 1)])  # 3 records behind, no progress
+    stalled = write_properties(tmp_path / "stalled.properties", clusters, f"src->dst.topics = {behind}\n")
+    dead = tmp_path / "dead.properties"
+    dead.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:{refused_port()}\n"
+                    f"dst.bootstrap.servers = 127.0.0.1:{refused_port()}\nsrc->dst.enabled = true\n")
+    command = f"{sys.executable} -m mirrorlag check --config"
+    services = {"healthy": f"{command} {config}", "stalled": f"{command} {stalled}", "dead": f"{command} {dead}"}
+    with nagios_core(tmp_path / "nagios", services) as status_dat:
+        checked = eventually(lambda: _all_checked(status_dat, services), timeout=120, interval=1)
+    healthy, stopped, unread = checked["healthy"], checked["stalled"], checked["dead"]
+    assert (healthy["current_state"], healthy["plugin_output"]) == ("0", "MIRRORLAG OK - 3 partitions IN_SYNC")
+    perf = dict(item.split("=", 1) for item in healthy["performance_data"].split())
+    assert perf["records_behind"].split(";")[0] == "0" and perf["in_sync"] == "3;;;0;3", healthy
+    assert stopped["current_state"] == "2", stopped
+    assert stopped["plugin_output"].startswith(f"MIRRORLAG CRITICAL - 1 of 1 partitions not IN_SYNC: src->dst {behind}/0 STALLED 3 records")
+    assert "stalled=1;;;0;1" in stopped["performance_data"].split(), stopped
+    assert (unread["current_state"], unread["plugin_output"]) == ("3", "MIRRORLAG UNKNOWN - could not read source cluster src")
+    assert "source cluster src (127.0.0.1:" in unread["long_plugin_output"], unread
+
+
+def _all_checked(status_dat: Path, services: dict[str, str]) -> dict[str, dict[str, str]]:
+    checked = service_status(status_dat) if status_dat.exists() else {}
+    assert set(checked) == set(services), checked
+    return checked
