@@ -21,7 +21,7 @@ from mirrorlag.embedded import free_port
 from mirrorlag.formats import OffsetSync
 from tests.conftest import write_properties
 from tests.helpers import eventually, running_sidecar
-from tests.integration.test_check_timeout import refused_port
+from tests.integration.test_check_timeout import dead_config, refused_port
 from tests.nagios import parse
 from tests.nagios_core import nagios_core, service_status
 
@@ -102,10 +102,8 @@ def test_a_stalled_mirror_is_critical(estate, clusters):
 
 
 def test_a_dead_cluster_is_unknown_within_nrpes_timeout(tmp_path):
-    config = tmp_path / "mm2.properties"
     address = f"127.0.0.1:{refused_port()}"
-    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
-                      "src->dst.enabled = true\n")
+    config = dead_config(tmp_path / "mm2.properties", address)
     result, took = check(config)
     status, text, perf = nagios(result)
     assert (status, text, perf) == ("UNKNOWN", "could not read source cluster src", {}), result.stdout
@@ -191,9 +189,7 @@ def test_nagios_core_runs_it_as_a_service_check(tmp_path, estate, clusters):
     clusters.produce(behind, {0: 5})
     clusters.write_offset_syncs(SYNC_TOPIC, [OffsetSync(behind, 0, 1, 1)])  # 3 records behind, no progress
     stalled = write_properties(tmp_path / "stalled.properties", clusters, f"src->dst.topics = {behind}\n")
-    dead = tmp_path / "dead.properties"
-    dead.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = 127.0.0.1:{refused_port()}\n"
-                    f"dst.bootstrap.servers = 127.0.0.1:{refused_port()}\nsrc->dst.enabled = true\n")
+    dead = dead_config(tmp_path / "dead.properties", f"127.0.0.1:{refused_port()}")
     command = f"{sys.executable} -m mirrorlag check --config"
     services = {"healthy": f"{command} {config}", "stalled": f"{command} {stalled}", "dead": f"{command} {dead}"}
     with nagios_core(tmp_path / "nagios", services) as status_dat:

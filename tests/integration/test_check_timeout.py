@@ -74,15 +74,19 @@ def refused_port() -> int:
         return sock.getsockname()[1]  # closed on leaving: nothing listens there
 
 
+def dead_config(path: Path, address: str) -> Path:
+    """A flow src->dst whose two clusters are both at `address` (one nothing answers at)."""
+    path.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
+                    "src->dst.enabled = true\n")
+    return path
+
+
 @pytest.fixture(params=["refused", "unresolvable", "silent", "test-net"])
 def dead(request, tmp_path: Path, silent_port: int) -> tuple[Path, str]:
     """A config whose source (and target) is a cluster that cannot be read, and its address."""
     address = {"refused": f"127.0.0.1:{refused_port()}", "unresolvable": "no-such-host.invalid:9092",
                "silent": f"127.0.0.1:{silent_port}", "test-net": "192.0.2.1:9092"}[request.param]
-    config = tmp_path / "mm2.properties"
-    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
-                      "src->dst.enabled = true\n")
-    return config, address
+    return dead_config(tmp_path / "mm2.properties", address), address
 
 
 @pytest.mark.parametrize("timeout", [5, 1])
@@ -162,10 +166,8 @@ def test_an_address_that_answers_http_is_named_so(tmp_path):
 
 def test_a_source_with_every_broker_down_answers_at_once(tmp_path):
     """Refused everywhere: waiting out the default 9 s would not change the answer."""
-    config = tmp_path / "mm2.properties"
     address = f"127.0.0.1:{refused_port()}"
-    config.write_text(f"clusters = src, dst\nsrc.bootstrap.servers = {address}\ndst.bootstrap.servers = {address}\n"
-                      "src->dst.enabled = true\n")
+    config = dead_config(tmp_path / "mm2.properties", address)
     result, took = check(config)
     assert result.returncode == 3 and "Connection refused" in result.stdout, (result.stdout, result.stderr)
     assert took < 10, took
